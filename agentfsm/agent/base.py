@@ -1,0 +1,251 @@
+"""`BaseAgent`: the engine. `run()` and `iter()` only drive the machine.
+
+The engine loop is: look up the current state in the table; if it is a
+phase, await its action (the I/O: LLM, tools), then fire its `done` trigger
+and let the table's guards pick the edge. Every edge, including `start`,
+`fail`, `cancel` and `reset`, goes through `_fire`, the one place that builds
+the `Transition` event, logs it and hands it to listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import ClassVar
+
+from ..errors import AgentBusyError
+from ..events import GuardOutcome, Transition
+from ..log import event
+from ..machine import MachineTable
+from ..memory import Memory
+from ..messages import Message
+from ..result import AgentState, RunResult, StopReason
+from ..run_state import RunState
+from ..table import AGENT_TABLE
+
+__all__ = ["BaseAgent", "TransitionListener"]
+
+TransitionListener = Callable[[Transition], None]
+
+_TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
+_INTERRUPTED = "Error: the run ended before this tool call produced a result"
+
+
+class BaseAgent(ABC):
+    """An agent whose life is the machine in `table`.
+
+    Subclasses implement the three phases (`think`, `act`, `observe`) and may
+    extend `table` with states and edges of their own.
+    """
+
+    table: ClassVar[MachineTable] = AGENT_TABLE
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        memory: Memory | None = None,
+        max_steps: int = 10,
+        stuck_limit: int | None = 3,
+        duplicate_threshold: int = 2,
+        finish_on_answer: bool = True,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"`max_steps` must be at least 1, got {max_steps!r}")
+        if stuck_limit is not None and stuck_limit < 1:
+            raise ValueError(f"`stuck_limit` must be at least 1 or None (off), got {stuck_limit!r}")
+        if duplicate_threshold < 1:
+            raise ValueError(f"`duplicate_threshold` must be at least 1, got {duplicate_threshold!r}")
+        self.name = name or type(self).__name__.removesuffix("Agent").lower() or "agent"
+        self.memory = memory if memory is not None else Memory()
+        self.max_steps = max_steps
+        self.stuck_limit = stuck_limit
+        self.duplicate_threshold = duplicate_threshold
+        self.finish_on_answer = finish_on_answer
+        self.run_state = RunState(state=self.table.initial)
+        self.last_result: RunResult | None = None
+        self._listeners: list[TransitionListener] = []
+        self._active = False
+        self._entered_at = time.perf_counter()
+
+    # -- what callers read ------------------------------------------------------
+
+    @property
+    def fsm_state(self) -> str:
+        """The machine's leaf state (``"THINKING"``, ...); `transitions` reads and writes this."""
+        return self.run_state.state
+
+    @fsm_state.setter
+    def fsm_state(self, value: str) -> None:
+        self.run_state.state = value
+
+    @property
+    def state(self) -> AgentState:
+        """The top-level state: IDLE, RUNNING, FINISHED or ERROR."""
+        return _TOP_LEVEL.get(self.run_state.state) or AgentState(self.table.by_name[self.run_state.state].group)
+
+    @property
+    def phase(self) -> str | None:
+        """The current phase (``"THINKING"``, ``"ACTING"``, ``"OBSERVING"``, ...), or None."""
+        return None if self.run_state.state in _TOP_LEVEL else self.run_state.state
+
+    @property
+    def current_step(self) -> int:
+        return self.run_state.step
+
+    def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
+        """Call `callback` with every `Transition`; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback)
+
+    # -- driving the machine --------------------------------------------------------
+
+    async def run(self, request: str) -> RunResult:
+        """Run the machine from `request` to FINISHED or ERROR and say why it stopped.
+
+        Errors inside a phase end the run in ERROR (the result names them);
+        cancellation ends it in ERROR with `cancelled` and is re-raised.
+        """
+        async for _ in self.iter(request):
+            pass
+        assert self.last_result is not None
+        return self.last_result
+
+    async def iter(self, request: str) -> AsyncIterator[Transition]:
+        """Run step by step: yields one `Transition` per edge; the run advances between yields."""
+        if self._active:
+            raise AgentBusyError(
+                f"agent {self.name!r} is already running ({self.fsm_state}); "
+                "await the run in progress, or use another agent instance"
+            )
+        self._active = True
+        try:
+            if self.fsm_state != self.table.initial:
+                yield self._fire("reset")
+            self.run_state = RunState(state=self.fsm_state, run_id=uuid.uuid4().hex[:12], request=request)
+            self.memory.add_request(Message.user_message(request))
+            yield self._fire("start")
+            while (spec := self.table.by_name[self.fsm_state]).action is not None:
+                assert spec.done is not None
+                try:
+                    await spec.action(self)
+                except (asyncio.CancelledError, GeneratorExit):
+                    self._abort("cancel", "CancelledError: the run was cancelled")
+                    await self._finish()
+                    raise
+                except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
+                    yield self._abort("fail", f"{type(exc).__name__}: {exc}")
+                    break
+                yield self._fire(spec.done)
+        except GeneratorExit:
+            # The consumer stopped iterating mid-run: treat it as a cancellation.
+            if self.phase is not None:
+                self._abort("cancel", "CancelledError: iteration stopped before the run ended")
+            raise
+        finally:
+            if self._active:
+                await self._finish()
+
+    def reset(self, clear_memory: bool = False) -> None:
+        """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
+        if self._active:
+            raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
+        if self.fsm_state != self.table.initial:
+            self._fire("reset")
+        if clear_memory:
+            self.memory.clear()
+
+    # -- the phases (subclasses) ------------------------------------------------------
+
+    @abstractmethod
+    async def think(self) -> None:
+        """Decide what to do next: set `run.reply` and `run.pending_calls`."""
+
+    @abstractmethod
+    async def act(self) -> None:
+        """Execute `run.pending_calls`; set `run.observations`."""
+
+    @abstractmethod
+    async def observe(self) -> None:
+        """Record `run.observations` in memory and update stuck detection."""
+
+    async def on_run_end(self, result: RunResult) -> None:
+        """Hook awaited after every run, however it ended (release per-run resources here)."""
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _fire(self, trigger: str) -> Transition:
+        source, run = self.fsm_state, self.run_state
+        started = self._entered_at
+        calls_before = tuple(run.pending_calls)
+        firing = self.table.fire(self, trigger)
+        edge = firing.edge
+        assert edge is not None
+        now = time.perf_counter()
+        self._entered_at = now
+        if edge.stop_reason is not None:
+            run.stop_reason = edge.stop_reason
+        transition = Transition(
+            agent=self.name,
+            run_id=run.run_id,
+            trigger=trigger,
+            source=source,
+            dest=edge.dest,
+            step=run.step,
+            guards=tuple(GuardOutcome(name, held) for name, held in firing.guards),
+            stop_reason=edge.stop_reason,
+            duration_s=now - started,
+            reply=run.reply if source == "THINKING" else None,
+            tool_calls=calls_before if edge.dest == "ACTING" else (),
+            observations=tuple(run.observations) if source == "ACTING" else (),
+            error=run.error if edge.dest == "ERROR" else None,
+        )
+        event("transition", **transition.log_fields())
+        for listener in tuple(self._listeners):
+            listener(transition)
+        return transition
+
+    def _abort(self, trigger: str, error: str) -> Transition:
+        self.run_state.error = error
+        self.memory.close_open_calls(_INTERRUPTED)
+        return self._fire(trigger)
+
+    async def _finish(self) -> None:
+        self._active = False
+        run = self.run_state
+        if run.stop_reason is None:  # never started (e.g. add_request refused the request)
+            return
+        result = RunResult(
+            run_id=run.run_id,
+            state=self.state,
+            stop_reason=run.stop_reason,
+            steps=run.step,
+            output=self._output(run.stop_reason),
+            error=run.error,
+            usage=run.usage.model_copy(),
+        )
+        self.last_result = result
+        event(
+            "run_finished",
+            agent=self.name,
+            run_id=run.run_id,
+            state=result.state.value,
+            stop_reason=result.stop_reason.value,
+            steps=result.steps,
+        )
+        await self.on_run_end(result)
+
+    def _output(self, reason: StopReason) -> str | None:
+        if self.run_state.output:
+            return self.run_state.output
+        notes = {
+            StopReason.MAX_STEPS: f"Terminated: Reached max steps ({self.max_steps})",
+            StopReason.TOKEN_LIMIT: f"Stopped: token limit reached ({self.run_state.token_limit})",
+            StopReason.STUCK: "Stopped: the model kept repeating itself",
+        }
+        if reason is StopReason.TERMINATED and self.run_state.observations:
+            return self.run_state.observations[-1].content
+        return notes.get(reason)

@@ -1,0 +1,193 @@
+"""`ToolCallAgent`: think = ask the LLM for tool calls; act = run them.
+
+Every failure of a tool is an observation for the model, never a crash
+(OpenManus's wording for each kind). The assistant message is recorded in
+THINKING, before any tool runs, so the call/result pairing holds in memory
+at every transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ..chat import ChatModel, ToolChoice
+from ..errors import TokenLimitExceeded
+from ..memory import Memory
+from ..messages import Message, ToolCall
+from ..run_state import Observation
+from ..tool import ArgumentError, Tool, ToolCollection
+from ..toolbox.terminate import Terminate
+from .react import ReActAgent
+
+__all__ = ["ToolCallAgent"]
+
+SYSTEM_PROMPT = "You are an agent that can execute tool calls"
+NEXT_STEP_PROMPT = "If you want to stop interaction, use `terminate` tool/function call."
+REQUIRED_NUDGE = "You must call one of the available tools to continue."
+EMPTY_NUDGE = "Your last reply was empty. Continue with the task: call a tool, or give your final answer."
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+class ToolCallAgent(ReActAgent):
+    """The tool-calling agent: the base of Manus and every practical agent."""
+
+    def __init__(
+        self,
+        *,
+        llm: ChatModel,
+        tools: ToolCollection | Iterable[Tool] | None = None,
+        system_prompt: str | None = SYSTEM_PROMPT,
+        next_step_prompt: str | None = NEXT_STEP_PROMPT,
+        max_steps: int = 30,
+        tool_choice: ToolChoice = "auto",
+        max_observe: int | None = None,
+        duplicate_threshold: int = 2,
+        stuck_limit: int | None = 3,
+        finish_on_answer: bool = True,
+        memory: Memory | None = None,
+        special_tool_names: Iterable[str] = ("terminate",),
+        parallel_tool_calls: bool = False,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            memory=memory,
+            max_steps=max_steps,
+            stuck_limit=stuck_limit,
+            duplicate_threshold=duplicate_threshold,
+            finish_on_answer=finish_on_answer,
+        )
+        if tool_choice not in _TOOL_CHOICES:
+            raise ValueError(f"`tool_choice` must be one of {_TOOL_CHOICES!r}, got {tool_choice!r}")
+        if max_observe is not None and max_observe < 1:
+            raise ValueError(f"`max_observe` must be positive or None, got {max_observe!r}")
+        if not callable(getattr(llm, "ask_tool", None)):
+            raise TypeError(f"`llm` must be an LLM (or a ChatModel with `ask_tool`), got {llm!r}")
+        self.llm = llm
+        self.tools = ToolCollection.of(tools if tools is not None else [Terminate()])
+        self.system_prompt = system_prompt
+        self.next_step_prompt = next_step_prompt
+        self.tool_choice: ToolChoice = tool_choice
+        self.max_observe = max_observe
+        self.special_tool_names = frozenset(special_tool_names)
+        self.parallel_tool_calls = parallel_tool_calls
+
+    # -- THINKING -------------------------------------------------------------
+
+    async def think(self) -> None:
+        run = self.run_state
+        run.reply, run.pending_calls, run.observations = None, [], []
+        run.token_limit, run.terminated_by = None, None
+        prompt, run.nudge = _join(run.nudge, self.next_step_prompt), None
+
+        budget = self.llm.token_budget
+        if budget is not None and run.usage.total_tokens >= budget:
+            run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
+            return
+        messages = list(self.memory)
+        if prompt:
+            messages.append(Message.user_message(prompt))
+        system = [Message.system_message(self.system_prompt)] if self.system_prompt else []
+        try:
+            reply = await self.llm.ask_tool(
+                messages, system_msgs=system, tools=self.tools.to_params(), tool_choice=self.tool_choice
+            )
+        except TokenLimitExceeded as exc:
+            run.token_limit = str(exc)
+            return
+        run.reply = reply
+        run.usage.add(reply.usage)
+        if reply.content:
+            run.output = reply.content
+
+        calls = reply.tool_calls if self.tool_choice != "none" else ()
+        if calls:
+            run.missed_tool_calls = 0
+            self.memory.add_message(Message.from_tool_calls(calls, reply.content))
+            run.pending_calls = list(calls)
+            return
+        if reply.content:
+            self.memory.add_message(Message.assistant_message(reply.content))
+        if self.tool_choice == "required":
+            run.missed_tool_calls += 1
+            run.nudge = REQUIRED_NUDGE
+        elif not reply.content:
+            run.nudge = EMPTY_NUDGE
+
+    # -- ACTING ---------------------------------------------------------------
+
+    async def act(self) -> None:
+        run = self.run_state
+        calls = run.pending_calls
+        cut = next((i + 1 for i, c in enumerate(calls) if c.name in self.special_tool_names), len(calls))
+        to_run, skipped = calls[:cut], calls[cut:]
+        if self.parallel_tool_calls:
+            done = list(await asyncio.gather(*(self.execute_tool(call) for call in to_run)))
+        else:
+            done = [await self.execute_tool(call) for call in to_run]
+        special = to_run[-1] if to_run and to_run[-1].name in self.special_tool_names else None
+        done += [
+            Observation(
+                call=call,
+                content=f"Not executed: `{special.name if special else ''}` was called earlier in this reply.",
+                is_error=True,
+            )
+            for call in skipped
+        ]
+        run.usage.tool_calls += len(to_run)
+        run.observations = done
+        if special is not None and not done[len(to_run) - 1].is_error and self._should_finish_execution(special):
+            run.terminated_by = special.name
+
+    async def execute_tool(self, call: ToolCall) -> Observation:
+        """Run one call; every failure comes back as an error observation, never an exception."""
+        started = time.perf_counter()
+        content, image, is_error = await self._execute(call)
+        if self.max_observe is not None and len(content) > self.max_observe:
+            cut = len(content) - self.max_observe
+            content = f"{content[: self.max_observe]}\n... [truncated {cut} of {len(content)} characters]"
+        return Observation(
+            call=call,
+            content=content,
+            base64_image=image,
+            is_error=is_error,
+            duration_s=time.perf_counter() - started,
+        )
+
+    async def _execute(self, call: ToolCall) -> tuple[str, str | None, bool]:
+        name = call.name
+        tool = self.tools.get(name)
+        if tool is None:
+            return f"Error: Unknown tool '{name}'", None, True
+        try:
+            arguments: Any = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return f"Error: Error parsing arguments for {name}: Invalid JSON format", None, True
+        if not isinstance(arguments, dict):
+            kind = type(arguments).__name__
+            return f"Error: Error parsing arguments for {name}: expected a JSON object, got {kind}", None, True
+        try:
+            result = await tool(**arguments)
+        except ArgumentError as exc:
+            return f"Error: Invalid arguments for {name}: {exc}", None, True
+        except Exception as exc:  # the tool's own failure is the model's observation
+            return f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", None, True
+        if result.error:
+            return f"Error: {result.error}", result.base64_image, True
+        text = str(result)
+        if not text:
+            return f"Cmd `{name}` completed with no output", result.base64_image, False
+        return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False
+
+    def _should_finish_execution(self, call: ToolCall) -> bool:
+        """Whether a special tool that ran should end the run (subclasses may refine)."""
+        return True
+
+
+def _join(*parts: str | None) -> str | None:
+    text = "\n".join(p for p in parts if p)
+    return text or None

@@ -1,0 +1,51 @@
+"""The contract between the engine and a chat model.
+
+`LLM` (litellm) and the test models in `agentfsm.testing` implement
+`ChatModel`; the engine depends only on this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from .messages import Message, ToolCall
+from .result import Usage
+
+__all__ = ["ChatModel", "LLMResponse", "ToolChoice"]
+
+ToolChoice = Literal["auto", "none", "required"]
+
+
+class LLMResponse(BaseModel):
+    """One reply from the model: text, tool calls, or both."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    """This call's usage (`llm_calls` is 1 for a real call)."""
+    model: str | None = None
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers a chat request with an `LLMResponse`."""
+
+    token_budget: int | None
+    """Tokens a single run may spend (input + output), or None for no budget."""
+
+    async def ask_tool(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResponse:
+        """Ask for the next reply. Raises `TokenLimitExceeded` when the request does not fit."""
+        ...

@@ -1,0 +1,51 @@
+"""The exceptions agentfsm raises, one class per kind of mistake.
+
+Each subclasses the builtin it resembles, so callers who catch ``ValueError``
+or ``RuntimeError`` keep working, and each message names the offending value
+and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentBusyError",
+    "ConfigError",
+    "LLMError",
+    "MachineSetupError",
+    "ScriptExhaustedError",
+    "TokenLimitExceeded",
+    "ToolSetupError",
+]
+
+
+class MachineSetupError(TypeError):
+    """A machine table is inconsistent: unknown state, unreachable state, dead end."""
+
+
+class ToolSetupError(ValueError):
+    """A tool or tool collection is declared wrongly (duplicate name, bad schema)."""
+
+
+class ConfigError(ValueError):
+    """The configuration (file, environment or flags) is wrong."""
+
+
+class AgentBusyError(RuntimeError):
+    """`run()` or `reset()` was called while a run is in progress."""
+
+
+class TokenLimitExceeded(Exception):
+    """The request does not fit: the model's input window or the run's token budget.
+
+    Raised by the LLM adapter before sending (or when the provider reports a
+    context-window error); the agent turns it into the `token_limit` edge.
+    It is never retried.
+    """
+
+
+class LLMError(RuntimeError):
+    """The LLM call failed for good: a non-transient error, or retries ran out."""
+
+
+class ScriptExhaustedError(RuntimeError):
+    """A scripted test model was asked for more replies than it was given."""

@@ -1,0 +1,260 @@
+"""The machine as data: states, named guards, edges, and one compiled `transitions.Machine`.
+
+The table is declared once (see `table.py`) and read by the engine, the
+diagram renderer and the docs. A table compiles to one `transitions.Machine`
+that every agent using it shares: agents are not registered with the machine
+(no per-agent build cost, no references kept), the engine fires events on an
+agent explicitly with ``Event.trigger(agent, firing)``.
+
+This is the only module that talks to `transitions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from transitions import EventData, Machine, MachineError
+
+from .errors import MachineSetupError
+from .result import StopReason
+
+__all__ = ["Edge", "Effect", "Firing", "Guard", "MachineTable", "StateSpec"]
+
+PhaseAction = Callable[[Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A named condition on an edge. The name is the edge label and the log field."""
+
+    name: str
+    check: Callable[[Any], bool]
+    """Called with the agent; must be cheap and free of I/O."""
+    doc: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Synchronous bookkeeping done when an edge fires (``step := 1``, say)."""
+
+    name: str
+    apply: Callable[[Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StateSpec:
+    """A state. A *phase* has an `action` (the engine's I/O) and a `done` trigger."""
+
+    name: str
+    group: str | None = None
+    """The top-level state this one belongs to (``"RUNNING"`` for phases)."""
+    action: PhaseAction | None = None
+    """Awaited with the agent while the machine is in this state."""
+    done: str | None = None
+    """The trigger fired when `action` completes."""
+    doc: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One row of the table: on `trigger`, from `source` to `dest` when `guard` holds.
+
+    `source` may name a group (``"RUNNING"``): the edge then leaves every state
+    of that group, including states added later by subclasses.
+    """
+
+    trigger: str
+    source: str
+    dest: str
+    guard: Guard | None = None
+    stop_reason: StopReason | None = None
+    effect: Effect | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.trigger} [{self.guard.name}]" if self.guard else self.trigger
+
+
+@dataclass(slots=True)
+class Firing:
+    """What happened during one trigger: guards evaluated in order, and the edge taken."""
+
+    guards: list[tuple[str, bool]] = field(default_factory=list)
+    edge: Edge | None = None
+
+
+@dataclass(frozen=True)
+class MachineTable:
+    """States and edges, in priority order: for one trigger, the first edge whose guard holds wins."""
+
+    states: tuple[StateSpec, ...]
+    edges: tuple[Edge, ...]
+    initial: str
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # -- reading --------------------------------------------------------------
+
+    @cached_property
+    def by_name(self) -> dict[str, StateSpec]:
+        return {state.name: state for state in self.states}
+
+    @cached_property
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """Group name -> member states, in declaration order."""
+        groups: dict[str, list[str]] = {}
+        for state in self.states:
+            if state.group:
+                groups.setdefault(state.group, []).append(state.name)
+        return {name: tuple(members) for name, members in groups.items()}
+
+    def sources(self, edge: Edge) -> tuple[str, ...]:
+        return self.groups.get(edge.source, (edge.source,))
+
+    # -- extending ------------------------------------------------------------
+
+    def extend(
+        self,
+        *,
+        states: Iterable[StateSpec] = (),
+        edges: Iterable[Edge] = (),
+        before: Edge | None = None,
+    ) -> MachineTable:
+        """A new table with more states and edges; the original is untouched.
+
+        New edges go at the end, or just before `before` (an edge of this
+        table), which is how a new guarded edge takes priority over an
+        existing fallback such as ``OBSERVING -> THINKING [otherwise]``.
+        """
+        new_edges = tuple(edges)
+        if before is None:
+            all_edges = self.edges + new_edges
+        else:
+            if before not in self.edges:
+                raise MachineSetupError(
+                    f"`before` edge {before.source}->{before.dest} on {before.trigger!r} is not in "
+                    "this table; pass one of `table.edges`"
+                )
+            at = self.edges.index(before)
+            all_edges = self.edges[:at] + new_edges + self.edges[at:]
+        return MachineTable(states=self.states + tuple(states), edges=all_edges, initial=self.initial)
+
+    def edge(self, source: str, dest: str, trigger: str | None = None) -> Edge:
+        """Look up an edge by its ends (for `extend(before=...)`)."""
+        for edge in self.edges:
+            if edge.source == source and edge.dest == dest and trigger in (None, edge.trigger):
+                return edge
+        raise MachineSetupError(f"no edge {source}->{dest} in this table")
+
+    # -- compiling --------------------------------------------------------------
+
+    @cached_property
+    def machine(self) -> Machine:
+        """The `transitions.Machine` for this table, built once and shared by every agent."""
+        transitions: list[dict[str, Any]] = []
+        for edge in self.edges:
+            transitions.append(
+                {
+                    "trigger": edge.trigger,
+                    "source": list(self.sources(edge)),
+                    "dest": edge.dest,
+                    "conditions": [_condition(edge.guard)] if edge.guard else [],
+                    "after": [_after(edge)],
+                }
+            )
+        return Machine(
+            model=None,
+            states=[state.name for state in self.states],
+            initial=self.initial,
+            transitions=transitions,
+            auto_transitions=False,
+            send_event=True,
+            model_attribute="fsm_state",
+        )
+
+    def fire(self, model: Any, trigger: str) -> Firing:
+        """Fire `trigger` on `model`; return the guards evaluated and the edge taken."""
+        firing = Firing()
+        try:
+            event = self.machine.events[trigger]
+        except KeyError:
+            raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}") from None
+        try:
+            event.trigger(model, firing)
+        except MachineError as exc:
+            raise MachineSetupError(
+                f"trigger {trigger!r} has no edge from state {model.fsm_state!r}: {exc.value}"
+            ) from None
+        if firing.edge is None:
+            raise MachineSetupError(
+                f"no guard held for trigger {trigger!r} from state {model.fsm_state!r} "
+                f"(evaluated: {firing.guards!r}); add an unguarded fallback edge"
+            )
+        return firing
+
+    # -- validation -------------------------------------------------------------
+
+    def _validate(self) -> None:
+        names = [state.name for state in self.states]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise MachineSetupError(f"states declared twice: {duplicates!r}")
+        known = set(names) | {state.group for state in self.states if state.group}
+        if self.initial not in known:
+            raise MachineSetupError(f"initial state {self.initial!r} is not declared; add a StateSpec for it")
+        for edge in self.edges:
+            for end in (edge.source, edge.dest):
+                if end not in known:
+                    raise MachineSetupError(
+                        f"edge {edge.source}->{edge.dest} on {edge.trigger!r} names unknown state "
+                        f"{end!r}; declare it with `extend(states=[StateSpec({end!r}, ...)])`"
+                    )
+            if edge.dest in self.groups:
+                raise MachineSetupError(f"edge {edge.label!r} ends in group {edge.dest!r}; name one of its states")
+        reachable = {self.initial}
+        frontier = [self.initial]
+        while frontier:
+            here = frontier.pop()
+            for edge in self.edges:
+                if here in self.sources(edge) and edge.dest not in reachable:
+                    reachable.add(edge.dest)
+                    frontier.append(edge.dest)
+        unreachable = [name for name in names if name not in reachable]
+        if unreachable:
+            raise MachineSetupError(f"states {unreachable!r} cannot be reached from {self.initial!r}; add an edge into them")
+        for state in self.states:
+            if state.action is None:
+                continue
+            if state.done is None:
+                raise MachineSetupError(f"phase {state.name!r} has an action but no `done` trigger")
+            ways_out = [e for e in self.edges if e.trigger == state.done and state.name in self.sources(e)]
+            if not ways_out or ways_out[-1].guard is not None:
+                raise MachineSetupError(
+                    f"phase {state.name!r} needs an unguarded last edge on {state.done!r}, "
+                    "so the run can always move on"
+                )
+
+
+def _condition(guard: Guard) -> Callable[[EventData], bool]:
+    def condition(event: EventData) -> bool:
+        outcome = bool(guard.check(event.model))
+        firing: Firing = event.args[0]
+        firing.guards.append((guard.name, outcome))
+        return outcome
+
+    condition.__name__ = guard.name
+    return condition
+
+
+def _after(edge: Edge) -> Callable[[EventData], None]:
+    def after(event: EventData) -> None:
+        firing: Firing = event.args[0]
+        firing.edge = edge
+        if edge.effect is not None:
+            edge.effect.apply(event.model)
+
+    return after

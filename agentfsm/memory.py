@@ -1,0 +1,180 @@
+"""Conversation memory: a sliding window that never splits a tool-call turn.
+
+Upstream OpenManus slices the list by count (`messages[-100:]`), which can cut
+an assistant message away from the `tool` messages that answer it; providers
+then reject the request. Here a *block* is the unit of trimming: an assistant
+message with its tool results, or any other single message. The run's first
+request is pinned and survives trimming, so the model never loses the task.
+
+Trimming pops from the left end of deques, so adding a message is O(1)
+amortized however long the history is.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from itertools import chain
+
+from pydantic import BaseModel
+
+from .messages import Message, Role
+
+__all__ = ["Memory", "MemorySnapshot"]
+
+
+class MemorySnapshot(BaseModel):
+    """Memory as plain data, for checkpoints and traces."""
+
+    max_messages: int
+    messages: list[Message]
+    pinned_index: int | None = None
+
+
+class Memory:
+    """The agent's message history, bounded by `max_messages`.
+
+    Invariants (checked on every add, so they hold at every transition):
+    a `tool` message always follows the assistant message that called it, and
+    trimming drops whole blocks, so no tool message is ever orphaned.
+    """
+
+    def __init__(self, max_messages: int = 100) -> None:
+        if max_messages < 2:
+            raise ValueError(
+                f"`max_messages` must be at least 2 (the request and a reply), got {max_messages!r}"
+            )
+        self.max_messages = max_messages
+        self._head: deque[Message] = deque()  # older than the pinned request
+        self._pinned: Message | None = None
+        self._tail: deque[Message] = deque()  # the pinned request's run, newest last
+        self._open_calls: dict[str, str] = {}  # call id -> tool name, awaiting a result
+
+    # -- reading ------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        """All messages, oldest first (a new list; memory itself is not exposed)."""
+        pinned = (self._pinned,) if self._pinned is not None else ()
+        return list(chain(self._head, pinned, self._tail))
+
+    def __iter__(self) -> Iterator[Message]:
+        pinned = (self._pinned,) if self._pinned is not None else ()
+        return chain(self._head, pinned, self._tail)
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail) + (self._pinned is not None)
+
+    def last(self) -> Message | None:
+        if self._tail:
+            return self._tail[-1]
+        if self._pinned is not None:
+            return self._pinned
+        return self._head[-1] if self._head else None
+
+    @property
+    def open_calls(self) -> dict[str, str]:
+        """Tool calls of the last assistant message that have no result yet (id -> name)."""
+        return dict(self._open_calls)
+
+    # -- writing ------------------------------------------------------------
+
+    def add_request(self, message: Message) -> None:
+        """Add the request that starts a run and pin it: trimming never drops it."""
+        if message.role is not Role.USER:
+            raise ValueError(f"a run's request must be a user message, got role {message.role.value!r}")
+        if self._pinned is not None:
+            self._head.append(self._pinned)
+        self._head.extend(self._tail)
+        self._tail.clear()
+        self._pinned = None
+        self._check_add(message)
+        self._pinned = message
+        self._trim()
+
+    def add_message(self, message: Message) -> None:
+        self._check_add(message)
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            self._open_calls = {call.id: call.name for call in message.tool_calls}
+        elif message.role is Role.TOOL:
+            assert message.tool_call_id is not None
+            del self._open_calls[message.tool_call_id]
+        self._tail.append(message)
+        self._trim()
+
+    def add_messages(self, messages: list[Message]) -> None:
+        for message in messages:
+            self.add_message(message)
+
+    def close_open_calls(self, reason: str) -> list[Message]:
+        """Answer every pending tool call with `reason`, so the history stays valid.
+
+        Used when a run ends (error, cancellation) between asking for tools and
+        recording their results. Returns the messages added.
+        """
+        added = [
+            Message.tool_message(reason, name=name, tool_call_id=call_id)
+            for call_id, name in self._open_calls.items()
+        ]
+        self.add_messages(added)
+        return added
+
+    def clear(self) -> None:
+        self._head.clear()
+        self._tail.clear()
+        self._pinned = None
+        self._open_calls = {}
+
+    # -- snapshots ------------------------------------------------------------
+
+    def snapshot(self) -> MemorySnapshot:
+        pinned_index = len(self._head) if self._pinned is not None else None
+        return MemorySnapshot(
+            max_messages=self.max_messages, messages=self.messages, pinned_index=pinned_index
+        )
+
+    @classmethod
+    def from_snapshot(cls, snapshot: MemorySnapshot) -> Memory:
+        memory = cls(snapshot.max_messages)
+        for index, message in enumerate(snapshot.messages):
+            if index == snapshot.pinned_index:
+                memory.add_request(message)
+            else:
+                memory.add_message(message)
+        return memory
+
+    # -- internals ------------------------------------------------------------
+
+    def _check_add(self, message: Message) -> None:
+        if message.role is Role.TOOL:
+            if message.tool_call_id not in self._open_calls:
+                raise ValueError(
+                    f"tool message for call id {message.tool_call_id!r} answers no pending call "
+                    f"(pending: {sorted(self._open_calls)!r}); add the assistant message that "
+                    "requested it first"
+                )
+        elif self._open_calls:
+            raise ValueError(
+                f"cannot add a {message.role.value!r} message while tool calls "
+                f"{sorted(self._open_calls)!r} have no result; add their tool messages first "
+                "(or `close_open_calls`)"
+            )
+
+    def _trim(self) -> None:
+        while len(self) > self.max_messages:
+            source = self._head if self._head else self._tail
+            size = _block_size(source)
+            if source is self._tail and size >= len(self._tail):
+                return  # the newest block is never dropped, even if it alone is too long
+            for _ in range(size):
+                source.popleft()
+
+
+def _block_size(messages: deque[Message]) -> int:
+    """How many messages from the left form one block: an assistant call and its results."""
+    first = messages[0]
+    size = 1
+    if first.role is Role.ASSISTANT and first.tool_calls or first.role is Role.TOOL:
+        while size < len(messages) and messages[size].role is Role.TOOL:
+            size += 1
+    return size

@@ -1,0 +1,58 @@
+"""The whole state of one run, as plain data.
+
+Everything the guards read and the phases write lives here, so a run can be
+logged, traced, checkpointed and resumed at any transition: dump this model
+and the memory snapshot, and nothing else is needed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from .chat import LLMResponse
+from .messages import ToolCall
+from .result import StopReason, Usage
+
+__all__ = ["Observation", "RunState"]
+
+
+class Observation(BaseModel):
+    """The result of one tool call, before it is recorded as a `tool` message."""
+
+    call: ToolCall
+    content: str
+    base64_image: str | None = None
+    is_error: bool = False
+    duration_s: float = 0.0
+
+
+class RunState(BaseModel):
+    """One run's state. `state` is the machine's leaf state name."""
+
+    run_id: str = ""
+    state: str = "IDLE"
+    step: int = 0
+    request: str | None = None
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    output: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    reply: LLMResponse | None = None
+    """The last LLM reply (THINKING writes it)."""
+    pending_calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls to execute in ACTING."""
+    observations: list[Observation] = Field(default_factory=list)
+    """Results of ACTING, recorded into memory by OBSERVING."""
+    token_limit: str | None = None
+    """Why the last think hit the token limit, if it did."""
+    missed_tool_calls: int = 0
+    """Replies in a row without tool calls while tool_choice is `required`."""
+    terminated_by: str | None = None
+    """The special tool that ran in this step, if any."""
+    nudge: str | None = None
+    """A one-shot prompt for the next think (corrective nudge or stuck hint)."""
+    stuck_streak: int = 0
+    """Steps in a row on which stuck detection fired."""
+    seen: dict[str, int] = Field(default_factory=dict)
+    """Signature of each assistant turn of this run -> how often it occurred."""

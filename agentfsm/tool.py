@@ -1,0 +1,240 @@
+"""Tools: what the model may call, with arguments checked before anything runs.
+
+A `Tool` declares a name, a description and a JSON-schema for its
+parameters, and implements `execute`. `@tool` builds one from a typed
+function. Arguments are validated against the schema before `execute` runs,
+so a tool body never sees arguments the model made up.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from .errors import ToolSetupError
+
+__all__ = ["FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
+
+class ToolResult(BaseModel):
+    """What a tool returns: output or error, optionally an image and a system note."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: Any = None
+    error: str | None = None
+    base64_image: str | None = None
+    system: str | None = None
+    """A note for the model that is not the tool's output (e.g. "session restarted")."""
+
+    def __bool__(self) -> bool:
+        return any((self.output, self.error, self.base64_image, self.system))
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"Error: {self.error}"
+        text = "" if self.output is None else str(self.output)
+        if self.system:
+            text = f"{text}\n<system>{self.system}</system>" if text else f"<system>{self.system}</system>"
+        return text
+
+class ArgumentError(ValueError):
+    """Arguments that do not match a tool's parameter schema."""
+
+class Tool:
+    """A callable the model can request by name.
+
+    Subclasses set `name`, `description` and `parameters` (a JSON-schema
+    object) as class attributes, or pass them to `__init__`, and implement
+    `execute`. Return a `ToolResult`, or any value (it becomes the output).
+    """
+
+    name: str = ""
+    description: str = ""
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    needs_approval: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> None:
+        if name is not None:
+            self.name = name
+        if description is not None:
+            self.description = description
+        if parameters is not None:
+            self.parameters = parameters
+        if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ToolSetupError(
+                f"{type(self).__name__} needs a `name` of letters, digits, '_' or '-', got {self.name!r}"
+            )
+        if self.parameters.get("type") != "object":
+            raise ToolSetupError(
+                f"tool {self.name!r}: `parameters` must be a JSON schema of type 'object', "
+                f"got {self.parameters.get('type')!r}"
+            )
+        self._validator: Any = None
+
+    async def execute(self, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement `async def execute(self, **kwargs)`")
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check `arguments` against `parameters`; raise `ArgumentError` naming the problem."""
+        if self._validator is None:
+            from jsonschema.validators import validator_for  # 150 ms: loaded on first use
+
+            cls = validator_for(self.parameters)
+            cls.check_schema(self.parameters)
+            self._validator = cls(self.parameters)
+        error = next(iter(sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))), None)
+        if error is not None:
+            where = ".".join(str(part) for part in error.absolute_path)
+            raise ArgumentError(f"{where}: {error.message}" if where else error.message)
+        return arguments
+
+    async def __call__(self, **kwargs: Any) -> ToolResult:
+        """Validate, execute, and normalise the result to a `ToolResult`."""
+        arguments = self.validate(kwargs)
+        result = await self.execute(**arguments)
+        return result if isinstance(result, ToolResult) else ToolResult(output=result)
+
+    def to_param(self) -> dict[str, Any]:
+        """The OpenAI function-tool declaration sent to the model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+class FunctionTool(Tool):
+    """A tool made from a typed Python function (sync or async); see `@tool`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.fn = fn
+        self._model = _arguments_model(fn)
+        schema = self._model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        super().__init__(
+            name=name or fn.__name__,
+            description=description if description is not None else inspect.cleandoc(fn.__doc__ or ""),
+            parameters=schema,
+        )
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            model = self._model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ArgumentError(problems) from None
+        return {key: getattr(model, key) for key in type(model).model_fields}
+
+    async def execute(self, **kwargs: Any) -> Any:
+        result = self.fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolSetupError(f"@tool {fn.__name__!r}: *args/**kwargs cannot be described to a model")
+        if param.name not in hints:
+            raise ToolSetupError(
+                f"@tool {fn.__name__!r}: parameter {param.name!r} needs a type hint (it becomes the schema)"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    config = ConfigDict(extra="forbid")
+    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a `Tool` from a function: name from the function, description from its
+    docstring, parameters from its type hints. Works on sync and async functions."""
+    if fn is not None:
+        return FunctionTool(fn, name=name, description=description)
+    return lambda f: FunctionTool(f, name=name, description=description)
+
+class ToolCollection:
+    """An ordered set of tools, by name. Duplicate names are an error.
+
+    The set may change between steps (`add`, `remove`): the next think sends
+    the current set.
+    """
+
+    def __init__(self, *tools: Tool) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.add(*tools)
+
+    def add(self, *tools: Tool) -> ToolCollection:
+        for item in tools:
+            if not isinstance(item, Tool):
+                raise ToolSetupError(f"expected a Tool, got {item!r}; wrap functions with @tool")
+            if item.name in self._tools:
+                raise ToolSetupError(
+                    f"duplicate tool name {item.name!r}: {self._tools[item.name]!r} and {item!r}; "
+                    "give one of them another name"
+                )
+            self._tools[item.name] = item
+        return self
+
+    def remove(self, name: str) -> Tool:
+        try:
+            return self._tools.pop(name)
+        except KeyError:
+            raise KeyError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def to_params(self) -> list[dict[str, Any]]:
+        return [item.to_param() for item in self._tools.values()]
+
+    async def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        item = self._tools.get(name)
+        if item is None:
+            raise KeyError(f"no tool named {name!r}")
+        return await item(**arguments)
+
+    @classmethod
+    def of(cls, tools: ToolCollection | Iterable[Tool] | None) -> ToolCollection:
+        if tools is None:
+            return cls()
+        return tools if isinstance(tools, ToolCollection) else cls(*tools)
