@@ -18,12 +18,13 @@ __all__ = ["STDLIB_LOGGER", "event"]
 STDLIB_LOGGER = logging.getLogger("agentfsm")
 STDLIB_LOGGER.addHandler(logging.NullHandler())
 
+
 @functools.cache
 def _logger() -> Any:
     import structlog
 
     return structlog.wrap_logger(
-            STDLIB_LOGGER,
+        STDLIB_LOGGER,
         wrapper_class=structlog.stdlib.BoundLogger,
         processors=[
             structlog.stdlib.add_log_level,

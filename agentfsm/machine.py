@@ -4,7 +4,7 @@ The table is declared once (see `table.py`) and read by the engine, the
 diagram renderer and the docs. A table compiles to one `transitions.Machine`
 that every agent using it shares: agents are not registered with the machine
 (no per-agent build cost, no references kept), the engine fires events on an
-agent explicitly with ``Event.trigger(agent, firing)``.
+agent explicitly with ``Event.trigger(agent, firing=...)``.
 
 This is the only module that talks to `transitions`.
 """
@@ -182,9 +182,11 @@ class MachineTable:
         try:
             event = self.machine.events[trigger]
         except KeyError:
-            raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}") from None
+            raise MachineSetupError(
+                f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}"
+            ) from None
         try:
-            event.trigger(model, firing)
+            event.trigger(model, firing=firing)
         except MachineError as exc:
             raise MachineSetupError(
                 f"trigger {trigger!r} has no edge from state {model.fsm_state!r}: {exc.value}"
@@ -214,7 +216,9 @@ class MachineTable:
                         f"{end!r}; declare it with `extend(states=[StateSpec({end!r}, ...)])`"
                     )
             if edge.dest in self.groups:
-                raise MachineSetupError(f"edge {edge.label!r} ends in group {edge.dest!r}; name one of its states")
+                raise MachineSetupError(
+                    f"edge {edge.label!r} ends in group {edge.dest!r}; name one of its states"
+                )
         reachable = {self.initial}
         frontier = [self.initial]
         while frontier:
@@ -225,7 +229,9 @@ class MachineTable:
                     frontier.append(edge.dest)
         unreachable = [name for name in names if name not in reachable]
         if unreachable:
-            raise MachineSetupError(f"states {unreachable!r} cannot be reached from {self.initial!r}; add an edge into them")
+            raise MachineSetupError(
+                f"states {unreachable!r} cannot be reached from {self.initial!r}; add an edge into them"
+            )
         for state in self.states:
             if state.action is None:
                 continue
@@ -242,7 +248,7 @@ class MachineTable:
 def _condition(guard: Guard) -> Callable[[EventData], bool]:
     def condition(event: EventData) -> bool:
         outcome = bool(guard.check(event.model))
-        firing: Firing = event.args[0]
+        firing: Firing = event.kwargs["firing"]
         firing.guards.append((guard.name, outcome))
         return outcome
 
@@ -252,7 +258,7 @@ def _condition(guard: Guard) -> Callable[[EventData], bool]:
 
 def _after(edge: Edge) -> Callable[[EventData], None]:
     def after(event: EventData) -> None:
-        firing: Firing = event.args[0]
+        firing: Firing = event.kwargs["firing"]
         firing.edge = edge
         if edge.effect is not None:
             edge.effect.apply(event.model)

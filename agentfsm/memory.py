@@ -174,7 +174,7 @@ def _block_size(messages: deque[Message]) -> int:
     """How many messages from the left form one block: an assistant call and its results."""
     first = messages[0]
     size = 1
-    if first.role is Role.ASSISTANT and first.tool_calls or first.role is Role.TOOL:
+    if (first.role is Role.ASSISTANT and first.tool_calls) or first.role is Role.TOOL:
         while size < len(messages) and messages[size].role is Role.TOOL:
             size += 1
     return size

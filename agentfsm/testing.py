@@ -66,8 +66,13 @@ class _Recorder:
     requests: list[ModelRequest] = field(default_factory=list)
     _ids: int = 0
 
-    def _record(self, messages: Sequence[Message], system_msgs: Sequence[Message],
-                tools: Sequence[dict[str, Any]], tool_choice: ToolChoice) -> ModelRequest:
+    def _record(
+        self,
+        messages: Sequence[Message],
+        system_msgs: Sequence[Message],
+        tools: Sequence[dict[str, Any]],
+        tool_choice: ToolChoice,
+    ) -> ModelRequest:
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request
@@ -93,7 +98,9 @@ class ScriptedLLM(_Recorder):
 
     __test__ = False
 
-    def __init__(self, replies: Iterable[LLMResponse | BaseException], *, token_budget: int | None = None) -> None:
+    def __init__(
+        self, replies: Iterable[LLMResponse | BaseException], *, token_budget: int | None = None
+    ) -> None:
         super().__init__(token_budget=token_budget)
         self.script = list(replies)
         self._next = 0
@@ -148,5 +155,3 @@ class FunctionLLM(_Recorder):
         if inspect.isawaitable(result):
             result = await result
         return self._with_ids(result)
-
-

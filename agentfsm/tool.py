@@ -18,6 +18,7 @@ from .errors import ToolSetupError
 
 __all__ = ["FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
 
+
 class ToolResult(BaseModel):
     """What a tool returns: output or error, optionally an image and a system note."""
 
@@ -40,8 +41,10 @@ class ToolResult(BaseModel):
             text = f"{text}\n<system>{self.system}</system>" if text else f"<system>{self.system}</system>"
         return text
 
+
 class ArgumentError(ValueError):
     """Arguments that do not match a tool's parameter schema."""
+
 
 class Tool:
     """A callable the model can request by name.
@@ -113,6 +116,7 @@ class Tool:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
 
+
 class FunctionTool(Tool):
     """A tool made from a typed Python function (sync or async); see `@tool`."""
 
@@ -151,6 +155,7 @@ class FunctionTool(Tool):
             result = await result
         return result
 
+
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
@@ -166,10 +171,13 @@ def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
     config = ConfigDict(extra="forbid")
     return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
 
+
 @overload
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
@@ -178,6 +186,7 @@ def tool(
     if fn is not None:
         return FunctionTool(fn, name=name, description=description)
     return lambda f: FunctionTool(f, name=name, description=description)
+
 
 class ToolCollection:
     """An ordered set of tools, by name. Duplicate names are an error.

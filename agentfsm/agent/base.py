@@ -85,7 +85,8 @@ class BaseAgent(ABC):
     @property
     def state(self) -> AgentState:
         """The top-level state: IDLE, RUNNING, FINISHED or ERROR."""
-        return _TOP_LEVEL.get(self.run_state.state) or AgentState(self.table.by_name[self.run_state.state].group)
+        top = _TOP_LEVEL.get(self.run_state.state)
+        return top if top is not None else AgentState.RUNNING
 
     @property
     def phase(self) -> str | None:
@@ -172,7 +173,7 @@ class BaseAgent(ABC):
     async def observe(self) -> None:
         """Record `run.observations` in memory and update stuck detection."""
 
-    async def on_run_end(self, result: RunResult) -> None:
+    async def on_run_end(self, result: RunResult) -> None:  # noqa: B027 - an optional hook
         """Hook awaited after every run, however it ended (release per-run resources here)."""
 
     # -- internals ----------------------------------------------------------------------

@@ -130,17 +130,16 @@ class ToolCallAgent(ReActAgent):
         else:
             done = [await self.execute_tool(call) for call in to_run]
         special = to_run[-1] if to_run and to_run[-1].name in self.special_tool_names else None
-        done += [
-            Observation(
-                call=call,
-                content=f"Not executed: `{special.name if special else ''}` was called earlier in this reply.",
-                is_error=True,
-            )
-            for call in skipped
-        ]
+        if special is not None:
+            note = f"Not executed: `{special.name}` was called earlier in this reply."
+            done += [Observation(call=call, content=note, is_error=True) for call in skipped]
         run.usage.tool_calls += len(to_run)
         run.observations = done
-        if special is not None and not done[len(to_run) - 1].is_error and self._should_finish_execution(special):
+        if (
+            special is not None
+            and not done[len(to_run) - 1].is_error
+            and self._should_finish_execution(special)
+        ):
             run.terminated_by = special.name
 
     async def execute_tool(self, call: ToolCall) -> Observation:
@@ -169,7 +168,11 @@ class ToolCallAgent(ReActAgent):
             return f"Error: Error parsing arguments for {name}: Invalid JSON format", None, True
         if not isinstance(arguments, dict):
             kind = type(arguments).__name__
-            return f"Error: Error parsing arguments for {name}: expected a JSON object, got {kind}", None, True
+            return (
+                f"Error: Error parsing arguments for {name}: expected a JSON object, got {kind}",
+                None,
+                True,
+            )
         try:
             result = await tool(**arguments)
         except ArgumentError as exc:

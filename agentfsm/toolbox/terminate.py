@@ -13,8 +13,10 @@ from ..tool import Tool
 
 __all__ = ["Terminate"]
 
-_DESCRIPTION = """Terminate the interaction when the request is met OR if the assistant cannot proceed further with the task.
-When you have finished all the tasks, call this tool to end the work."""
+_DESCRIPTION = (
+    "Terminate the interaction when the request is met OR if the assistant cannot proceed further "
+    "with the task.\nWhen you have finished all the tasks, call this tool to end the work."
+)
 
 
 class Terminate(Tool):

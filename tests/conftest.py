@@ -1,0 +1,77 @@
+"""Shared fixtures: small tools and helpers for asserting on runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from agentfsm import Message, Role, Terminate, ToolCollection, tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+async def slow_echo(text: str, delay: float = 0.0) -> str:
+    """Echo `text` after `delay` seconds."""
+    await asyncio.sleep(delay)
+    return text
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(reason)
+
+
+@pytest.fixture
+def toolbox() -> ToolCollection:
+    return ToolCollection(add, slow_echo, explode, Terminate())
+
+
+def assert_pairs_complete(messages: list[Message]) -> None:
+    """Every tool message follows its assistant call; every call has a result."""
+    open_ids: set[str] = set()
+    for message in messages:
+        if message.role is Role.TOOL:
+            assert message.tool_call_id in open_ids, f"orphan tool message {message.tool_call_id!r}"
+            open_ids.discard(message.tool_call_id)
+        else:
+            assert not open_ids, f"calls {open_ids} have no result before a {message.role} message"
+            if message.role is Role.ASSISTANT:
+                open_ids = {call.id for call in message.tool_calls}
+    assert not open_ids, f"calls {open_ids} never got a result"
+
+
+class EventCapture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.events: list[dict[str, object]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        assert isinstance(record.msg, dict)
+        self.events.append(dict(record.msg))
+
+    def named(self, name: str) -> list[dict[str, object]]:
+        return [e for e in self.events if e.get("event") == name]
+
+
+@pytest.fixture
+def agentfsm_events() -> Iterator[EventCapture]:
+    """Structured events of the `agentfsm` logger (as the library emits them)."""
+    logger = logging.getLogger("agentfsm")
+    handler = EventCapture()
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)

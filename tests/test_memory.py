@@ -1,0 +1,113 @@
+"""Memory trims whole blocks, never orphans a tool message, and keeps the run's first request."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import assert_pairs_complete
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentfsm import Memory, Message, Role, ToolCall
+from agentfsm.memory import MemorySnapshot
+
+
+def call_turn(prefix: str, n: int) -> list[Message]:
+    calls = [ToolCall(id=f"{prefix}-{i}", name="t") for i in range(n)]
+    return [Message.from_tool_calls(calls)] + [
+        Message.tool_message(f"r{i}", name="t", tool_call_id=c.id) for i, c in enumerate(calls)
+    ]
+
+
+# A history: runs, each a request followed by turns (text replies, user follow-ups, tool turns).
+turn = st.one_of(
+    st.tuples(st.just("text"), st.integers(0, 0)),
+    st.tuples(st.just("user"), st.integers(0, 0)),
+    st.tuples(st.just("tools"), st.integers(1, 4)),
+)
+history = st.lists(
+    st.tuples(st.text(min_size=1, max_size=5), st.lists(turn, max_size=12)), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=history, max_messages=st.integers(2, 15))
+def test_trimming_never_breaks_pairs_or_drops_the_request(history, max_messages):
+    memory = Memory(max_messages=max_messages)
+    counter = 0
+    for request, turns in history:
+        req = Message.user_message(f"request {request}")
+        memory.add_request(req)
+        for kind, n in turns:
+            counter += 1
+            if kind == "text":
+                memory.add_message(Message.assistant_message(f"a{counter}"))
+            elif kind == "user":
+                memory.add_message(Message.user_message(f"u{counter}"))
+            else:
+                for message in call_turn(str(counter), n):
+                    memory.add_message(message)
+                    messages = memory.messages
+                    assert_pairs_complete_prefix(messages)
+            messages = memory.messages
+            assert_pairs_complete(messages)
+            assert req in messages, "the run's request was trimmed"
+            # over the limit only when the newest block alone can't fit beside the request
+            if len(messages) > max_messages:
+                assert messages[0] == req
+        assert memory.messages[0].role is not Role.TOOL
+
+
+def assert_pairs_complete_prefix(messages: list[Message]) -> None:
+    """While a tool turn is being recorded, results may be pending, but never orphaned."""
+    open_ids: set[str] = set()
+    for message in messages:
+        if message.role is Role.TOOL:
+            assert message.tool_call_id in open_ids
+            open_ids.discard(message.tool_call_id)
+        elif message.role is Role.ASSISTANT:
+            open_ids = {c.id for c in message.tool_calls}
+
+
+def test_trim_drops_oldest_blocks_whole():
+    memory = Memory(max_messages=5)
+    memory.add_request(Message.user_message("task"))
+    for message in call_turn("a", 2) + call_turn("b", 1):
+        memory.add_message(message)
+    # task + [a, ra0, ra1] + [b, rb0] = 6 > 5: block a goes as a whole
+    assert [m.tool_call_id or (m.tool_calls[0].id if m.tool_calls else m.content) for m in memory] == [
+        "task",
+        "b-0",
+        "b-0",
+    ]
+
+
+def test_pairing_is_enforced_on_add():
+    memory = Memory()
+    with pytest.raises(ValueError, match="answers no pending call"):
+        memory.add_message(Message.tool_message("x", name="t", tool_call_id="nope"))
+    memory.add_message(Message.from_tool_calls([ToolCall(id="c1", name="t")]))
+    with pytest.raises(ValueError, match="have no result"):
+        memory.add_message(Message.user_message("interrupt"))
+    added = memory.close_open_calls("Error: interrupted")
+    assert [m.tool_call_id for m in added] == ["c1"]
+    assert_pairs_complete(memory.messages)
+
+
+def test_snapshot_round_trip_keeps_the_pin():
+    memory = Memory(max_messages=4)
+    memory.add_request(Message.user_message("old"))
+    memory.add_message(Message.assistant_message("x"))
+    memory.add_request(Message.user_message("new"))
+    snapshot = MemorySnapshot.model_validate_json(memory.snapshot().model_dump_json())
+    restored = Memory.from_snapshot(snapshot)
+    assert restored.messages == memory.messages
+    for i in range(5):
+        restored.add_message(Message.assistant_message(str(i)))
+    assert restored.messages[0].content == "new"
+
+
+def test_invalid_limits_are_refused():
+    with pytest.raises(ValueError, match="at least 2"):
+        Memory(max_messages=1)
+    with pytest.raises(ValueError, match="must be a user message"):
+        Memory().add_request(Message.assistant_message("x"))

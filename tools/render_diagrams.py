@@ -1,0 +1,63 @@
+"""Regenerate diagrams/ and the generated blocks of README.md from the machine tables.
+
+.venv/bin/python tools/render_diagrams.py          # write
+.venv/bin/python tools/render_diagrams.py --check  # exit 1 if anything is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from agentfsm.diagram import to_markdown, to_mermaid
+from agentfsm.table import AGENT_TABLE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def expected() -> dict[Path, str]:
+    """Every generated file and its content."""
+    return {ROOT / "diagrams" / "toolcall.mmd": to_mermaid(AGENT_TABLE)}
+
+
+def readme_blocks() -> dict[str, str]:
+    return {
+        "mermaid": "```mermaid\n" + to_mermaid(AGENT_TABLE) + "```\n",
+        "table": to_markdown(AGENT_TABLE),
+    }
+
+
+def render_readme(text: str) -> str:
+    for name, block in readme_blocks().items():
+        pattern = re.compile(rf"(<!-- generated:{name} -->\n).*?(<!-- /generated:{name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(
+                f"README.md lacks the markers <!-- generated:{name} --> ... <!-- /generated:{name} -->"
+            )
+        text = pattern.sub(lambda m, b=block: m.group(1) + b + m.group(2), text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report stale files instead of writing")
+    args = parser.parse_args(argv)
+    files = expected()
+    readme = ROOT / "README.md"
+    files[readme] = render_readme(readme.read_text())
+    stale = [path for path, content in files.items() if not path.exists() or path.read_text() != content]
+    if args.check:
+        for path in stale:
+            print(f"stale: {path.relative_to(ROOT)} (run: .venv/bin/python tools/render_diagrams.py)")
+        return 1 if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files[path])
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
