@@ -13,7 +13,7 @@ import functools
 import logging
 from typing import Any
 
-__all__ = ["STDLIB_LOGGER", "event"]
+__all__ = ["STDLIB_LOGGER", "enabled", "event"]
 
 STDLIB_LOGGER = logging.getLogger("agentfsm")
 STDLIB_LOGGER.addHandler(logging.NullHandler())
@@ -31,6 +31,11 @@ def _logger() -> Any:
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
     )
+
+
+def enabled(level: int = logging.INFO) -> bool:
+    """Whether an event at `level` would go anywhere (check before building costly fields)."""
+    return STDLIB_LOGGER.isEnabledFor(level)
 
 
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:

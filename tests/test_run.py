@@ -246,3 +246,36 @@ async def test_scripted_llm_exhaustion_message_names_the_fix():
     llm = ScriptedLLM([])
     with pytest.raises(ScriptExhaustedError, match="add replies"):
         await llm.ask_tool([])
+
+
+async def test_abandoning_iter_mid_run_ends_cancelled(toolbox):
+    agent = agent_with([reply(tool_calls=[("add", {"a": 1, "b": 1})]), TERMINATE], toolbox)
+    steps = agent.iter("task")
+    async for transition in steps:
+        if transition.dest == "ACTING":
+            break
+    await steps.aclose()  # type: ignore[attr-defined]
+    assert agent.state is AgentState.ERROR
+    assert agent.last_result is not None and agent.last_result.stop_reason is StopReason.CANCELLED
+    assert_pairs_complete(agent.memory.messages)
+
+
+async def test_base_agent_runs_any_three_phases():
+    """The engine is not tied to LLMs: a BaseAgent subclass supplies think/act/observe."""
+    from agentfsm import BaseAgent, ReActAgent
+
+    class Countdown(BaseAgent):
+        async def think(self) -> None:
+            self.run_state.pending_calls = []
+
+        async def act(self) -> None:  # never reached: think asks for no calls
+            raise AssertionError
+
+        async def observe(self) -> None:
+            pass
+
+    agent = Countdown(max_steps=3)
+    result = await agent.run("count")
+    assert (result.stop_reason, result.steps) == (StopReason.MAX_STEPS, 3)
+    with pytest.raises(TypeError, match="abstract"):
+        ReActAgent()  # type: ignore[abstract]

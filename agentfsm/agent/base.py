@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from ..errors import AgentBusyError
 from ..events import GuardOutcome, Transition
+from ..log import enabled as log_enabled
 from ..log import event
 from ..machine import MachineTable
 from ..memory import Memory
@@ -204,7 +205,8 @@ class BaseAgent(ABC):
             observations=tuple(run.observations) if source == "ACTING" else (),
             error=run.error if edge.dest == "ERROR" else None,
         )
-        event("transition", **transition.log_fields())
+        if log_enabled():
+            event("transition", **transition.log_fields())
         for listener in tuple(self._listeners):
             listener(transition)
         return transition

@@ -1,0 +1,246 @@
+"""The `agentfsm` command: `run` a task on a model, or the offline `demo`.
+
+Why it is built this way:
+- stdout carries only the command's output (the result, `--json`'s one
+  object, the demo's transitions); logs go to stderr, and while the agent
+  runs anything a dependency prints is redirected to stderr too.
+- Configuration errors come first: the file and environment are checked
+  before argparse looks at the other options, so a wrong `--config` is
+  reported even when other flags are wrong too.
+- The exit status says how the run ended (0 done, 3 stopped by a limit,
+  1 error, 2 bad usage or configuration, 130 interrupted), so scripts need
+  not parse the output.
+- Importing this module does not import litellm (seconds): `LLM` loads it
+  on the first model call. The configuration and logging modules (pydantic-
+  settings, structlog with rich: a third of a second) are imported by the
+  commands that use them, so `agentfsm --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from .errors import ConfigError
+from .result import RunResult, StopReason
+
+if TYPE_CHECKING:
+    from .agent import BaseAgent
+    from .chat import ChatModel
+    from .config import Settings
+
+__all__ = ["EXIT_CODES", "format_result", "main"]
+
+PROG = "agentfsm"
+AGENTS = ("toolcall", "manus")
+AVAILABLE_AGENTS = ("toolcall",)
+EXIT_CODES: dict[StopReason, int] = {
+    StopReason.TERMINATED: 0,
+    StopReason.FINAL_ANSWER: 0,
+    StopReason.MAX_STEPS: 3,
+    StopReason.TOKEN_LIMIT: 3,
+    StopReason.STUCK: 3,
+    StopReason.ERROR: 1,
+    StopReason.CANCELLED: 1,
+}
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        _check_configuration_first(args_list)
+        args = _parser().parse_args(args_list)
+    except ConfigError as exc:
+        return _usage_error(str(exc))
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "demo":
+        return _demo(args)
+    return _run(args)
+
+
+# -- the parser -----------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="An LLM tool-calling agent whose whole life is an explicit state machine."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
+    run.add_argument("task", metavar="TASK", help="the request for the agent")
+    run.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
+    run.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
+    run.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
+    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
+    run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
+    run.add_argument(
+        "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
+    )
+    run.add_argument(
+        "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
+    )
+    run.add_argument("--trace", metavar="FILE", help="write a JSON Lines trace (not available yet)")
+    _output_options(run)
+
+    demo = commands.add_parser(
+        "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
+    )
+    _output_options(demo)
+    return parser
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the RunResult as one JSON object, only")
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default="console",
+        help="log lines on stderr (default: console)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentfsm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _check_configuration_first(args_list: list[str]) -> None:
+    """For `run`: load the file and environment before argparse checks anything else."""
+    if not args_list or args_list[0] != "run" or {"-h", "--help"} & set(args_list):
+        return
+    from .config import Settings
+
+    pre = argparse.ArgumentParser(prog=f"{PROG} run", add_help=False)
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(args_list[1:])
+    Settings.load(known.config)
+
+
+def _usage_error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# -- the commands -------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import cli_logging
+    from .config import Settings, build_llm
+
+    if args.agent not in AVAILABLE_AGENTS:
+        return _usage_error(
+            f"--agent {args.agent} is not available yet (available: {', '.join(AVAILABLE_AGENTS)})"
+        )
+    if args.trace is not None:
+        return _usage_error("--trace is not available yet")
+    flags_llm = {"model": args.model, "api_base": args.api_base, "api_key": args.api_key}
+    flags_agent = {"max_steps": args.max_steps, "tool_choice": args.tool_choice}
+    overrides = {
+        "llm": {args.agent: {k: v for k, v in flags_llm.items() if v is not None}},
+        "agent": {k: v for k, v in flags_agent.items() if v is not None},
+    }
+    try:
+        settings = Settings.load(args.config, overrides)
+        llm_settings = settings.llm_for(args.agent)
+        agent = _build_agent(args.agent, settings, build_llm(llm_settings))
+    except ValueError as exc:  # ConfigError, or an option the agent refuses
+        return _usage_error(str(exc))
+    secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
+    with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
+        return _drive(agent, args.task, as_json=args.json)
+
+
+def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
+    from .agent import ToolCallAgent
+    from .toolbox import Terminate
+
+    return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **settings.agent.agent_kwargs())
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from . import cli_logging
+    from .demo import TASK, build_demo_agent, format_transition
+
+    agent = build_demo_agent()
+    out = sys.stdout
+    if not args.json:
+        print(f"task: {TASK}\n", file=out)
+        # A blank line after the last edge (the only ones with a stop reason) sets the result apart.
+        agent.on_transition(lambda t: print(format_transition(t) + "\n" * bool(t.stop_reason), file=out))
+    with cli_logging.configured(args.log_format):
+        return _drive(agent, TASK, as_json=args.json)
+
+
+def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
+    """Run to the end; print the result on stdout; map it to the exit status.
+
+    Ctrl-C cancels the run's task (asyncio.run does that), so the agent ends
+    in ERROR with `cancelled`; the result is still printed, and the status is 130.
+    """
+    out = sys.stdout
+    interrupted = False
+    with contextlib.redirect_stdout(sys.stderr):  # whatever a dependency prints is not our output
+        try:
+            result: RunResult | None = asyncio.run(agent.run(task))
+        except KeyboardInterrupt:
+            interrupted, result = True, agent.last_result
+    if result is not None:
+        _print_result(result, as_json, out)
+    if interrupted:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    assert result is not None
+    return EXIT_CODES[result.stop_reason]
+
+
+def _print_result(result: RunResult, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        out.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    else:
+        out.write(format_result(result) + "\n")
+    out.flush()
+
+
+def format_result(result: RunResult) -> str:
+    """The output text, then one summary line: state, stop_reason, steps, tokens, cost."""
+    usage = result.usage
+    cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
+    summary = (
+        f"{result.state.value}  stop_reason={result.stop_reason.value}  steps={result.steps}  "
+        f"tokens={usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)  "
+        f"llm_calls={usage.llm_calls}  tool_calls={usage.tool_calls}  cost={cost}"
+    )
+    lines = [result.output or "(no output)"]
+    if result.error:
+        lines.append(f"error: {result.error}")
+    return "\n".join([*lines, summary])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""The `agentfsm` command: exit statuses, stdout purity, logs on stderr, configuration first.
+
+Runs the CLI both as a subprocess (`python -m agentfsm`, what users run) and
+in-process through `main([...])` (fast, and lets a test swap the model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm import cli, config
+from agentfsm.config import NO_MODEL_MESSAGE
+from agentfsm.demo import calculate, word_count
+from agentfsm.testing import FunctionLLM, ModelRequest
+
+KEY = "test-key-4f9a7c"
+DEMO_EDGES = [
+    ("IDLE", "THINKING", "start"),
+    ("THINKING", "ACTING", "think_done"),
+    ("ACTING", "OBSERVING", "act_done"),
+    ("OBSERVING", "THINKING", "observe_done"),
+    ("THINKING", "ACTING", "think_done"),
+    ("ACTING", "OBSERVING", "act_done"),
+    ("OBSERVING", "THINKING", "observe_done"),
+    ("THINKING", "ACTING", "think_done"),
+    ("ACTING", "OBSERVING", "act_done"),
+    ("OBSERVING", "FINISHED", "observe_done"),
+]
+EDGE_LINE = re.compile(r"^(\w+) -> (\w+)  (\w+)  step (\d+)")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No AGENTFSM_* variables, and a working directory without agentfsm.toml."""
+    for name in list(os.environ):
+        if name.upper().startswith("AGENTFSM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def agentfsm(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`python -m agentfsm ARGS` in the test's working directory."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_args(llmock: Any, *extra: str) -> list[str]:
+    return ["run", "do the task", "--model", "openai/test-model", "--api-base", llmock.base_url("openai"),
+            "--api-key", KEY, *extra]  # fmt: skip
+
+
+# -- import cost ------------------------------------------------------------------------
+
+
+def test_importing_the_cli_does_not_import_litellm() -> None:
+    code = "import sys, agentfsm.cli; print('litellm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def test_demo_shows_each_transition_in_order_and_finishes_terminated() -> None:
+    proc = agentfsm("demo")
+    assert proc.returncode == 0, proc.stderr
+    edges = [m.groups()[:3] for m in map(EDGE_LINE.match, proc.stdout.splitlines()) if m]
+    assert edges == DEMO_EDGES
+    assert "guards: terminated=yes" in proc.stdout
+    assert "call word_count(" in proc.stdout and "result calculate: " in proc.stdout and "82" in proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("FINISHED  stop_reason=terminated  steps=3")
+    # logs are on stderr, never on stdout
+    assert "run_id" not in proc.stdout
+    assert proc.stderr.count("transition") == len(DEMO_EDGES)
+
+
+def test_demo_json_prints_one_object_and_logs_json_lines_on_stderr() -> None:
+    proc = agentfsm("demo", "--json", "--log-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 3)
+    assert result["usage"]["tool_calls"] == 3
+    events = json_lines(proc.stderr)
+    transitions = [e for e in events if e["event"] == "transition"]
+    assert [(t["source"], t["dest"], t["trigger"]) for t in transitions] == DEMO_EDGES
+    for t in transitions:
+        assert {"trigger", "source", "dest", "guards", "step", "run_id", "level", "timestamp"} <= set(t)
+        assert t["run_id"] == result["run_id"]
+    assert transitions[-1]["guards"] == {"terminated": True}
+    assert transitions[-1]["stop_reason"] == "terminated"
+    assert events[-1]["event"] == "run_finished"
+
+
+def test_demo_in_process_restores_logging(capsys: pytest.CaptureFixture[str]) -> None:
+    library, root = logging.getLogger("agentfsm"), logging.getLogger()
+    before = (library.level, root.level, list(root.handlers), list(library.handlers))
+    assert cli.main(["demo"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("task: ") and "OBSERVING -> FINISHED  observe_done  step 3  [terminated]" in out
+    assert "[info" in err and "[info" not in out
+    assert (library.level, root.level, list(root.handlers), list(library.handlers)) == before
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"), [("9**2 + 1", 82), ("(1 + 2) * -3", -9), ("7 // 2 + 7 % 2", 4), ("2**-1", 0.5)]
+)
+async def test_demo_calculator_computes_arithmetic(expression: str, value: float) -> None:
+    assert (await calculate(expression=expression)).output == value
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("__import__('os').getcwd()", "unsupported syntax"),
+        ("[1, 2]", "unsupported syntax"),
+        ("True + 1", "unsupported syntax"),
+        ("2 +", "not an arithmetic expression"),
+        ("9**9**9", "too large"),
+        ("(10**1000)**1000", "too large"),
+        ("(-8) ** 0.5", "not a real number"),
+    ],
+)
+async def test_demo_calculator_refuses_anything_else(expression: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        await calculate(expression=expression)
+
+
+async def test_demo_word_count() -> None:
+    assert (await word_count(text="  The quick\tbrown fox ")).output == 4
+
+
+# -- usage and configuration errors: exit 2, one line --------------------------------------
+
+
+def test_run_without_a_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "hello"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"agentfsm: error: {NO_MODEL_MESSAGE}\n"
+
+
+def test_run_without_a_model_exits_2_as_a_command() -> None:
+    proc = agentfsm("run", "hello")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"agentfsm: error: {NO_MODEL_MESSAGE}\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "task", "--config", "missing.toml"],
+        ["run", "--config", "missing.toml", "--max-steps", "x", "--tool-choice", "sometimes"],  # and no TASK
+        ["run", "--bogus", "--config=missing.toml"],
+    ],
+)
+def test_missing_config_file_is_reported_first(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "agentfsm: error: config file not found: missing.toml\n"
+
+
+def test_bad_config_value_is_reported_before_other_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "agentfsm.toml").write_text('[agent]\ntool_choice = "sometimes"\n')
+    assert cli.main(["run", "--max-steps", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "[agent] tool_choice = 'sometimes' (in agentfsm.toml)" in err
+
+
+def test_bad_environment_value_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AGENTFSM_AGENT__MAX_STEPS", "many")
+    assert cli.main(["run", "task", "--model", "openai/x"]) == 2
+    assert "[agent] max_steps = 'many' (from AGENTFSM_AGENT__MAX_STEPS)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "t", "--agent", "manus"], "--agent manus is not available yet"),
+        (["run", "t", "--trace", "t.jsonl"], "--trace is not available yet"),
+        (["run", "t", "--api-base", "localhost:1"], "`api_base` must be a URL"),
+    ],
+)
+def test_unavailable_or_invalid_options_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([*args, "--model", "openai/m"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["fly"], ["run"], ["run", "t", "--max-steps", "0"], ["demo", "--log-format", "xml"]]
+)
+def test_argparse_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(args) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--help"]) == 0
+    assert "--tool-choice" in capsys.readouterr().out
+
+
+# -- run against an OpenAI-compatible server on 127.0.0.1 ------------------------------------
+
+
+@pytest.mark.http
+def test_run_terminated_prints_only_json_as_a_command(llmock: Any) -> None:
+    llmock.call_tool("terminate", {"status": "success"})
+    proc = agentfsm(*run_args(llmock, "--json", "--log-format", "json"))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # the whole of stdout is one object
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 1)
+    assert result["usage"]["llm_calls"] == 1
+    events = json_lines(proc.stderr)  # every stderr line is a JSON log line
+    assert [e["dest"] for e in events if e["event"] == "transition"] == [
+        "THINKING",
+        "ACTING",
+        "OBSERVING",
+        "FINISHED",
+    ]
+    assert KEY not in proc.stdout + proc.stderr
+    assert llmock.last_request.model == "test-model"
+
+
+@pytest.mark.http
+def test_run_final_answer_human_readable(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    llmock.reply("The answer is 42.")
+    assert cli.main(run_args(llmock)) == 0
+    out, err = capfd.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "The answer is 42."
+    assert lines[-1].startswith("FINISHED  stop_reason=final_answer  steps=1  tokens=")
+    assert "cost=" in lines[-1]
+    assert "transition" in err
+
+
+@pytest.mark.http
+def test_run_final_answer_json(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    llmock.reply("The answer is 42.")
+    assert cli.main(run_args(llmock, "--json")) == 0
+    out, _ = capfd.readouterr()
+    result = json.loads(out)
+    assert (result["stop_reason"], result["output"]) == ("final_answer", "The answer is 42.")
+
+
+@pytest.mark.http
+def test_run_max_steps_exits_3(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    llmock.call_tool("search", {"query": "anything"})  # a tool the agent does not have: not terminating
+    assert cli.main(run_args(llmock, "--json", "--max-steps", "1")) == 3
+    result = json.loads(capfd.readouterr().out)
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "max_steps", 1)
+
+
+@pytest.mark.http
+def test_run_provider_error_exits_1_with_the_error(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    llmock.fail(400, message="bad request from the test")
+    assert cli.main(run_args(llmock, "--json")) == 1
+    out, err = capfd.readouterr()
+    result = json.loads(out)  # nothing else on stdout, not even litellm's banners
+    assert (result["state"], result["stop_reason"]) == ("ERROR", "error")
+    assert result["error"]
+    assert KEY not in out + err
+
+
+@pytest.mark.http
+def test_config_file_agent_table_and_env_reach_the_request(
+    tmp_path: Path, llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run.toml").write_text(
+        f'[llm]\nmodel = "openai/general"\napi_key = "{KEY}"\napi_base = "{llmock.base_url("openai")}"\n'
+        '[llm.toolcall]\nmodel = "openai/toolcall-model"\n'
+        '[llm.manus]\nmodel = "openai/manus-model"\n'
+        "[agent]\nmax_steps = 1\n"
+    )
+    llmock.reply("done")
+    assert cli.main(["run", "t", "--config", "run.toml", "--json"]) == 0
+    assert llmock.last_request.model == "toolcall-model"
+
+    monkeypatch.setenv("AGENTFSM_LLM__TOOLCALL__MODEL", "openai/env-model")
+    llmock.reply("done")
+    assert cli.main(["run", "t", "--config", "run.toml", "--json"]) == 0
+    assert llmock.last_request.model == "env-model"
+
+    llmock.reply("done")
+    assert cli.main(["run", "t", "--config", "run.toml", "--json", "--model", "openai/flag-model"]) == 0
+    assert llmock.last_request.model == "flag-model"
+    capfd.readouterr()
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_ends_the_run_cancelled_with_status_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def interrupted(request: ModelRequest) -> Any:
+        signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends; asyncio.run cancels the run's task
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(config, "build_llm", lambda settings: FunctionLLM(interrupted))
+    assert cli.main(["run", "t", "--model", "openai/unused", "--json"]) == 130
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert (result["state"], result["stop_reason"]) == ("ERROR", "cancelled")
+    assert "interrupted" in err
