@@ -1,0 +1,388 @@
+"""`LLM`: the `ChatModel` for real providers, through litellm.
+
+Any litellm model name works, so ``openai/<name>`` with `api_base` reaches
+any OpenAI-compatible server. What this adapter adds on top of litellm:
+
+- litellm is imported on the first call, not with this module, and in a
+  worker thread (it takes seconds, which would freeze the event loop), with
+  its network fetch of the cost map switched off and its log output kept off
+  stdout (``--json`` output and MCP stdio depend on it);
+- the request is checked against the model's input window *before* it is
+  sent, and a provider's context-window error also becomes
+  `TokenLimitExceeded`, so the agent ends with ``token_limit`` rather than
+  an error, and never retries it;
+- retries belong to tenacity alone (see `llm_retry`): litellm's and the
+  OpenAI SDK's own are switched off, so one call is never several hidden
+  requests;
+- images from tools travel as image parts on a user message, where the model
+  accepts images, and are replaced by a visible note where it does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from .chat import LLMResponse, ToolChoice
+from .errors import ConfigError, LLMError, TokenLimitExceeded
+from .llm_retry import RetryPolicy
+from .llm_wire import IMAGE_OMITTED, to_wire
+from .log import event
+from .messages import Message, ToolCall
+from .result import Usage
+
+__all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
+
+# Names like these are reasoning models even when litellm's map doesn't know
+# them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
+# and any temperature but the default.
+_REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
+
+# Keys `extra` may not set, with the argument to use instead.
+_RESERVED_EXTRA = {
+    "model": "`model`",
+    "messages": "the `messages` of ask_tool",
+    "tools": "the `tools` of ask_tool",
+    "tool_choice": "the `tool_choice` of ask_tool",
+    "api_base": "`api_base`",
+    "api_key": "`api_key`",
+    "timeout": "`timeout`",
+    "request_timeout": "`timeout`",
+    "num_retries": "`max_attempts` (retries are LLM's own)",
+    "max_retries": "`max_attempts` (retries are LLM's own)",
+    "temperature": "`temperature`",
+    "max_tokens": "`max_tokens`",
+    "max_completion_tokens": "`max_tokens`",
+    "stream": "nothing: LLM does not stream",
+}
+
+
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+_load_lock = threading.Lock()
+_litellm: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once (thread-safe), configured to stay offline at import and quiet on stdout."""
+    global _litellm
+    with _load_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            loggers = [logging.getLogger(name) for name in _LITELLM_LOGGERS]
+            for logger in loggers:  # its import logs debug lines through its stdout handler
+                logger.addFilter(_below_warning_dropped)
+            try:
+                import litellm
+            finally:
+                for logger in loggers:
+                    logger.removeFilter(_below_warning_dropped)
+            litellm.suppress_debug_info = True  # else "Give Feedback / Get Help" banners on stdout
+            _keep_litellm_off_stdout(loggers)
+            _litellm = litellm
+    return _litellm
+
+
+async def _load_litellm_async() -> Any:
+    """`load_litellm` without blocking the event loop: the first import takes seconds."""
+    return _litellm if _litellm is not None else await asyncio.to_thread(load_litellm)
+
+
+def _below_warning_dropped(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING
+
+
+def _keep_litellm_off_stdout(loggers: list[logging.Logger]) -> None:
+    """Detach litellm's own log handlers that can write to stdout.
+
+    litellm attaches a handler to its loggers that sends records *below
+    WARNING* to stdout, so an application that turns on DEBUG logging would
+    find litellm's debug lines in its stdout. Without that handler the
+    records propagate to the root logger like any library's, and go where
+    the application sends its logs (with no configuration at all, warnings
+    still reach stderr through logging's last-resort handler). While litellm
+    imports, before the handler can be removed, its records below WARNING are
+    dropped.
+    """
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            routes_to_stdout = type(handler).__name__ == "LevelRoutingStreamHandler"
+            if routes_to_stdout or getattr(handler, "stream", None) is sys.stdout:
+                logger.removeHandler(handler)
+
+
+# -- the adapter ---------------------------------------------------------------
+
+
+class LLM:
+    """A chat model reached through litellm; implements `ChatModel`.
+
+    `max_input_tokens` overrides the input window litellm knows for the model
+    (for ``openai/<name>`` on your own server litellm knows none, so nothing
+    is checked before sending unless you set it). `token_budget` caps the
+    tokens one agent run may spend; the agent compares it with the run's
+    usage. `extra` is passed to ``litellm.acompletion`` as is (headers,
+    provider options).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 4096,
+        max_input_tokens: int | None = None,
+        token_budget: int | None = None,
+        timeout: float = 60.0,
+        max_attempts: int = 6,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(
+                f"`model` must be a litellm model name such as 'openai/gpt-4o-mini', got {model!r}"
+            )
+        if api_base is not None and (
+            not isinstance(api_base, str) or not api_base.startswith(("http://", "https://"))
+        ):
+            raise ConfigError(
+                f"`api_base` must be a URL starting with http:// or https:// "
+                f"(e.g. 'http://127.0.0.1:8000/v1'), got {api_base!r}"
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigError(f"`api_key` must be a string or None, got a {type(api_key).__name__}")
+        _check_number("temperature", temperature, low=0.0, high=2.0, optional=True)
+        for name, value in (
+            ("max_tokens", max_tokens),
+            ("max_input_tokens", max_input_tokens),
+            ("token_budget", token_budget),
+        ):
+            _check_int(name, value, low=1, optional=True)
+        _check_number("timeout", timeout, low=0.0, exclusive=True)
+        _check_int("max_attempts", max_attempts, low=1)
+        _check_number("backoff_base", backoff_base, low=0.0)
+        _check_number("backoff_max", backoff_max, low=0.0)
+        extra = dict(extra or {})
+        for key in extra:
+            if key in _RESERVED_EXTRA:
+                raise ConfigError(f"`extra` may not set {key!r}; use {_RESERVED_EXTRA[key]} instead")
+
+        self.model = model.strip()
+        self.api_base = api_base
+        self.api_key = api_key
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.max_input_tokens = max_input_tokens
+        self.token_budget = token_budget
+        self.timeout = float(timeout)
+        self.max_attempts = max_attempts
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.extra = extra
+        self._retry = RetryPolicy(max_attempts, self.backoff_base, self.backoff_max)
+
+    def __repr__(self) -> str:  # never shows the API key
+        base = f", api_base={self.api_base!r}" if self.api_base else ""
+        return f"LLM(model={self.model!r}{base})"
+
+    # -- what litellm knows about the model ---------------------------------
+
+    @cached_property
+    def supports_vision(self) -> bool:
+        """Whether images are sent as images (litellm's model map; False when it doesn't know)."""
+        try:
+            return bool(load_litellm().supports_vision(model=self.model))
+        except Exception:
+            return False
+
+    @cached_property
+    def is_reasoning(self) -> bool:
+        """Reasoning models take `max_completion_tokens` and no temperature."""
+        if _REASONING_NAME.match(self.model.rsplit("/", 1)[-1].lower()):
+            return True
+        try:
+            return bool(load_litellm().supports_reasoning(model=self.model))
+        except Exception:
+            return False
+
+    @cached_property
+    def input_limit(self) -> int | None:
+        """The input window checked before sending: `max_input_tokens`, else litellm's, else none."""
+        if self.max_input_tokens is not None:
+            return self.max_input_tokens
+        try:  # raises for models litellm has not mapped (any `openai/<your-name>`)
+            limit = load_litellm().get_model_info(self.model).get("max_input_tokens")
+        except Exception:
+            return None
+        return limit if isinstance(limit, int) and limit > 0 else None
+
+    def count_tokens(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int | None:
+        """Input tokens of a request by litellm's counter, or None if it cannot count them."""
+        try:
+            count = load_litellm().token_counter(model=self.model, messages=wire, tools=tools or None)
+        except Exception:
+            return None
+        return count if isinstance(count, int) else None
+
+    # -- asking -------------------------------------------------------------
+
+    async def ask_tool(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResponse:
+        """Ask for the next reply (text, tool calls, or both).
+
+        Raises `TokenLimitExceeded` when the request is over the input window
+        (nothing is sent) or the provider reports a context-window error, and
+        `LLMError` when the call fails for good.
+        """
+        litellm = await _load_litellm_async()
+        started = time.perf_counter()
+        wire = to_wire(messages, system_msgs, vision=self.supports_vision)
+        tool_list = [dict(t) for t in tools]
+        self._check_fits(wire, tool_list)
+        request = self._request(wire, tool_list, tool_choice)
+
+        async def call() -> Any:
+            return await litellm.acompletion(**request)
+
+        response, attempts = await self._retry.run(call, model=self.model)
+        reply = self._reply(response, litellm)
+        event(
+            "llm_call",
+            level=logging.DEBUG,
+            model=self.model,
+            attempts=attempts,
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            cost_usd=reply.usage.cost_usd,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return reply
+
+    async def ask(self, messages: Sequence[Message], *, system_msgs: Sequence[Message] = ()) -> str:
+        """Ask for a plain text answer (no tools); empty string if the model said nothing."""
+        reply = await self.ask_tool(messages, system_msgs=system_msgs)
+        return reply.content or ""
+
+    def _check_fits(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        limit = self.input_limit
+        if limit is None:
+            return
+        count = self.count_tokens(wire, tools)
+        if count is not None and count > limit:
+            source = "max_input_tokens" if self.max_input_tokens is not None else "the model's input window"
+            raise TokenLimitExceeded(
+                f"{self.model}: the request has {count} input tokens, over the limit of {limit} "
+                f"({source}); it was not sent"
+            )
+
+    def _request(
+        self, wire: list[dict[str, Any]], tools: list[dict[str, Any]], tool_choice: ToolChoice
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "api_base": self.api_base,
+            "api_key": self.api_key,
+            "timeout": self.timeout,
+            # tenacity owns retries: litellm's (num_retries) and the OpenAI SDK's (max_retries) are off
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if tools:
+            request["tools"] = tools
+            request["tool_choice"] = tool_choice
+        if self.max_tokens is not None:
+            request["max_completion_tokens" if self.is_reasoning else "max_tokens"] = self.max_tokens
+        if self.temperature is not None and not self.is_reasoning:
+            request["temperature"] = self.temperature
+        request.update(self.extra)
+        return request
+
+    def _reply(self, response: Any, litellm: Any) -> LLMResponse:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise LLMError(f"{self.model}: the provider's reply has no choices: {response!r:.300}")
+        choice = choices[0]
+        message = choice.message
+        calls = tuple(_tool_call(call) for call in (getattr(message, "tool_calls", None) or ()))
+        usage = getattr(response, "usage", None)
+        try:  # raises for unpriced models: their cost is unknown, not zero
+            cost: float | None = float(litellm.completion_cost(completion_response=response))
+        except Exception:
+            cost = None
+        if cost is not None and not math.isfinite(cost):
+            cost = None
+        return LLMResponse(
+            content=getattr(message, "content", None) or None,
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=getattr(usage, "prompt_tokens", None) or 0,
+                output_tokens=getattr(usage, "completion_tokens", None) or 0,
+                llm_calls=1,
+                cost_usd=cost,
+            ),
+            model=getattr(response, "model", None) or self.model,
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+
+
+def _tool_call(call: Any) -> ToolCall:
+    """A tool call with its arguments exactly as sent: malformed JSON is the agent's to report."""
+    function = call.function
+    arguments = function.arguments
+    if arguments is None:
+        arguments = ""
+    elif not isinstance(arguments, str):  # a provider that sent an object rather than JSON text
+        import json
+
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(
+        id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=function.name or "", arguments=arguments
+    )
+
+
+def _check_number(
+    name: str,
+    value: Any,
+    *,
+    low: float,
+    high: float = math.inf,
+    exclusive: bool = False,
+    optional: bool = False,
+) -> None:
+    if value is None and optional:
+        return
+    number_ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    in_range = number_ok and (value > low if exclusive else value >= low) and value <= high
+    if not in_range:
+        bound = f"> {low:g}" if exclusive else f">= {low:g}"
+        if high != math.inf:
+            bound += f" and <= {high:g}"
+        none = " (or None)" if optional else ""
+        raise ConfigError(f"`{name}` must be a number {bound}{none}, got {value!r}")
+
+
+def _check_int(name: str, value: Any, *, low: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        none = " (or None for no limit)" if optional else ""
+        raise ConfigError(f"`{name}` must be an integer >= {low}{none}, got {value!r}")

@@ -1,0 +1,169 @@
+"""`LLM`'s offline pieces: argument checks, the wire format, the retry policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentfsm import LLM, ChatModel, Message, ToolCall
+from agentfsm.errors import ConfigError
+from agentfsm.llm import IMAGE_OMITTED, to_wire
+from agentfsm.llm_retry import RetryPolicy, describe, is_context_window_error, is_transient, retry_after
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+JPEG = "/9j/4AAQSkZJRgABAQAAAQABAAD"
+
+
+def image(b64: str, mime: str = "image/png") -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{b64}"}}
+
+
+# -- arguments -------------------------------------------------------------------
+
+
+BAD_ARGUMENTS = [
+    ({"model": ""}, "`model`"),
+    ({"api_base": "127.0.0.1:8000/v1"}, "`api_base` must be a URL starting with http://"),
+    ({"temperature": 3}, "`temperature` must be a number >= 0 and <= 2 (or None), got 3"),
+    ({"temperature": "0.5"}, "`temperature`"),
+    ({"max_tokens": 0}, "`max_tokens` must be an integer >= 1 (or None for no limit), got 0"),
+    ({"max_input_tokens": 1.5}, "`max_input_tokens`"),
+    ({"token_budget": True}, "`token_budget`"),
+    ({"timeout": 0}, "`timeout` must be a number > 0, got 0"),
+    ({"timeout": float("inf")}, "`timeout`"),
+    ({"max_attempts": 0}, "`max_attempts` must be an integer >= 1, got 0"),
+    ({"backoff_base": -1}, "`backoff_base`"),
+    ({"extra": {"num_retries": 3}}, "`extra` may not set 'num_retries'; use `max_attempts`"),
+    ({"extra": {"stream": True}}, "`extra` may not set 'stream'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"), BAD_ARGUMENTS, ids=[next(iter(options)) for options, _ in BAD_ARGUMENTS]
+)
+def test_bad_arguments_name_the_value_and_the_fix(options: dict[str, Any], named: str) -> None:
+    options = dict(options)
+    model = options.pop("model", "openai/x")
+    with pytest.raises(ConfigError) as info:
+        LLM(model, **options)
+    assert named in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_llm_is_a_chat_model_and_hides_its_key() -> None:
+    llm = LLM("openai/x", api_base="http://127.0.0.1:1/v1", api_key="sk-secret", token_budget=1000)
+    assert isinstance(llm, ChatModel)
+    assert llm.token_budget == 1000
+    assert "sk-secret" not in repr(llm)
+
+
+def test_reasoning_models_get_max_completion_tokens_and_no_temperature() -> None:
+    for model in ("openai/o3-mini", "openai/o1", "openai/gpt-5-mini", "azure/o4-mini"):
+        request = LLM(model, max_tokens=100)._request([], [], "auto")
+        assert request["max_completion_tokens"] == 100, model
+        assert "max_tokens" not in request and "temperature" not in request, model
+    request = LLM("openai/llmock-x", max_tokens=100, temperature=0.2)._request([], [], "auto")
+    assert (request["max_tokens"], request["temperature"]) == (100, 0.2)
+    assert (request["num_retries"], request["max_retries"]) == (0, 0)
+    assert "tools" not in request and "tool_choice" not in request  # no tools: no tool_choice
+
+
+def test_input_limit_comes_from_the_argument_or_litellm() -> None:
+    assert LLM("openai/llmock-x").input_limit is None  # unmapped: no check
+    assert LLM("openai/llmock-x", max_input_tokens=500).input_limit == 500
+    assert LLM("openai/gpt-4o-mini").input_limit == 128000
+
+
+# -- the wire format ---------------------------------------------------------------
+
+
+def test_system_messages_come_first() -> None:
+    wire = to_wire([Message.user_message("hi")], [Message.system_message("be brief")], vision=False)
+    assert wire == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+
+
+def test_tool_images_follow_the_whole_run_of_tool_messages() -> None:
+    calls = [ToolCall(id="c1", name="shot"), ToolCall(id="c2", name="snap")]
+    messages = [
+        Message.user_message("look"),
+        Message.from_tool_calls(calls),
+        Message.tool_message("one", name="shot", tool_call_id="c1", base64_image=PNG),
+        Message.tool_message("two", name="snap", tool_call_id="c2", base64_image=JPEG),
+        Message.user_message("next"),
+    ]
+    wire = to_wire(messages, vision=True)
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert [wire[2]["content"], wire[3]["content"]] == ["one", "two"]
+    assert wire[4] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Image returned by tool shot:"},
+            image(PNG),
+            {"type": "text", "text": "Image returned by tool snap:"},
+            image(JPEG, "image/jpeg"),
+        ],
+    }
+    assert wire[5] == {"role": "user", "content": "next"}
+
+
+def test_images_are_replaced_by_a_note_without_vision() -> None:
+    messages = [
+        Message.user_message("see", base64_image=PNG),
+        Message.from_tool_calls([ToolCall(id="c1", name="shot")]),
+        Message.tool_message("done", name="shot", tool_call_id="c1", base64_image=PNG),
+    ]
+    wire = to_wire(messages, vision=False)
+    assert [m["content"] for m in wire] == [f"see\n{IMAGE_OMITTED}", None, f"done\n{IMAGE_OMITTED}"]
+
+
+def test_user_and_assistant_images() -> None:
+    url = f"data:image/webp;base64,{PNG}"
+    messages = [
+        Message.user_message("see", base64_image=PNG),
+        Message.assistant_message("drawn", base64_image=url),
+    ]
+    wire = to_wire(messages, vision=True)
+    assert wire[0] == {"role": "user", "content": [{"type": "text", "text": "see"}, image(PNG)]}
+    # The chat API takes no image parts on assistant messages: the image follows as a user message.
+    assert wire[1] == {"role": "assistant", "content": "drawn"}
+    assert wire[2]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
+
+
+# -- the retry policy ----------------------------------------------------------------
+
+
+class StatusError(Exception):
+    def __init__(self, status: int, headers: dict[str, str] | None = None, code: str | None = None) -> None:
+        super().__init__(f"status {status}")
+        self.status_code = status
+        self.litellm_response_headers = headers
+        self.code = code
+
+
+def test_backoff_is_exponential_and_capped() -> None:
+    policy = RetryPolicy(max_attempts=6, backoff_base=1.0, backoff_max=5.0)
+    for attempt, expected in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (5, 5.0)]:
+        wait = policy.wait_for(attempt, StatusError(500))
+        assert expected <= wait <= min(expected * 1.1, 5.0)
+
+
+def test_retry_after_is_honoured_exactly_and_capped() -> None:
+    policy = RetryPolicy(max_attempts=6, backoff_base=1.0, backoff_max=5.0)
+    assert policy.wait_for(1, StatusError(429, {"retry-after-ms": "300", "retry-after": "1"})) == 0.3
+    assert policy.wait_for(3, StatusError(503, {"retry-after": "2"})) == 2.0
+    assert policy.wait_for(1, StatusError(429, {"retry-after": "120"})) == 5.0
+    assert retry_after(StatusError(429, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) is None
+
+
+def test_classification_without_litellm_classes() -> None:
+    assert is_transient(StatusError(502)) and is_transient(StatusError(500))
+    assert is_transient(ConnectionResetError()) and is_transient(TimeoutError())
+    assert not is_transient(StatusError(400)) and not is_transient(ValueError("x"))
+    overflow = StatusError(400, code="context_length_exceeded")
+    assert is_context_window_error(overflow) and not is_transient(overflow)
+
+
+def test_describe_names_the_status_only_when_a_server_answered() -> None:
+    assert describe(StatusError(503, {})) == "StatusError: HTTP 503: status 503"
+    assert describe(StatusError(500)) == "StatusError: status 500"
