@@ -7,26 +7,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict
 
 from .messages import Message, ToolCall
 from .result import Usage
+from .serde import Serializable
 
 __all__ = ["ChatModel", "LLMResponse", "ToolChoice"]
 
 ToolChoice = Literal["auto", "none", "required"]
 
 
-class LLMResponse(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMResponse(Serializable):
     """One reply from the model: text, tool calls, or both."""
-
-    model_config = ConfigDict(frozen=True)
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     """This call's usage (`llm_calls` is 1 for a real call)."""
     model: str | None = None
     finish_reason: str | None = None

@@ -13,17 +13,19 @@ amortized however long the history is.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from itertools import chain
-
-from pydantic import BaseModel
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain, islice
+from typing import overload
 
 from .messages import Message, Role
+from .serde import Serializable
 
-__all__ = ["Memory", "MemorySnapshot"]
+__all__ = ["Memory", "MemorySnapshot", "MessagesView"]
 
 
-class MemorySnapshot(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemorySnapshot(Serializable):
     """Memory as plain data, for checkpoints and traces."""
 
     max_messages: int
@@ -61,6 +63,15 @@ class Memory:
     def __iter__(self) -> Iterator[Message]:
         pinned = (self._pinned,) if self._pinned is not None else ()
         return chain(self._head, pinned, self._tail)
+
+    def view(self, *extra: Message) -> MessagesView:
+        """The messages plus `extra`, without copying: O(1) however long the history.
+
+        The view is live: read it before memory changes again (the engine
+        hands one to the model for the duration of one request).
+        """
+        pinned = (self._pinned,) if self._pinned is not None else ()
+        return MessagesView((self._head, pinned, self._tail, extra))
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail) + (self._pinned is not None)
@@ -178,3 +189,39 @@ def _block_size(messages: deque[Message]) -> int:
         while size < len(messages) and messages[size].role is Role.TOOL:
             size += 1
     return size
+
+
+class MessagesView(Sequence[Message]):
+    """A read-only sequence over parts of memory, without copying them."""
+
+    __slots__ = ("_len", "_parts")
+
+    def __init__(self, parts: tuple[Sequence[Message], ...]) -> None:
+        self._parts = parts
+        self._len = sum(len(part) for part in parts)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Message]:
+        return chain.from_iterable(self._parts)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            if step < 0:
+                return list(self)[index]
+            return list(islice(self, start, stop, step))
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"message index {index} out of range for {self._len} messages")
+        for part in self._parts:  # deque indexing is O(1) near either end, where the engine reads
+            if index < len(part):
+                return part[index]
+            index -= len(part)
+        raise AssertionError("unreachable")

@@ -9,10 +9,11 @@ becomes an error observation rather than a crash here.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from .serde import Serializable
 
 __all__ = ["Message", "Role", "ToolCall"]
 
@@ -24,10 +25,9 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
-class ToolCall(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall(Serializable):
     """One function call requested by the model."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     """The provider's call id; the tool message answering it carries the same id."""
@@ -54,20 +54,25 @@ class ToolCall(BaseModel):
         return cls(id=id, name=name, arguments=raw)
 
 
-class Message(BaseModel):
-    """One chat message. Use the factories; they set the role and check pairing fields."""
-
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message(Serializable):
+    """One chat message. Use the factories; they set the role and the pairing fields."""
 
     role: Role
     content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = Field(default=())
+    tool_calls: tuple[ToolCall, ...] = ()
     name: str | None = None
     """For `tool` messages, the tool's name."""
     tool_call_id: str | None = None
     """For `tool` messages, the id of the call this message answers."""
     base64_image: str | None = None
     """An image attached to the message (a tool's screenshot, say)."""
+
+    def __post_init__(self) -> None:
+        if type(self.role) is not Role:
+            object.__setattr__(self, "role", Role(self.role))
+        if type(self.tool_calls) is not tuple:
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
     @classmethod
     def user_message(cls, content: str, base64_image: str | None = None) -> Message:

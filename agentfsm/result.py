@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass, field
+
+from .serde import Serializable
 
 __all__ = ["AgentState", "RunResult", "StopReason", "Usage"]
 
@@ -30,7 +32,8 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-class Usage(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class Usage(Serializable):
     """Tokens, calls and cost, summed over a run (or reported by one LLM call)."""
 
     input_tokens: int = 0
@@ -59,10 +62,9 @@ class Usage(BaseModel):
         self.tool_calls += other.tool_calls
 
 
-class RunResult(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult(Serializable):
     """The outcome of one `run()`."""
-
-    model_config = ConfigDict(frozen=True)
 
     run_id: str
     state: AgentState
@@ -74,7 +76,7 @@ class RunResult(BaseModel):
     """The final text: the answer, the last thing the model said, or a note on why it stopped."""
     error: str | None = None
     """None, or ``"ExceptionType: message"``."""
-    usage: Usage
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def ok(self) -> bool:

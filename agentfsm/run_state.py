@@ -7,16 +7,18 @@ and the memory snapshot, and nothing else is needed.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, field
 
 from .chat import LLMResponse
 from .messages import ToolCall
 from .result import StopReason, Usage
+from .serde import Serializable
 
 __all__ = ["Observation", "RunState"]
 
 
-class Observation(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class Observation(Serializable):
     """The result of one tool call, before it is recorded as a `tool` message."""
 
     call: ToolCall
@@ -26,7 +28,8 @@ class Observation(BaseModel):
     duration_s: float = 0.0
 
 
-class RunState(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class RunState(Serializable):
     """One run's state. `state` is the machine's leaf state name."""
 
     run_id: str = ""
@@ -36,13 +39,13 @@ class RunState(BaseModel):
     stop_reason: StopReason | None = None
     error: str | None = None
     output: str | None = None
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
 
     reply: LLMResponse | None = None
     """The last LLM reply (THINKING writes it)."""
-    pending_calls: list[ToolCall] = Field(default_factory=list)
+    pending_calls: list[ToolCall] = field(default_factory=list)
     """Tool calls to execute in ACTING."""
-    observations: list[Observation] = Field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
     """Results of ACTING, recorded into memory by OBSERVING."""
     token_limit: str | None = None
     """Why the last think hit the token limit, if it did."""
@@ -54,5 +57,5 @@ class RunState(BaseModel):
     """A one-shot prompt for the next think (corrective nudge or stuck hint)."""
     stuck_streak: int = 0
     """Steps in a row on which stuck detection fired."""
-    seen: dict[str, int] = Field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)
     """Signature of each assistant turn of this run -> how often it occurred."""

@@ -50,9 +50,10 @@ def reply(
 class ModelRequest:
     """What the agent sent on one call."""
 
-    messages: tuple[Message, ...]
-    system_msgs: tuple[Message, ...]
-    tools: tuple[dict[str, Any], ...]
+    messages: Sequence[Message]
+    """A copy when the model records requests; else the engine's live view (read it in the call)."""
+    system_msgs: Sequence[Message]
+    tools: Sequence[dict[str, Any]]
     tool_choice: ToolChoice
 
     @property
@@ -63,6 +64,8 @@ class ModelRequest:
 @dataclass
 class _Recorder:
     token_budget: int | None = None
+    record: bool = True
+    """Keep a copy of every request in `requests` (off for benchmarks: copying is O(history))."""
     requests: list[ModelRequest] = field(default_factory=list)
     _ids: int = 0
 
@@ -73,6 +76,8 @@ class _Recorder:
         tools: Sequence[dict[str, Any]],
         tool_choice: ToolChoice,
     ) -> ModelRequest:
+        if not self.record:
+            return ModelRequest(messages, system_msgs, tools, tool_choice)
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request
@@ -99,9 +104,13 @@ class ScriptedLLM(_Recorder):
     __test__ = False
 
     def __init__(
-        self, replies: Iterable[LLMResponse | BaseException], *, token_budget: int | None = None
+        self,
+        replies: Iterable[LLMResponse | BaseException],
+        *,
+        token_budget: int | None = None,
+        record: bool = True,
     ) -> None:
-        super().__init__(token_budget=token_budget)
+        super().__init__(token_budget=token_budget, record=record)
         self.script = list(replies)
         self._next = 0
 
@@ -138,8 +147,8 @@ class FunctionLLM(_Recorder):
 
     __test__ = False
 
-    def __init__(self, fn: ReplyFunction, *, token_budget: int | None = None) -> None:
-        super().__init__(token_budget=token_budget)
+    def __init__(self, fn: ReplyFunction, *, token_budget: int | None = None, record: bool = True) -> None:
+        super().__init__(token_budget=token_budget, record=record)
         self.fn = fn
 
     async def ask_tool(

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar, get_type_hints, overload
-
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
 from .errors import ToolSetupError
+from .serde import Serializable
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
 
 
-class ToolResult(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult(Serializable):
     """What a tool returns: output or error, optionally an image and a system note."""
-
-    model_config = ConfigDict(frozen=True)
 
     output: Any = None
     error: str | None = None
@@ -140,6 +142,8 @@ class FunctionTool(Tool):
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        from pydantic import ValidationError
+
         try:
             model = self._model.model_validate(arguments)
         except ValidationError as exc:
@@ -157,6 +161,8 @@ class FunctionTool(Tool):
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    from pydantic import ConfigDict, create_model
+
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
     for param in inspect.signature(fn).parameters.values():

@@ -111,3 +111,37 @@ def test_invalid_limits_are_refused():
         Memory(max_messages=1)
     with pytest.raises(ValueError, match="must be a user message"):
         Memory().add_request(Message.assistant_message("x"))
+
+
+def test_view_reads_memory_without_copying():
+    memory = Memory(max_messages=50)
+    memory.add_message(Message.assistant_message("before"))
+    memory.add_request(Message.user_message("task"))
+    for i in range(5):
+        memory.add_message(Message.assistant_message(str(i)))
+    extra = Message.user_message("next step")
+    view = memory.view(extra)
+    expected = [*memory.messages, extra]
+    assert len(view) == len(expected) == 8
+    assert list(view) == expected
+    assert [view[i] for i in range(-8, 8)] == expected + expected
+    assert view[2:5] == expected[2:5] and view[::-3] == expected[::-3]
+    with pytest.raises(IndexError, match="out of range for 8"):
+        view[8]
+    assert memory.view()[-1].content == "4"
+
+
+def test_run_data_round_trips_through_pydantic():
+    from agentfsm import RunResult, StopReason, Usage
+    from agentfsm.result import AgentState
+    from agentfsm.run_state import Observation, RunState
+
+    call = ToolCall(id="c1", name="t", arguments='{"x": 1}')
+    state = RunState(run_id="r", state="OBSERVING", step=2, pending_calls=[call])
+    state.observations.append(Observation(call=call, content="ok"))
+    assert RunState.model_validate_json(state.model_dump_json()) == state
+    result = RunResult(
+        run_id="r", state=AgentState.FINISHED, stop_reason=StopReason.TERMINATED, steps=2, usage=Usage()
+    )
+    assert result.model_dump(mode="json")["stop_reason"] == "terminated"
+    assert Message.model_validate({"role": "user", "content": "hi"}).role is Role.USER

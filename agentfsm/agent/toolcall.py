@@ -88,9 +88,7 @@ class ToolCallAgent(ReActAgent):
         if budget is not None and run.usage.total_tokens >= budget:
             run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
             return
-        messages = list(self.memory)
-        if prompt:
-            messages.append(Message.user_message(prompt))
+        messages = self.memory.view(Message.user_message(prompt)) if prompt else self.memory.view()
         system = [Message.system_message(self.system_prompt)] if self.system_prompt else []
         try:
             reply = await self.llm.ask_tool(
