@@ -17,7 +17,7 @@ __all__ = ["Serializable"]
 
 
 @functools.cache
-def _adapter(cls: type) -> Any:
+def _adapter(cls: Any) -> Any:
     from pydantic import TypeAdapter
 
     return TypeAdapter(cls)
