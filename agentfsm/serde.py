@@ -10,17 +10,20 @@ type is dumped or loaded, with the familiar `model_*` method names.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Self
 
 __all__ = ["Serializable"]
 
 
-@functools.cache
-def _adapter(cls: Any) -> Any:
-    from pydantic import TypeAdapter
+def _adapter(cls: type) -> Any:
+    """The class's TypeAdapter, built once and kept on the class itself."""
+    adapter = cls.__dict__.get("_agentfsm_adapter")
+    if adapter is None:
+        from pydantic import TypeAdapter
 
-    return TypeAdapter(cls)
+        adapter = TypeAdapter(cls)
+        type.__setattr__(cls, "_agentfsm_adapter", adapter)
+    return adapter
 
 
 class Serializable:
