@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from transitions import EventData, Machine, MachineError
+from transitions import EventData, Machine, MachineError, Transition
 
 from .errors import MachineSetupError
 from .result import StopReason
@@ -155,18 +155,11 @@ class MachineTable:
     @cached_property
     def machine(self) -> Machine:
         """The `transitions.Machine` for this table, built once and shared by every agent."""
-        transitions: list[dict[str, Any]] = []
-        for edge in self.edges:
-            transitions.append(
-                {
-                    "trigger": edge.trigger,
-                    "source": list(self.sources(edge)),
-                    "dest": edge.dest,
-                    "conditions": [_condition(edge.guard)] if edge.guard else [],
-                    "after": [_after(edge)],
-                }
-            )
-        return Machine(
+        transitions = [
+            {"trigger": edge.trigger, "source": list(self.sources(edge)), "dest": edge.dest, "edge": edge}
+            for edge in self.edges
+        ]
+        return _TableMachine(
             model=None,
             states=[state.name for state in self.states],
             initial=self.initial,
@@ -245,22 +238,38 @@ class MachineTable:
                 )
 
 
-def _condition(guard: Guard) -> Callable[[EventData], bool]:
-    def condition(event: EventData) -> bool:
-        outcome = bool(guard.check(event.model))
-        firing: Firing = event.kwargs["firing"]
-        firing.guards.append((guard.name, outcome))
-        return outcome
+class _EdgeTransition(Transition):
+    """transitions' `Transition`, specialised for a table edge (its `transition_cls` extension point).
 
-    condition.__name__ = guard.name
-    return condition
+    transitions' `Event` still picks the edge: it tries the transitions of the
+    current state in declaration order and stops at the first whose
+    `execute` returns True. The generic version runs callback lists this
+    engine never declares (prepare, before, after, on_enter, on_exit) and
+    logs a dozen debug lines per trigger, which made a trigger cost twice
+    the plain machine's; this one evaluates the named guard, records it,
+    moves the model and applies the edge's effect.
+    """
 
+    def __init__(self, source: str, dest: str, *args: Any, edge: Edge, **kwargs: Any) -> None:
+        super().__init__(source, dest, *args, **kwargs)
+        self.edge = edge
+        self.guard = edge.guard
 
-def _after(edge: Edge) -> Callable[[EventData], None]:
-    def after(event: EventData) -> None:
-        firing: Firing = event.kwargs["firing"]
-        firing.edge = edge
+    def execute(self, event_data: EventData) -> bool:
+        firing: Firing = event_data.kwargs["firing"]
+        model = event_data.model
+        guard = self.guard
+        if guard is not None:
+            held = bool(guard.check(model))
+            firing.guards.append((guard.name, held))
+            if not held:
+                return False
+        model.fsm_state = self.dest  # type: ignore[attr-defined]
+        firing.edge = edge = self.edge
         if edge.effect is not None:
-            edge.effect.apply(event.model)
+            edge.effect.apply(model)
+        return True
 
-    return after
+
+class _TableMachine(Machine):
+    transition_cls = _EdgeTransition

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .serde import Serializable
 

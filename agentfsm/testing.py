@@ -89,9 +89,15 @@ class _Recorder:
         for call in response.tool_calls:
             if not call.id:
                 self._ids += 1
-                call = call.model_copy(update={"id": f"call_{self._ids}"})
+                call = ToolCall(id=f"call_{self._ids}", name=call.name, arguments=call.arguments)
             calls.append(call)
-        return response.model_copy(update={"tool_calls": tuple(calls)})
+        return LLMResponse(
+            content=response.content,
+            tool_calls=tuple(calls),
+            usage=response.usage,
+            model=response.model,
+            finish_reason=response.finish_reason,
+        )
 
 
 class ScriptedLLM(_Recorder):

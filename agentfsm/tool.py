@@ -203,6 +203,7 @@ class ToolCollection:
 
     def __init__(self, *tools: Tool) -> None:
         self._tools: dict[str, Tool] = {}
+        self._params: list[dict[str, Any]] | None = None
         self.add(*tools)
 
     def add(self, *tools: Tool) -> ToolCollection:
@@ -215,13 +216,16 @@ class ToolCollection:
                     "give one of them another name"
                 )
             self._tools[item.name] = item
+        self._params = None
         return self
 
     def remove(self, name: str) -> Tool:
         try:
-            return self._tools.pop(name)
+            removed = self._tools.pop(name)
         except KeyError:
             raise KeyError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
+        self._params = None
+        return removed
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -240,7 +244,10 @@ class ToolCollection:
         return list(self._tools)
 
     def to_params(self) -> list[dict[str, Any]]:
-        return [item.to_param() for item in self._tools.values()]
+        """The declarations sent to the model (built once per change of the set; do not mutate)."""
+        if self._params is None:
+            self._params = [item.to_param() for item in self._tools.values()]
+        return self._params
 
     async def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         item = self._tools.get(name)

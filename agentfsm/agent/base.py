@@ -10,8 +10,9 @@ the `Transition` event, logs it and hands it to listeners.
 from __future__ import annotations
 
 import asyncio
+import copy
+import os
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import ClassVar
@@ -127,7 +128,7 @@ class BaseAgent(ABC):
         try:
             if self.fsm_state != self.table.initial:
                 yield self._fire("reset")
-            self.run_state = RunState(state=self.fsm_state, run_id=uuid.uuid4().hex[:12], request=request)
+            self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
             self.memory.add_request(Message.user_message(request))
             yield self._fire("start")
             while (spec := self.table.by_name[self.fsm_state]).action is not None:
@@ -228,7 +229,7 @@ class BaseAgent(ABC):
             steps=run.step,
             output=self._output(run.stop_reason),
             error=run.error,
-            usage=run.usage.model_copy(),
+            usage=copy.copy(run.usage),
         )
         self.last_result = result
         event(

@@ -1,0 +1,355 @@
+"""Benchmarks of the engine's own cost, side by side in one process and one run.
+
+    .venv/bin/python tools/bench.py            # full run (several minutes), a table on stdout
+    .venv/bin/python tools/bench.py --quick    # under two minutes, smaller counts
+    .venv/bin/python tools/bench.py --json     # the numbers as one JSON object (only that on stdout)
+
+Sections: per-run overhead against a bare loop, LangGraph and pydantic-ai;
+the cost of a step as history grows; many agents in one event loop (in
+process, and over HTTP against a loopback llmock server); start-up time.
+Medians throughout; frameworks are measured in interleaved rounds, so a
+noisy neighbour slows all of them alike. See BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_peers
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+TASK = "add some numbers"
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def interleaved(
+    runners: dict[str, Callable[[], Awaitable[Any]]], rounds: int, batch: int
+) -> dict[str, float]:
+    """Median µs per call for each runner, measured in alternating batches."""
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for run in runners.values():  # warm up: imports, caches, first-call paths
+        for _ in range(max(3, batch // 4)):
+            await run()
+    for _ in range(rounds):
+        for name, run in runners.items():
+            gc.collect()
+            started = time.perf_counter()
+            for _ in range(batch):
+                await run()
+            samples[name].append((time.perf_counter() - started) / batch * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+# -- 1. overhead per run --------------------------------------------------------------
+
+
+async def overhead(quick: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"missing": []}
+    for label, n_calls in (("tool_call_run", 1), ("ten_step_run", 9)):
+        runners: dict[str, Callable[[], Awaitable[Any]]] = {}
+        for name, factory in bench_peers.FRAMEWORKS.items():
+            runner = factory(n_calls)
+            if runner is None:
+                if name not in out["missing"]:
+                    out["missing"].append(name)
+                continue
+            runners[name] = lambda r=runner: r(TASK)
+        rounds, batch = (7, 40) if quick else (15, 120)
+        if n_calls > 1:
+            batch //= 4
+        out[label] = await interleaved(runners, rounds, batch)
+    return out
+
+
+# -- 2. history growth ------------------------------------------------------------------
+
+
+def filled_memory(size: int) -> Any:
+    from agentfsm import Memory, Message, ToolCall
+
+    memory = Memory(max_messages=size)
+    memory.add_request(Message.user_message("the first request"))
+    for i in range((size - 1) // 2):  # full: the request and tool turns of two messages each
+        call = ToolCall(id=f"old_{i}", name="add", arguments='{"a": 1, "b": 2}')
+        memory.add_message(Message.from_tool_calls([call], f"thinking {i}"))
+        memory.add_message(Message.tool_message("3", name="add", tool_call_id=call.id))
+    return memory
+
+
+async def history(quick: bool) -> dict[str, Any]:
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection
+
+    tools = ToolCollection(Terminate())
+    llm = bench_peers.agentfsm_model(0, final="terminate")
+    agents = {}
+    for size in (10, 1_000, 10_000):
+        agent = ToolCallAgent(llm=llm, tools=tools, memory=filled_memory(size), next_step_prompt=None)
+        agents[f"{size} messages"] = lambda a=agent: a.run("one more step")
+    rounds, batch = (7, 40) if quick else (15, 200)
+    per_step = await interleaved(agents, rounds, batch)
+    return {"step_us": per_step, "ratio_10000_to_10": per_step["10000 messages"] / per_step["10 messages"]}
+
+
+# -- 3. scale -----------------------------------------------------------------------------
+
+
+async def scale(quick: bool) -> dict[str, Any]:
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection, tool
+
+    count = 1_000 if quick else 10_000
+    tools = ToolCollection(tool(bench_peers.add), Terminate())
+    llm = bench_peers.agentfsm_model(1)
+
+    def build() -> list[Any]:
+        return [ToolCallAgent(llm=llm, tools=tools, next_step_prompt=None) for _ in range(count)]
+
+    build()  # warm
+    gc.collect()
+    started = time.perf_counter()
+    agents = build()
+    construct_us = (time.perf_counter() - started) / count * 1e6
+    started = time.perf_counter()
+    results = await asyncio.gather(*(agent.run(TASK) for agent in agents))
+    wall_s = time.perf_counter() - started
+    assert all(r.stop_reason == "final_answer" for r in results), results[0]
+    del agents, results
+    gc.collect()
+
+    rss_before = rss_bytes()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    agents = build()
+    built = tracemalloc.get_traced_memory()[0] - base
+    rss_built = rss_bytes() - rss_before
+    tracemalloc.reset_peak()
+    await asyncio.gather(*(agent.run(TASK) for agent in agents))
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    rss_ran = rss_bytes() - rss_before
+    return {
+        "agents": count,
+        "construct_us_per_agent": construct_us,
+        "construct_bytes_per_agent": built / count,
+        "peak_bytes_per_agent_running": peak / count,
+        "rss_bytes_per_agent_built": rss_built / count,
+        "rss_bytes_per_agent_after_run": rss_ran / count,
+        "wall_s": wall_s,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def scale_http(quick: bool) -> dict[str, Any]:
+    """Many agents at once over real HTTP: agentfsm + litellm against a bare openai-SDK loop."""
+    llmock = Path(PYTHON).parent / "llmock"
+    if not llmock.exists():
+        return {"skipped": "llmock is not installed (pip install llmock)"}
+    count = 100 if quick else 1_000
+    port = free_port()
+    server = subprocess.Popen(
+        [str(llmock), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/v1"
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        return {"agents": count, **await _http_runs(base, count)}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+async def _http_runs(base: str, count: int) -> dict[str, Any]:
+    from openai import AsyncOpenAI
+
+    from agentfsm import LLM, ToolCallAgent, ToolCollection, tool
+
+    tools = ToolCollection(tool(bench_peers.add))
+    llm = LLM("openai/bench-model", api_base=base, api_key="bench", max_attempts=1, timeout=120)
+    client = AsyncOpenAI(base_url=base, api_key="bench", max_retries=0, timeout=120)
+    specs = tools.to_params()
+
+    async def agentfsm_run() -> Any:
+        agent = ToolCallAgent(llm=llm, tools=tools, next_step_prompt=None)
+        result = await agent.run(TASK)
+        assert result.stop_reason == "final_answer", result
+        return result
+
+    async def bare_run() -> Any:
+        messages: list[Any] = [
+            {"role": "system", "content": bench_peers.SYSTEM},
+            {"role": "user", "content": TASK},
+        ]
+        for _ in range(30):
+            reply = (
+                (await client.chat.completions.create(model="bench-model", messages=messages, tools=specs))
+                .choices[0]
+                .message
+            )
+            messages.append(reply.model_dump(exclude_none=True))
+            if not reply.tool_calls:
+                return reply.content
+            for call in reply.tool_calls:
+                result = bench_peers.add(**json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
+        raise AssertionError("no final answer")
+
+    await agentfsm_run()  # warm: litellm import, connection pools
+    await bare_run()
+    walls: dict[str, float] = {}
+    for name, run in (("agentfsm+litellm", agentfsm_run), ("bare openai SDK", bare_run)):
+        started = time.perf_counter()
+        await asyncio.gather(*(run() for _ in range(count)))
+        walls[name] = time.perf_counter() - started
+    await client.close()
+    return {
+        "wall_s": walls,
+        "ms_per_agent": {name: wall / count * 1e3 for name, wall in walls.items()},
+        "ratio": walls["agentfsm+litellm"] / walls["bare openai SDK"],
+    }
+
+
+# -- 4. start-up ---------------------------------------------------------------------------
+
+
+def startup(quick: bool) -> dict[str, Any]:
+    agentfsm_cli = Path(PYTHON).parent / "agentfsm"
+    commands = {
+        "python -c pass": [PYTHON, "-c", "pass"],
+        "import agentfsm": [PYTHON, "-c", "import agentfsm"],
+        "agentfsm --help": [str(agentfsm_cli), "--help"],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(5 if quick else 21):
+        for name, argv in commands.items():
+            started = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+            samples[name].append((time.perf_counter() - started) * 1e3)
+    ms = {name: statistics.median(values) for name, values in samples.items()}
+    return {"ms": ms, "import_net_ms": ms["import agentfsm"] - ms["python -c pass"]}
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def report(data: dict[str, Any]) -> str:
+    lines = []
+    o = data["overhead"]
+    lines.append("Overhead per run (µs, median; in-process fake model, setup built once)")
+    lines.append(f"{'framework':<14}{'1 tool call + answer':>22}{'10 steps':>12}")
+    for name in o["tool_call_run"]:
+        lines.append(f"{name:<14}{o['tool_call_run'][name]:>22.1f}{o['ten_step_run'][name]:>12.1f}")
+    for peer in o["missing"]:
+        lines.append(f"{peer:<14}{'not installed (pip install agentfsm[bench])':>34}")
+    ours = o["tool_call_run"]["agentfsm"]
+    for peer in ("bare loop", "langgraph", "pydantic-ai"):
+        if peer in o["tool_call_run"]:
+            lines.append(
+                f"  agentfsm / {peer}: {ours / o['tool_call_run'][peer]:.2f}x"
+                f" (10 steps: {o['ten_step_run']['agentfsm'] / o['ten_step_run'][peer]:.2f}x)"
+            )
+    h = data["history"]
+    lines.append("")
+    lines.append("One step as history grows (µs, median)")
+    for size, value in h["step_us"].items():
+        lines.append(f"  {size:<16}{value:>10.1f}")
+    lines.append(f"  ratio 10,000 : 10 = {h['ratio_10000_to_10']:.2f}")
+    s = data["scale"]
+    lines.append("")
+    lines.append(f"{s['agents']:,} agents in one event loop (in-process fake model, 1 tool call + answer)")
+    lines.append(f"  construct            {s['construct_us_per_agent']:.1f} µs/agent")
+    lines.append(
+        f"  memory built         {s['construct_bytes_per_agent'] / 1024:.2f} KiB/agent (tracemalloc),"
+        f" {s['rss_bytes_per_agent_built'] / 1024:.2f} KiB/agent (RSS)"
+    )
+    lines.append(
+        f"  peak while running   {s['peak_bytes_per_agent_running'] / 1024:.2f} KiB/agent (tracemalloc),"
+        f" RSS after {s['rss_bytes_per_agent_after_run'] / 1024:.2f} KiB/agent"
+    )
+    lines.append(f"  run all concurrently {s['wall_s']:.3f} s wall")
+    http = data["scale_http"]
+    lines.append("")
+    if "skipped" in http:
+        lines.append(f"Over HTTP: skipped ({http['skipped']})")
+    else:
+        lines.append(f"{http['agents']:,} agents over HTTP at once (loopback llmock, 1 tool call + answer)")
+        for name, wall in http["wall_s"].items():
+            lines.append(f"  {name:<18}{wall:>8.2f} s wall  {http['ms_per_agent'][name]:>8.2f} ms/agent")
+        lines.append(f"  ratio agentfsm+litellm / bare SDK = {http['ratio']:.2f}")
+    st = data["startup"]
+    lines.append("")
+    lines.append("Start-up, fresh processes (ms, median)")
+    for name, value in st["ms"].items():
+        lines.append(f"  {name:<18}{value:>8.1f}")
+    lines.append(f"  import agentfsm, net of interpreter start: {st['import_net_ms']:.1f}")
+    return "\n".join(lines)
+
+
+async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
+    data: dict[str, Any] = {"quick": quick, "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    if "startup" in sections:  # first, before this process warms the disk cache for others
+        data["startup"] = startup(quick)
+    for name, fn in (
+        ("overhead", overhead),
+        ("history", history),
+        ("scale", scale),
+        ("scale_http", scale_http),
+    ):
+        if name in sections:
+            data[name] = await fn(quick)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and agents (under two minutes)")
+    parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+    parser.add_argument(
+        "--only",
+        default="startup,overhead,history,scale,scale_http",
+        help="comma-separated sections (default: all)",
+    )
+    args = parser.parse_args(argv)
+    sections = args.only.split(",")
+    data = asyncio.run(collect(args.quick, sections))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    elif set(sections) >= {"startup", "overhead", "history", "scale", "scale_http"}:
+        print(report(data))
+    else:
+        print(json.dumps(data, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The same task for every framework: `n_calls` calls of `add`, then a final answer.
+
+Each runner is ``async run(task) -> str`` built once by a factory; the fake
+models are each framework's own in-process test model, deciding by the
+number of tool results so far, so no framework pays for a script it
+does not need. A factory returns None when its framework is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Runner = Callable[[str], Awaitable[Any]]
+SYSTEM = "You are an agent that can execute tool calls"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+# -- the floor: a hand-written loop with the same message bookkeeping -------------
+
+
+def bare(n_calls: int) -> Runner:
+    tools = {"add": add}
+
+    async def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        done = 0
+        for message in reversed(messages):
+            if message["role"] == "user":
+                break
+            done += message["role"] == "tool"
+        if done < n_calls:
+            call = {
+                "id": f"call_{done}",
+                "type": "function",
+                "function": {"name": "add", "arguments": json.dumps({"a": done, "b": 1})},
+            }
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": "done"}
+
+    async def run(task: str) -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": task},
+        ]
+        for _ in range(30):
+            reply = await model(messages)
+            messages.append(reply)
+            if not reply.get("tool_calls"):
+                return str(reply["content"])
+            for call in reply["tool_calls"]:
+                fn = call["function"]
+                result = tools[fn["name"]](**json.loads(fn["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(result)})
+        return "max steps"
+
+    return run
+
+
+# -- agentfsm ----------------------------------------------------------------------
+
+
+def agentfsm_model(n_calls: int, final: str = "answer") -> Any:
+    """A FunctionLLM with the task's policy; `final="terminate"` ends with the terminate tool."""
+    from agentfsm.messages import Role
+    from agentfsm.testing import FunctionLLM, ModelRequest, reply
+
+    answer = reply("done") if final == "answer" else reply(tool_calls=[("terminate", {"status": "success"})])
+
+    def decide(request: ModelRequest) -> Any:
+        done = 0
+        for message in reversed(request.messages):
+            if message.role is Role.USER:
+                break
+            done += message.role is Role.TOOL
+        if done < n_calls:
+            return reply(tool_calls=[("add", {"a": done, "b": 1})])
+        return answer
+
+    return FunctionLLM(decide, record=False)
+
+
+def agentfsm(n_calls: int) -> Runner:
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection, tool
+
+    tools = ToolCollection(tool(add), Terminate())
+    llm = agentfsm_model(n_calls)
+
+    async def run(task: str) -> Any:
+        agent = ToolCallAgent(llm=llm, tools=tools, next_step_prompt=None)
+        return (await agent.run(task)).output
+
+    return run
+
+
+# -- LangGraph's prebuilt ReAct agent ----------------------------------------------------
+
+
+def langgraph(n_calls: int) -> Runner | None:
+    try:
+        from langchain_core.language_models.chat_models import BaseChatModel
+        from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+        from langchain_core.tools import tool as lc_tool
+        from langgraph.prebuilt import create_react_agent
+    except ImportError:
+        return None
+
+    class FakeToolModel(BaseChatModel):
+        calls: int = 1
+
+        @property
+        def _llm_type(self) -> str:
+            return "fake-tool-model"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            done = 0
+            for message in reversed(messages):
+                if isinstance(message, HumanMessage):
+                    break
+                done += isinstance(message, ToolMessage)
+            if done < self.calls:
+                message = AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "add",
+                            "args": {"a": done, "b": 1},
+                            "id": f"call_{done}",
+                            "type": "tool_call",
+                        }
+                    ],
+                )
+            else:
+                message = AIMessage(content="done")
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+        async def _agenerate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            return self._generate(messages, stop)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = create_react_agent(FakeToolModel(calls=n_calls), tools=[lc_tool(add)], prompt=SYSTEM)
+
+    async def run(task: str) -> Any:
+        return await graph.ainvoke({"messages": [("user", task)]})
+
+    return run
+
+
+# -- pydantic-ai's Agent with its FunctionModel -----------------------------------------------
+
+
+def pydantic_ai(n_calls: int) -> Runner | None:
+    try:
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+        from pydantic_ai.models.function import AgentInfo, FunctionModel
+    except ImportError:
+        return None
+
+    def decide(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(isinstance(part, ToolReturnPart) for m in messages for part in m.parts)
+        if done < n_calls:
+            return ModelResponse(
+                parts=[ToolCallPart("add", {"a": done, "b": 1}, tool_call_id=f"call_{done}")]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(decide), tools=[add], system_prompt=SYSTEM)
+
+    async def run(task: str) -> Any:
+        return (await agent.run(task)).output
+
+    return run
+
+
+FRAMEWORKS: dict[str, Callable[[int], Runner | None]] = {
+    "bare loop": bare,
+    "agentfsm": agentfsm,
+    "langgraph": langgraph,
+    "pydantic-ai": pydantic_ai,
+}
