@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .chat import LLMResponse
+from .machine import GuardOutcome
 from .messages import ToolCall
 from .result import StopReason
 from .run_state import Observation
@@ -18,15 +19,13 @@ from .run_state import Observation
 __all__ = ["GuardOutcome", "Transition"]
 
 
-@dataclass(frozen=True, slots=True)
-class GuardOutcome:
-    name: str
-    held: bool
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, kw_only=True)
 class Transition:
-    """One edge taken: where from, where to, why, and what the phase produced."""
+    """One edge taken: where from, where to, why, and what the phase produced.
+
+    Treat it as read-only: it is a record of what happened (changes to a run
+    go through `agent.run_state` between transitions).
+    """
 
     agent: str
     run_id: str

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from transitions import EventData, Machine, MachineError, Transition
 
 from .errors import MachineSetupError
 from .result import StopReason
 
-__all__ = ["Edge", "Effect", "Firing", "Guard", "MachineTable", "StateSpec"]
+__all__ = ["Edge", "Effect", "Firing", "Guard", "GuardOutcome", "MachineTable", "StateSpec"]
 
 PhaseAction = Callable[[Any], Awaitable[None]]
 
@@ -78,11 +78,18 @@ class Edge:
         return f"{self.trigger} [{self.guard.name}]" if self.guard else self.trigger
 
 
+class GuardOutcome(NamedTuple):
+    """One guard evaluated while choosing an edge, and whether it held."""
+
+    name: str
+    held: bool
+
+
 @dataclass(slots=True)
 class Firing:
     """What happened during one trigger: guards evaluated in order, and the edge taken."""
 
-    guards: list[tuple[str, bool]] = field(default_factory=list)
+    guards: list[GuardOutcome] = field(default_factory=list)
     edge: Edge | None = None
 
 
@@ -261,7 +268,7 @@ class _EdgeTransition(Transition):
         guard = self.guard
         if guard is not None:
             held = bool(guard.check(model))
-            firing.guards.append((guard.name, held))
+            firing.guards.append(GuardOutcome(guard.name, held))
             if not held:
                 return False
         model.fsm_state = self.dest  # type: ignore[attr-defined]

@@ -206,6 +206,9 @@ class MessagesView(Sequence[Message]):
     def __iter__(self) -> Iterator[Message]:
         return chain.from_iterable(self._parts)
 
+    def __reversed__(self) -> Iterator[Message]:
+        return chain.from_iterable(reversed(part) for part in reversed(self._parts))
+
     @overload
     def __getitem__(self, index: int) -> Message: ...
     @overload

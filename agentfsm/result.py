@@ -46,6 +46,15 @@ class Usage(Serializable):
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def copy(self) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            llm_calls=self.llm_calls,
+            tool_calls=self.tool_calls,
+            cost_usd=self.cost_usd,
+        )
+
     def add(self, other: Usage) -> None:
         """Add `other` in place. The cost stays known only while every call's cost is known."""
         if other.llm_calls:

@@ -156,6 +156,7 @@ class FunctionLLM(_Recorder):
     def __init__(self, fn: ReplyFunction, *, token_budget: int | None = None, record: bool = True) -> None:
         super().__init__(token_budget=token_budget, record=record)
         self.fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
 
     async def ask_tool(
         self,
@@ -167,6 +168,6 @@ class FunctionLLM(_Recorder):
     ) -> LLMResponse:
         request = self._record(messages, system_msgs, tools, tool_choice)
         result = self.fn(request)
-        if inspect.isawaitable(result):
-            result = await result
+        if self._is_async or not isinstance(result, LLMResponse):
+            result = await result  # type: ignore[misc]
         return self._with_ids(result)

@@ -130,6 +130,7 @@ class FunctionTool(Tool):
         description: str | None = None,
     ) -> None:
         self.fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
         self._model = _arguments_model(fn)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
@@ -145,19 +146,19 @@ class FunctionTool(Tool):
         from pydantic import ValidationError
 
         try:
-            model = self._model.model_validate(arguments)
+            model = self._model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
             )
             raise ArgumentError(problems) from None
-        return {key: getattr(model, key) for key in type(model).model_fields}
+        return dict(model.__dict__)
 
     async def execute(self, **kwargs: Any) -> Any:
+        if self._is_async:
+            return await self.fn(**kwargs)
         result = self.fn(**kwargs)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        return (await result) if inspect.isawaitable(result) else result
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:

@@ -10,7 +10,6 @@ the `Transition` event, logs it and hands it to listeners.
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
 import time
 from abc import ABC, abstractmethod
@@ -18,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import ClassVar
 
 from ..errors import AgentBusyError
-from ..events import GuardOutcome, Transition
+from ..events import Transition
 from ..log import enabled as log_enabled
 from ..log import event
 from ..machine import MachineTable
@@ -183,7 +182,6 @@ class BaseAgent(ABC):
     def _fire(self, trigger: str) -> Transition:
         source, run = self.fsm_state, self.run_state
         started = self._entered_at
-        calls_before = tuple(run.pending_calls)
         firing = self.table.fire(self, trigger)
         edge = firing.edge
         assert edge is not None
@@ -198,11 +196,11 @@ class BaseAgent(ABC):
             source=source,
             dest=edge.dest,
             step=run.step,
-            guards=tuple(GuardOutcome(name, held) for name, held in firing.guards),
+            guards=tuple(firing.guards),
             stop_reason=edge.stop_reason,
             duration_s=now - started,
             reply=run.reply if source == "THINKING" else None,
-            tool_calls=calls_before if edge.dest == "ACTING" else (),
+            tool_calls=tuple(run.pending_calls) if edge.dest == "ACTING" else (),
             observations=tuple(run.observations) if source == "ACTING" else (),
             error=run.error if edge.dest == "ERROR" else None,
         )
@@ -229,7 +227,7 @@ class BaseAgent(ABC):
             steps=run.step,
             output=self._output(run.stop_reason),
             error=run.error,
-            usage=copy.copy(run.usage),
+            usage=run.usage.copy(),
         )
         self.last_result = result
         event(

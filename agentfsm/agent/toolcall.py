@@ -75,6 +75,7 @@ class ToolCallAgent(ReActAgent):
         self.max_observe = max_observe
         self.special_tool_names = frozenset(special_tool_names)
         self.parallel_tool_calls = parallel_tool_calls
+        self._system_cache: tuple[str | None, tuple[Message, ...]] | None = None
 
     # -- THINKING -------------------------------------------------------------
 
@@ -89,7 +90,7 @@ class ToolCallAgent(ReActAgent):
             run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
             return
         messages = self.memory.view(Message.user_message(prompt)) if prompt else self.memory.view()
-        system = [Message.system_message(self.system_prompt)] if self.system_prompt else []
+        system = self._system_messages()
         try:
             reply = await self.llm.ask_tool(
                 messages, system_msgs=system, tools=self.tools.to_params(), tool_choice=self.tool_choice
@@ -115,6 +116,14 @@ class ToolCallAgent(ReActAgent):
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:
             run.nudge = EMPTY_NUDGE
+
+    def _system_messages(self) -> tuple[Message, ...]:
+        """The system prompt as messages, rebuilt only when `system_prompt` changes."""
+        cached = self._system_cache
+        if cached is None or cached[0] != self.system_prompt:
+            messages = (Message.system_message(self.system_prompt),) if self.system_prompt else ()
+            self._system_cache = cached = (self.system_prompt, messages)
+        return cached[1]
 
     # -- ACTING ---------------------------------------------------------------
 

@@ -1,0 +1,163 @@
+"""`Manus`: the preset general-purpose agent, with upstream's toolbox, prompts and limits.
+
+The toolbox is python_execute, bash, str_replace_editor, ask_human and
+terminate (upstream's browser and MCP tools come with their own issues). The
+three tools that touch the system share one `SandboxSession`, owned by the
+agent: the sandbox is created by the first tool call that needs it, destroyed
+at the end of each run (kept between runs with ``keep_alive``, but destroyed
+anyway when a run fails or is cancelled), and for good by `aclose()` or the
+end of ``async with``. Nothing of a run's sandbox outlives the run by default.
+
+The sandbox modules are imported when an agent is built, not when this
+module is, so `import agentfsm` stays light (no pydantic, no docker).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..result import AgentState, RunResult
+from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
+from .toolcall import ToolCallAgent
+
+if TYPE_CHECKING:
+    from ..chat import ChatModel, ToolChoice
+    from ..memory import Memory
+    from ..sandbox.session import SandboxSession
+    from ..sandbox.settings import SandboxSettings
+    from ..tool import Tool
+    from ..toolbox import AskFn
+
+__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus"]
+
+SYSTEM_PROMPT = (
+    "You are OpenManus, an all-capable AI assistant, aimed at solving any task presented by the user. "
+    "You have various tools at your disposal that you can call upon to efficiently complete complex "
+    "requests. Whether it's programming, information retrieval, file processing, web browsing, or human "
+    "interaction (only for extreme cases), you can handle it all. "
+    "The initial directory is: {directory}"
+)
+"""Upstream's prompt; ``{directory}`` becomes the sandbox's workspace."""
+
+NEXT_STEP_PROMPT = """
+Based on user needs, proactively select the most appropriate tool or combination of tools. For complex \
+tasks, you can break down the problem and use different tools step by step to solve it. After using each \
+tool, clearly explain the execution results and suggest the next steps.
+
+If you want to stop the interaction at any point, use the `terminate` tool/function call.
+"""
+
+UNKNOWN_WORKSPACE = (
+    "the sandbox workspace (the working directory of `bash` and `python_execute`; "
+    "relative paths are resolved there)"
+)
+"""What ``{directory}`` says before a sandbox whose path is only known once made (local, auto) exists."""
+
+_EDITOR_RESPONSE = 16_000
+"""Upstream's clip for the editor; lowered to fit `max_observe`, so its own marker stays visible."""
+
+
+class Manus(ToolCallAgent):
+    """A versatile agent that solves tasks with code, a shell, a file editor and, rarely, a human."""
+
+    def __init__(
+        self,
+        *,
+        llm: ChatModel,
+        sandbox: SandboxSettings | SandboxSession | None = None,
+        ask_human: AskFn | None = None,
+        extra_tools: Iterable[Tool] = (),
+        system_prompt: str | None = SYSTEM_PROMPT,
+        next_step_prompt: str | None = NEXT_STEP_PROMPT,
+        max_steps: int = 20,
+        max_observe: int | None = 10_000,
+        tool_choice: ToolChoice = "auto",
+        duplicate_threshold: int = 2,
+        stuck_limit: int | None = 3,
+        finish_on_answer: bool = True,
+        memory: Memory | None = None,
+        parallel_tool_calls: bool = False,
+        name: str | None = "manus",
+    ) -> None:
+        """`sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
+        session, which the agent then owns and closes. `ask_human`: how questions reach a person
+        (None: the model is told no human is available). `extra_tools` join the toolbox.
+        `system_prompt` may contain ``{directory}``, replaced by the workspace at each think."""
+        from ..sandbox.session import SandboxSession
+
+        self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
+        output = max_observe - 500 if max_observe is not None and max_observe > 1_500 else None
+        editor = min(_EDITOR_RESPONSE, output) if output is not None else _EDITOR_RESPONSE
+        tools: list[Tool] = [
+            PythonExecute(self.session, max_output=output),
+            Bash(self.session, max_output=output),
+            StrReplaceEditor(self.session, max_response=editor),
+            AskHuman(ask_human),
+            Terminate(),
+            *extra_tools,
+        ]
+        super().__init__(
+            llm=llm,
+            tools=tools,
+            system_prompt=system_prompt,
+            next_step_prompt=next_step_prompt,
+            max_steps=max_steps,
+            tool_choice=tool_choice,
+            max_observe=max_observe,
+            duplicate_threshold=duplicate_threshold,
+            stuck_limit=stuck_limit,
+            finish_on_answer=finish_on_answer,
+            memory=memory,
+            parallel_tool_calls=parallel_tool_calls,
+            name=name,
+        )
+        self.system_prompt_template = system_prompt
+
+    @classmethod
+    async def create(cls, **kwargs: Any) -> Manus:
+        """Build the agent and do its asynchronous set-up (connecting MCP servers, once they exist).
+
+        Takes the constructor's arguments. Upstream needs this because pydantic's `__init__`
+        cannot await; here it is where I/O at creation belongs.
+        """
+        return cls(**kwargs)
+
+    # -- the sandbox in the prompt and at the end of a run ----------------------------------
+
+    async def think(self) -> None:
+        template = self.system_prompt_template
+        if template is not None and "{directory}" in template:
+            self.system_prompt = template.replace("{directory}", await self.workspace())
+        await super().think()
+
+    async def workspace(self) -> str:
+        """The sandbox's working directory, without making the sandbox just to name it.
+
+        A live sandbox knows its own; a Docker one's is set by the settings; a
+        local one's is known in advance only when `local_dir` is given.
+        """
+        session = self.session
+        if session.active:
+            return (await session.get()).workspace  # exists already: nothing is made
+        settings = session.settings
+        if settings.mode == "docker":
+            return settings.workspace
+        if settings.mode == "local" and settings.local_dir is not None:
+            return os.path.realpath(settings.local_dir)
+        return UNKNOWN_WORKSPACE
+
+    async def on_run_end(self, result: RunResult) -> None:
+        """Destroy the sandbox unless it is kept alive and the run finished well."""
+        await self.session.end_run(failed=result.state is not AgentState.FINISHED)
+
+    async def aclose(self) -> None:
+        """Destroy the sandbox, if one exists (the agent can still run: it makes a new one)."""
+        await self.session.close()
+
+    async def __aenter__(self) -> Manus:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
