@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .agent import BaseAgent, ReActAgent, ToolCallAgent
+from .agent import BaseAgent, Manus, ReActAgent, ToolCallAgent
 from .chat import ChatModel, LLMResponse
 from .events import Transition
 from .machine import Edge, Effect, Guard, MachineTable, StateSpec
@@ -16,7 +16,7 @@ from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .result import AgentState, RunResult, StopReason, Usage
 from .tool import Tool, ToolCollection, ToolResult, tool
-from .toolbox import Terminate
+from .toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
 
 if TYPE_CHECKING:
     from .llm import LLM
@@ -24,20 +24,25 @@ if TYPE_CHECKING:
 __all__ = [
     "LLM",
     "AgentState",
+    "AskHuman",
     "BaseAgent",
+    "Bash",
     "ChatModel",
     "Edge",
     "Effect",
     "Guard",
     "LLMResponse",
     "MachineTable",
+    "Manus",
     "Memory",
     "Message",
+    "PythonExecute",
     "ReActAgent",
     "Role",
     "RunResult",
     "StateSpec",
     "StopReason",
+    "StrReplaceEditor",
     "Terminate",
     "Tool",
     "ToolCall",

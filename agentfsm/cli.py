@@ -38,7 +38,6 @@ __all__ = ["EXIT_CODES", "format_result", "main"]
 
 PROG = "agentfsm"
 AGENTS = ("toolcall", "manus")
-AVAILABLE_AGENTS = ("toolcall",)
 EXIT_CODES: dict[StopReason, int] = {
     StopReason.TERMINATED: 0,
     StopReason.FINAL_ANSWER: 0,
@@ -153,10 +152,6 @@ def _run(args: argparse.Namespace) -> int:
     from . import cli_logging
     from .config import Settings, build_llm
 
-    if args.agent not in AVAILABLE_AGENTS:
-        return _usage_error(
-            f"--agent {args.agent} is not available yet (available: {', '.join(AVAILABLE_AGENTS)})"
-        )
     if args.trace is not None:
         return _usage_error("--trace is not available yet")
     flags_llm = {"model": args.model, "api_base": args.api_base, "api_key": args.api_key}
@@ -177,20 +172,26 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
-    from .agent import ToolCallAgent
-    from .toolbox import Terminate
+    from .agent import Manus, ToolCallAgent
+    from .toolbox import Terminate, ask_on_terminal
 
-    return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **settings.agent.agent_kwargs())
+    options = settings.agent.agent_kwargs()
+    if name == "manus":
+        # A question is asked on the terminal only when someone can answer it there.
+        ask = ask_on_terminal if sys.stdin.isatty() else None
+        return Manus(llm=llm, sandbox=settings.sandbox, ask_human=ask, name=name, **options)
+    return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from . import cli_logging
-    from .demo import TASK, build_demo_agent, format_transition
+    from .demo import TASK, build_demo_agent, demo_sandbox, format_transition
 
-    agent = build_demo_agent()
+    sandbox, described = demo_sandbox()
+    agent = build_demo_agent(sandbox)
     out = sys.stdout
     if not args.json:
-        print(f"task: {TASK}\n", file=out)
+        print(f"task: {TASK}\nsandbox: {described}\n", file=out)
         # A blank line after the last edge (the only ones with a stop reason) sets the result apart.
         agent.on_transition(lambda t: print(format_transition(t) + "\n" * bool(t.stop_reason), file=out))
     with cli_logging.configured(args.log_format):
@@ -207,7 +208,7 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
     interrupted = False
     with contextlib.redirect_stdout(sys.stderr):  # whatever a dependency prints is not our output
         try:
-            result: RunResult | None = asyncio.run(agent.run(task))
+            result: RunResult | None = asyncio.run(_run_then_close(agent, task))
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
     if result is not None:
@@ -217,6 +218,16 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
         return EXIT_INTERRUPTED
     assert result is not None
     return EXIT_CODES[result.stop_reason]
+
+
+async def _run_then_close(agent: BaseAgent, task: str) -> RunResult:
+    """One run, then release what the agent holds (Manus's sandbox, even with keep_alive)."""
+    try:
+        return await agent.run(task)
+    finally:
+        aclose = getattr(agent, "aclose", None)  # agents with resources (Manus) have one
+        if aclose is not None:
+            await aclose()
 
 
 def _print_result(result: RunResult, as_json: bool, out: TextIO) -> None:

@@ -10,8 +10,8 @@ and what is allowed.
 `[llm.<agent name>]` tables override `[llm]` for that agent only; an agent's
 LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
-tool-calling agent: 30). `[sandbox]` and `[mcp.servers.<id>]` are kept as
-plain tables for the components that will read them.
+tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`;
+`[mcp.servers.<id>]` tables are kept as plain tables for the MCP client.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
+from .sandbox.settings import SandboxSettings
 
 if TYPE_CHECKING:
     from .llm import LLM
@@ -135,8 +136,7 @@ class Settings(BaseSettings):
 
     llm: _LLMSection = Field(default_factory=_LLMSection)
     agent: AgentSettings = Field(default_factory=AgentSettings)
-    sandbox: dict[str, Any] = Field(default_factory=dict)
-    """``[sandbox]``, kept as a table for the sandbox component."""
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     mcp: _MCPSection = Field(default_factory=_MCPSection)
 
     def __init__(self, _config_file: str | os.PathLike[str] | None = None, **values: Any) -> None:
@@ -303,6 +303,8 @@ def _allowed_keys(section: list[str]) -> list[str]:
         return [*LLMSettings.model_fields, *tables]
     if section == ["agent"]:
         return list(AgentSettings.model_fields)
+    if section == ["sandbox"]:
+        return list(SandboxSettings.model_fields)
     if section == ["mcp"]:
         return ["servers"]
     return []

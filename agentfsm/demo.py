@@ -1,118 +1,78 @@
-"""`agentfsm demo`: the whole loop, offline, with real tools and a scripted model.
+"""`agentfsm demo`: Manus on a scripted model: it writes a script, runs it, checks what it wrote.
 
 Why a scripted model: the demo must run anywhere (no key, no network) and
 always show the same run, yet everything except the model is real: the
-tools are `@tool` functions whose arguments are validated and whose results
-become observations, and the machine fires the same edges, guards and events
-as with a provider. `format_transition` shows each edge as it happens.
+tools validate their arguments and run in a real sandbox — a hardened Docker
+container when an engine and an image are there, else a temporary local
+workspace — and the machine fires the same edges, guards and events as with
+a provider. `format_transition` shows each edge as it happens.
 """
 
 from __future__ import annotations
 
-import ast
-import operator
-from collections.abc import Callable
-from typing import Any
-
-from .agent import ToolCallAgent
+from .agent import Manus
 from .events import Transition
+from .run_state import Observation
+from .sandbox.settings import DEFAULT_IMAGE, SandboxSettings
 from .testing import ScriptedLLM, reply
-from .tool import tool
-from .toolbox import Terminate
 
-__all__ = ["SENTENCE", "TASK", "build_demo_agent", "calculate", "format_transition", "word_count"]
+__all__ = ["BUILT_IMAGE", "SCRIPT", "TASK", "build_demo_agent", "demo_sandbox", "format_transition"]
 
-SENTENCE = "The quick brown fox jumps over the lazy dog"
-TASK = f"How many words are in the sentence {SENTENCE!r}? Then compute the square of that count plus one."
+TASK = "Write a Python script that saves the squares of 1 to 10 to squares.txt, run it, and check the file."
+SCRIPT = """squares = [n * n for n in range(1, 11)]
+with open("squares.txt", "w") as out:
+    out.write(" ".join(map(str, squares)) + "\\n")
+print(f"wrote {len(squares)} squares, the last is {squares[-1]}")
+"""
+BUILT_IMAGE = "agentfsm-sandbox:bookworm"
+"""The image `tools/build-sandbox-image` builds without a registry; tried before upstream's."""
 _WIDTH = 100
-
-
-@tool
-def word_count(text: str) -> int:
-    """Count the words (runs of non-space characters) in `text`."""
-    return len(text.split())
-
-
-Number = int | float
-
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Number]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Number]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_MAX_BITS = 4096
-"""Integers stay below 2**4096: a model's ``9**9**9`` must not eat the memory."""
-
-
-def _evaluate(node: ast.AST) -> Number:
-    """Numbers and + - * / // % ** only: a model's text is never handed to `eval`."""
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if (
-        isinstance(node, ast.Constant)
-        and isinstance(node.value, int | float)
-        and not isinstance(node.value, bool)
-    ):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if (
-            isinstance(node.op, ast.Pow)
-            and isinstance(left, int)
-            and right * max(abs(left).bit_length() - 1, 0) > _MAX_BITS
-        ):
-            raise ValueError(f"{ast.unparse(node)!r} is too large to compute")
-        return _bounded(_BINARY[type(node.op)](left, right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))
-    raise ValueError(
-        f"unsupported syntax {ast.unparse(node)!r}: use numbers, parentheses and + - * / // % **"
-    )
-
-
-def _bounded(value: Number) -> Number:
-    if isinstance(value, complex):  # (-8) ** 0.5
-        raise ValueError("the result is not a real number")
-    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
-        raise ValueError(f"the result has more than {_MAX_BITS} bits")
-    return value
-
-
-@tool
-def calculate(expression: str) -> Number:
-    """Evaluate an arithmetic expression: numbers, parentheses and + - * / // % **."""
-    try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"not an arithmetic expression: {expression!r} ({exc.msg})") from None
-    return _evaluate(tree)
 
 
 def _script() -> ScriptedLLM:
     """What a model would answer, one reply per step; each depends on the observations before it."""
     return ScriptedLLM(
         [
-            reply("First I count the words.", [("word_count", {"text": SENTENCE})]),
             reply(
-                "The sentence has 9 words. Now 9 squared plus one.",
-                [("calculate", {"expression": "9**2 + 1"})],
+                "I'll write the script to squares.py.",
+                [("str_replace_editor", {"command": "create", "path": "squares.py", "file_text": SCRIPT})],
             ),
             reply(
-                "The sentence has 9 words, and 9² + 1 = 82.",
+                "Now I run it.", [("python_execute", {"code": "import runpy\nrunpy.run_path('squares.py')"})]
+            ),
+            reply("Let me check the file it wrote.", [("bash", {"command": "cat squares.txt"})]),
+            reply(
+                "squares.txt holds the squares of 1 to 10: 1 4 9 16 25 36 49 64 81 100.",
                 [("terminate", {"status": "success"})],
             ),
         ]
     )
 
 
-def build_demo_agent() -> ToolCallAgent:
-    """A `ToolCallAgent` with the scripted model and the demo's tools."""
-    return ToolCallAgent(llm=_script(), tools=[word_count, calculate, Terminate()], name="demo")
+def demo_sandbox() -> tuple[SandboxSettings, str]:
+    """The sandbox to run the demo in, and a line saying which: Docker if it can run here, else local.
+
+    Blocking (it asks the Docker engine): call it before the event loop starts.
+    """
+    from .sandbox.session import docker_unavailable
+
+    reason = "no image"
+    for image in dict.fromkeys((BUILT_IMAGE, DEFAULT_IMAGE)):
+        reason = docker_unavailable(image) or ""
+        if not reason:
+            settings = SandboxSettings(mode="docker", image=image)
+            return settings, (
+                f"docker, image {image} (no network, {settings.memory} memory, {settings.cpus:g} CPU, "
+                f"{settings.pids_limit} processes, read-only root)"
+            )
+    return SandboxSettings(mode="local"), (
+        f"local, a temporary directory on this machine (no Docker sandbox: {reason})"
+    )
+
+
+def build_demo_agent(sandbox: SandboxSettings | None = None) -> Manus:
+    """Manus with the scripted model, in `sandbox` (default: local)."""
+    return Manus(llm=_script(), sandbox=sandbox or SandboxSettings(mode="local"), name="demo")
 
 
 # -- showing the run ----------------------------------------------------------------
@@ -121,6 +81,11 @@ def build_demo_agent() -> ToolCallAgent:
 def _short(text: str, width: int = _WIDTH) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _unwrapped(observation: Observation) -> str:
+    """The tool's own text, without the engine's "Observed output of cmd ..." wrapper."""
+    return observation.content.removeprefix(f"Observed output of cmd `{observation.call.name}` executed:\n")
 
 
 def format_transition(t: Transition) -> str:
@@ -134,10 +99,8 @@ def format_transition(t: Transition) -> str:
     if t.reply is not None and t.reply.content:
         lines.append(f"    model says: {_short(t.reply.content)}")
     lines += [f"    call {_short(f'{c.name}({c.arguments})')}" for c in t.tool_calls]
-    lines += [
-        f"    {'error' if o.is_error else 'result'} {o.call.name}: {_short(o.content)}"
-        for o in t.observations
-    ]
+    for o in t.observations:
+        lines.append(f"    {'error' if o.is_error else 'result'} {o.call.name}: {_short(_unwrapped(o))}")
     if t.error:
         lines.append(f"    error: {t.error}")
     return "\n".join(lines)

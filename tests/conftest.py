@@ -75,3 +75,14 @@ def agentfsm_events() -> Iterator[EventCapture]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_sandbox_leftovers() -> Iterator[None]:
+    """After the whole suite: no sandbox container, volume or temporary workspace of this run remains."""
+    yield
+    from sandbox_support import leftovers
+
+    remaining = leftovers()
+    if remaining:
+        pytest.fail(f"the tests left sandbox resources behind: {', '.join(remaining)}", pytrace=False)

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +22,18 @@ import pytest
 
 from agentfsm import cli, config
 from agentfsm.config import NO_MODEL_MESSAGE
-from agentfsm.demo import calculate, word_count
-from agentfsm.testing import FunctionLLM, ModelRequest
+from agentfsm.demo import TASK, demo_sandbox
+from agentfsm.testing import FunctionLLM, ModelRequest, ScriptedLLM, reply
 
 KEY = "test-key-4f9a7c"
+STEP = [("THINKING", "ACTING", "think_done"), ("ACTING", "OBSERVING", "act_done")]
 DEMO_EDGES = [
     ("IDLE", "THINKING", "start"),
-    ("THINKING", "ACTING", "think_done"),
-    ("ACTING", "OBSERVING", "act_done"),
-    ("OBSERVING", "THINKING", "observe_done"),
-    ("THINKING", "ACTING", "think_done"),
-    ("ACTING", "OBSERVING", "act_done"),
-    ("OBSERVING", "THINKING", "observe_done"),
-    ("THINKING", "ACTING", "think_done"),
-    ("ACTING", "OBSERVING", "act_done"),
+    *[*STEP, ("OBSERVING", "THINKING", "observe_done")] * 3,
+    *STEP,
     ("OBSERVING", "FINISHED", "observe_done"),
 ]
+NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 EDGE_LINE = re.compile(r"^(\w+) -> (\w+)  (\w+)  step (\d+)")
 
 
@@ -84,26 +81,56 @@ def test_importing_the_cli_does_not_import_litellm() -> None:
 # -- demo ---------------------------------------------------------------------------------
 
 
-def test_demo_shows_each_transition_in_order_and_finishes_terminated() -> None:
+def check_demo_output(stdout: str, sandbox_line: str) -> None:
+    lines = stdout.splitlines()
+    assert lines[:3] == [f"task: {TASK}", sandbox_line, ""]
+    edges = [m.groups()[:3] for m in map(EDGE_LINE.match, lines) if m]
+    assert edges == DEMO_EDGES
+    calls = [line.strip() for line in lines if line.startswith("    call ")]
+    assert [call.split("(", 1)[0] for call in calls] == [
+        "call str_replace_editor", "call python_execute", "call bash", "call terminate"
+    ]  # fmt: skip
+    results = [line.strip() for line in lines if line.startswith(("    result ", "    error "))]
+    assert results[0].startswith("result str_replace_editor: File created successfully at: /")
+    assert results[0].endswith("/squares.py")
+    assert results[1:] == [
+        "result python_execute: wrote 10 squares, the last is 100",
+        "result bash: 1 4 9 16 25 36 49 64 81 100",
+        "result terminate: The interaction has been completed with status: success",
+    ]
+    assert "guards: terminated=yes" in stdout
+    assert lines[-2] == "squares.txt holds the squares of 1 to 10: 1 4 9 16 25 36 49 64 81 100."
+    assert lines[-1].startswith("FINISHED  stop_reason=terminated  steps=4")
+    assert "run_id" not in stdout  # logs are on stderr, never on stdout
+
+
+def test_demo_runs_manus_in_the_docker_sandbox_when_there_is_one() -> None:
+    _, described = demo_sandbox()
+    if os.environ.get("AGENTFSM_REQUIRE_DOCKER") == "1":
+        assert described.startswith("docker, image "), described
     proc = agentfsm("demo")
     assert proc.returncode == 0, proc.stderr
-    edges = [m.groups()[:3] for m in map(EDGE_LINE.match, proc.stdout.splitlines()) if m]
-    assert edges == DEMO_EDGES
-    assert "guards: terminated=yes" in proc.stdout
-    assert "call word_count(" in proc.stdout and "result calculate: " in proc.stdout and "82" in proc.stdout
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("FINISHED  stop_reason=terminated  steps=3")
-    # logs are on stderr, never on stdout
-    assert "run_id" not in proc.stdout
-    assert proc.stderr.count("transition") == len(DEMO_EDGES)
+    check_demo_output(proc.stdout, f"sandbox: {described}")
+    assert proc.stderr.count("] transition ") == len(DEMO_EDGES)
+
+
+def test_demo_falls_back_to_a_local_sandbox_without_docker() -> None:
+    proc = agentfsm("demo", env=NO_DOCKER)
+    assert proc.returncode == 0, proc.stderr
+    sandbox_line = proc.stdout.splitlines()[1]
+    assert sandbox_line.startswith(
+        "sandbox: local, a temporary directory on this machine (no Docker sandbox: "
+    )
+    assert "unix:///nonexistent/docker.sock" in sandbox_line
+    check_demo_output(proc.stdout, sandbox_line)
 
 
 def test_demo_json_prints_one_object_and_logs_json_lines_on_stderr() -> None:
     proc = agentfsm("demo", "--json", "--log-format", "json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 3)
-    assert result["usage"]["tool_calls"] == 3
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 4)
+    assert result["usage"]["tool_calls"] == 4
     events = json_lines(proc.stderr)
     transitions = [e for e in events if e["event"] == "transition"]
     assert [(t["source"], t["dest"], t["trigger"]) for t in transitions] == DEMO_EDGES
@@ -112,7 +139,11 @@ def test_demo_json_prints_one_object_and_logs_json_lines_on_stderr() -> None:
         assert t["run_id"] == result["run_id"]
     assert transitions[-1]["guards"] == {"terminated": True}
     assert transitions[-1]["stop_reason"] == "terminated"
-    assert events[-1]["event"] == "run_finished"
+    names = [e["event"] for e in events]
+    last_transition = max(i for i, name in enumerate(names) if name == "transition")
+    assert names[last_transition + 1] == "run_finished"
+    if "sandbox_started" in names:  # docker: made at the first tool call, destroyed after the run
+        assert names.index("sandbox_started") < names.index("run_finished") < names.index("sandbox_destroyed")
 
 
 def test_demo_in_process_restores_logging(capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,37 +151,9 @@ def test_demo_in_process_restores_logging(capsys: pytest.CaptureFixture[str]) ->
     before = (library.level, root.level, list(root.handlers), list(library.handlers))
     assert cli.main(["demo"]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("task: ") and "OBSERVING -> FINISHED  observe_done  step 3  [terminated]" in out
+    assert out.startswith("task: ") and "OBSERVING -> FINISHED  observe_done  step 4  [terminated]" in out
     assert "[info" in err and "[info" not in out
     assert (library.level, root.level, list(root.handlers), list(library.handlers)) == before
-
-
-@pytest.mark.parametrize(
-    ("expression", "value"), [("9**2 + 1", 82), ("(1 + 2) * -3", -9), ("7 // 2 + 7 % 2", 4), ("2**-1", 0.5)]
-)
-async def test_demo_calculator_computes_arithmetic(expression: str, value: float) -> None:
-    assert (await calculate(expression=expression)).output == value
-
-
-@pytest.mark.parametrize(
-    ("expression", "problem"),
-    [
-        ("__import__('os').getcwd()", "unsupported syntax"),
-        ("[1, 2]", "unsupported syntax"),
-        ("True + 1", "unsupported syntax"),
-        ("2 +", "not an arithmetic expression"),
-        ("9**9**9", "too large"),
-        ("(10**1000)**1000", "too large"),
-        ("(-8) ** 0.5", "not a real number"),
-    ],
-)
-async def test_demo_calculator_refuses_anything_else(expression: str, problem: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(problem)):
-        await calculate(expression=expression)
-
-
-async def test_demo_word_count() -> None:
-    assert (await word_count(text="  The quick\tbrown fox ")).output == 4
 
 
 # -- usage and configuration errors: exit 2, one line --------------------------------------
@@ -205,7 +208,6 @@ def test_bad_environment_value_exits_2(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "t", "--agent", "manus"], "--agent manus is not available yet"),
         (["run", "t", "--trace", "t.jsonl"], "--trace is not available yet"),
         (["run", "t", "--api-base", "localhost:1"], "`api_base` must be a URL"),
     ],
@@ -318,6 +320,34 @@ def test_config_file_agent_table_and_env_reach_the_request(
     capfd.readouterr()
 
 
+@pytest.mark.http
+def test_run_manus_with_its_toolbox_its_llm_table_and_the_sandbox_settings(
+    tmp_path: Path, llmock: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run.toml").write_text(
+        f'[llm.manus]\nmodel = "openai/manus-model"\napi_key = "{KEY}"\n'
+        f'api_base = "{llmock.base_url("openai")}"\n'
+        '[agent]\nmax_steps = 5\n[sandbox]\nmode = "local"\nlocal_dir = "ws"\n'
+    )
+    llmock.call_tool("ask_human", {"inquire": "Which number?"})
+    llmock.call_tool("python_execute", {"code": "open('out.txt', 'w').write(str(6 * 7)); print(6 * 7)"})
+    llmock.call_tool("terminate", {"status": "success"})
+    assert cli.main(["run", "compute", "--agent", "manus", "--config", "run.toml", "--json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 3)
+    assert (tmp_path / "ws" / "out.txt").read_text() == "42"  # [sandbox] local_dir was used, and kept
+    sent = [record.body for record in llmock.requests]
+    assert sent[0]["model"] == "manus-model"
+    assert [t["function"]["name"] for t in sent[0]["tools"]] == [
+        "python_execute", "bash", "str_replace_editor", "ask_human", "terminate"
+    ]  # fmt: skip
+    system = json.dumps(sent[0]["messages"][0])
+    assert f"The initial directory is: {os.path.realpath(tmp_path / 'ws')}" in system
+    observed = [json.dumps(m["content"]) for m in sent[2]["messages"] if m["role"] == "tool"]
+    assert "Error: No human is available to answer: 'Which number?'" in observed[0]  # stdin is no tty
+    assert observed[1].endswith('executed:\\n42"')
+
+
 # -- Ctrl-C ------------------------------------------------------------------------------------
 
 
@@ -334,3 +364,32 @@ def test_ctrl_c_ends_the_run_cancelled_with_status_130(
     result = json.loads(out)
     assert (result["state"], result["stop_reason"]) == ("ERROR", "cancelled")
     assert "interrupted" in err
+
+
+def test_ctrl_c_during_a_manus_tool_call_kills_it_and_removes_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "started"
+    code = (  # the sandboxed process presses Ctrl-C for us, then would run for a minute
+        f"import os, signal, time\nopen({str(marker)!r}, 'w').write(f'{{os.getpid()}} {{os.getcwd()}}')\n"
+        "os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)"
+    )
+    script = ScriptedLLM([reply(tool_calls=[("python_execute", {"code": code})])])
+    monkeypatch.setattr(config, "build_llm", lambda settings: script)
+    monkeypatch.setenv("AGENTFSM_SANDBOX__MODE", "local")
+    started = time.monotonic()
+    assert cli.main(["run", "t", "--agent", "manus", "--model", "openai/unused", "--json"]) == 130
+    assert time.monotonic() - started < 30
+    result = json.loads(capsys.readouterr().out)
+    assert (result["state"], result["stop_reason"]) == ("ERROR", "cancelled")
+    pid, workspace = marker.read_text().split(" ", 1)
+    assert not Path(workspace).exists()
+    assert dead(int(pid))
+
+
+def dead(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped."""
+    try:
+        return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True

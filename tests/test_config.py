@@ -11,6 +11,7 @@ import pytest
 from agentfsm import ToolCallAgent
 from agentfsm.config import NO_MODEL_MESSAGE, LLMSettings, Settings, build_llm
 from agentfsm.errors import ConfigError
+from agentfsm.sandbox.settings import SandboxSettings
 
 SECRET = "sk-very-secret-123"
 
@@ -64,7 +65,9 @@ def test_missing_sections_mean_defaults(tmp_path: Path) -> None:
     assert llm.model is None and llm.api_key is None
     assert (llm.temperature, llm.max_tokens, llm.timeout, llm.max_attempts) == (0.0, 4096, 60.0, 6)
     assert settings.agent.agent_kwargs() == {}  # each agent class keeps its own defaults
-    assert settings.sandbox == {} and settings.mcp.servers == {}
+    assert settings.sandbox == SandboxSettings() and settings.mcp.servers == {}
+    sandbox = settings.sandbox
+    assert (sandbox.mode, sandbox.network, sandbox.keep_alive) == ("auto", False, False)
 
 
 def test_llm_settings_defaults_are_the_llm_constructor_defaults() -> None:
@@ -82,7 +85,7 @@ def test_reads_agentfsm_toml_in_the_working_directory(tmp_path: Path) -> None:
     settings = Settings.load()
     assert settings.llm.model == "openai/general"
     assert settings.agent.agent_kwargs() == {"max_steps": 7, "tool_choice": "required", "stuck_limit": None}
-    assert settings.sandbox == {"image": "python:3.12"}
+    assert settings.sandbox == SandboxSettings(image="python:3.12")
     assert settings.mcp.servers == {"time": {"command": "mcp-server-time"}}
 
 
@@ -166,6 +169,11 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ("[llm]\nmodle = 'x'", ["unknown key 'modle' in [llm]", "allowed: model"]),
         ("[mcp]\nserver = {}", ["unknown key 'server' in [mcp]", "allowed: servers"]),
         ("[tools]\na = 1", ["unknown section [tools]", "allowed: agent, llm, mcp, sandbox"]),
+        ('[sandbox]\nmode = "vm"', ["[sandbox] mode = 'vm'", "'docker', 'local' or 'auto'"]),
+        ('[sandbox]\nmemory = "lots"', ["[sandbox] memory = 'lots'", "use a number with b, k, m or g"]),
+        ('[sandbox]\nuser = "0:0"', ["[sandbox] user = '0:0'", "never runs as root"]),
+        ("[sandbox]\npids_limit = 2", ["[sandbox] pids_limit = 2", "greater than or equal to 8"]),
+        ("[sandbox]\nimage_name = 'x'", ["unknown key 'image_name' in [sandbox]", "allowed: mode, image"]),
     ],
 )
 def test_bad_values_name_section_key_value_and_what_is_allowed(
@@ -229,3 +237,11 @@ def test_secrets_never_appear_in_dumps_reprs_or_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         Settings.load(bad)
     assert SECRET not in str(info.value) and "[llm] api_key = <hidden>" in str(info.value)
+
+
+def test_sandbox_settings_from_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "c.toml", '[sandbox]\nmode = "docker"\nmemory = "1G"\ntimeout = 5\n')
+    monkeypatch.setenv("AGENTFSM_SANDBOX__NETWORK", "true")
+    sandbox = Settings.load(config).sandbox
+    assert (sandbox.mode, sandbox.memory, sandbox.timeout, sandbox.network) == ("docker", "1g", 5.0, True)
+    assert sandbox.pids_limit == 128 and sandbox.user == "65534:65534"  # the rest keeps the defaults

@@ -114,6 +114,7 @@ class Manus(ToolCallAgent):
             name=name,
         )
         self.system_prompt_template = system_prompt
+        """The prompt as given; `system_prompt` is derived from it at each think (change this one)."""
 
     @classmethod
     async def create(cls, **kwargs: Any) -> Manus:

@@ -1,0 +1,39 @@
+"""Where the system-touching tools run: a hardened Docker container, or a local workspace.
+
+`Sandbox` is the interface the tools use; `DockerSandbox` (docker SDK,
+imported lazily) and `LocalSandbox` implement it; `SandboxSession` ties one
+sandbox's lifetime to an agent (created on first use, destroyed at the end of
+a run or on close, always on error and cancellation); `SandboxSettings` is the
+``[sandbox]`` section of the configuration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import ExecResult, Sandbox, SandboxError
+from .local import LocalSandbox
+from .session import SandboxSession
+from .settings import SandboxSettings
+
+if TYPE_CHECKING:
+    from .docker import DockerSandbox
+
+__all__ = [
+    "DockerSandbox",
+    "ExecResult",
+    "LocalSandbox",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSession",
+    "SandboxSettings",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """`DockerSandbox` on first use only (its module is light, but keeps docker out of plain imports)."""
+    if name == "DockerSandbox":
+        from .docker import DockerSandbox
+
+        return DockerSandbox
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,277 @@
+"""The interface every sandbox implements, what an execution returns, and the parts both share.
+
+Shared here because the two sandboxes must behave the same to the tools:
+the output clipping (`OutputCapture`: streaming, so 10 MB of output never
+piles up in memory) and the shell-session protocol (`SessionScript`: a
+marker and the exit status printed after each command, so a persistent shell
+can be driven without guessing when a command has finished).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import secrets
+import time
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+__all__ = [
+    "EXEC_TAG",
+    "KILL_TAGGED",
+    "RESTARTED",
+    "SHELL_EXITED",
+    "ExecResult",
+    "OutputCapture",
+    "Sandbox",
+    "SandboxError",
+    "SessionScript",
+    "finish",
+    "new_tag",
+    "outside_workspace",
+    "truncation_marker",
+]
+
+EXEC_TAG = "AGENTFSM_EXEC"
+"""Environment variable every sandboxed process inherits: a token per command or shell session.
+
+Process groups are not enough to find a command's processes again (a child
+can call ``setsid``); the inherited token is, and `KILL_TAGGED` kills by it.
+"""
+
+KILL_TAGGED = r"""
+import os, signal, sys
+tag = b"\0AGENTFSM_EXEC=" + sys.argv[1].encode()
+tag += b"" if tag.endswith(b".") else b"\0"
+me = os.getpid()
+for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = b"\0" + fh.read()
+            if tag in env:
+                os.kill(int(pid), sig)
+        except OSError:
+            pass
+"""
+"""Python source: kill every process whose environment holds ``AGENTFSM_EXEC=<argv[1]>``.
+
+An argument ending in ``.`` is a prefix: a sandbox's own prefix (`new_tag`)
+finds every process any of its commands started. Stopping first, then
+killing, so a fork bomb cannot outrun the scan. Run inside the container by
+the Docker sandbox and on the host by the local one.
+"""
+
+
+RESTARTED = "\n[the shell session was restarted: working directory and variables are reset]"
+SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (engine unreachable, image missing, container gone)."""
+
+
+class ExecResult(BaseModel):
+    """The outcome of one command. Output is decoded text, already clipped to the sandbox's limit."""
+
+    exit_code: int | None
+    """None when the process was killed by the timeout or never reported a status."""
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    truncated: bool = False
+    """True when stdout or stderr was clipped (the text then ends with a visible marker)."""
+    oom_killed: bool = False
+    """True when the memory limit killed the command (stderr then ends with a note saying so)."""
+    duration_s: float = 0.0
+
+
+class Sandbox(ABC):
+    """A place to run commands and keep files, confined to `workspace`.
+
+    Every path argument is resolved against `workspace`; a path that leaves
+    it (through ``..`` or a symlink) raises `PermissionError` naming the path.
+    Every `exec` has a timeout that really kills the process (and everything
+    it started). Instances are single-use: after `close()` they stay closed.
+    """
+
+    kind: ClassVar[str]
+    """``"docker"`` or ``"local"``."""
+    workspace: str
+    """The working directory, as seen by commands inside the sandbox."""
+    python: str
+    """The Python interpreter to run code with: ``python3`` in a container, `sys.executable` locally."""
+    default_timeout: float
+    """The timeout used when a call passes none."""
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Create the environment (idempotent)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Destroy the environment and everything in it (idempotent, never raises on a gone sandbox)."""
+
+    @abstractmethod
+    async def exec(
+        self, argv: list[str], *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
+        """Run `argv` in `workspace`; kill it (and its children) after `timeout` seconds."""
+
+    @abstractmethod
+    async def bash(self, command: str, *, timeout: float | None = None) -> ExecResult:
+        """Run `command` in this sandbox's persistent shell session (cwd and env persist).
+
+        The command's stdin is /dev/null. On timeout the command is killed and
+        the session restarted; the result says so (`timed_out`), and the next
+        call gets a fresh shell.
+        """
+
+    @abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes; `FileNotFoundError` if missing, `IsADirectoryError` for a directory."""
+
+    @abstractmethod
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a file (parents created) inside `workspace`."""
+
+    @abstractmethod
+    async def resolve(self, path: str) -> str:
+        """The absolute path inside the sandbox, or `PermissionError` if it leaves `workspace`."""
+
+    async def __aenter__(self) -> Sandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def truncation_marker(omitted: int) -> str:
+    return f"\n... [output truncated: {omitted} more bytes]"
+
+
+def outside_workspace(path: str, workspace: str) -> PermissionError:
+    return PermissionError(f"path {path!r} is outside the sandbox workspace {workspace}: refused")
+
+
+class OutputCapture:
+    """One output stream, fed in chunks: keeps the first `limit` bytes and counts the rest.
+
+    With an `end_marker` it also watches for the session protocol's marker
+    line (`SessionScript`); only a short tail is kept for that, so the scan
+    costs the same whatever the output's size. Whatever follows the marker is
+    dropped.
+    """
+
+    _TAIL = 4096
+
+    def __init__(self, limit: int, end_marker: str | None = None) -> None:
+        self.limit = limit
+        self.total = 0
+        self._head = bytearray()
+        self._tail = b""
+        self._pattern = (
+            re.compile(rb"\n" + re.escape(end_marker.encode()) + rb"(?: (-?\d+))?\n") if end_marker else None
+        )
+        self.found = False
+        self.status: int | None = None
+        """The exit status printed after the marker (stdout's marker carries one)."""
+
+    def feed(self, data: bytes) -> bool:
+        """Take a chunk; True once the end marker has been seen."""
+        if self.found or not data:
+            return self.found
+        room = self.limit - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+        start = self.total - len(self._tail)
+        self.total += len(data)
+        if self._pattern is None:
+            return False
+        window = self._tail + data
+        match = self._pattern.search(window)
+        if match is None:
+            self._tail = window[-self._TAIL :]
+            return False
+        self.found = True
+        self.status = int(match.group(1)) if match.group(1) is not None else None
+        self.total = start + match.start()  # the command's output ends where our marker line starts
+        del self._head[self.total :]
+        return True
+
+    @property
+    def omitted(self) -> int:
+        return max(0, self.total - len(self._head))
+
+    def text(self) -> str:
+        """The kept output, decoded (an incomplete last character is dropped), plus the marker if clipped."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        if not self.omitted:
+            return decoder.decode(bytes(self._head), final=True)
+        return decoder.decode(bytes(self._head), final=False) + truncation_marker(self.omitted)
+
+
+class SessionScript:
+    """The protocol that drives a persistent ``bash`` through its stdin.
+
+    Each command is passed as a quoted here-document and `eval`'d with stdin
+    from /dev/null, so it can neither read the protocol's own lines nor leave
+    the shell waiting for the rest of an unbalanced quote; then a fresh marker
+    and the exit status are printed on stdout and the marker on stderr. A
+    command is finished when both markers have arrived.
+    """
+
+    def __init__(self, command: str) -> None:
+        token = secrets.token_hex(12)
+        self.marker = f"__AGENTFSM_DONE_{token}__"
+        delimiter = f"AGENTFSM_EOF_{token}"
+        self.script = (
+            f"__agentfsm_cmd=$(cat <<'{delimiter}'\n{command}\n{delimiter}\n)\n"
+            'eval "$__agentfsm_cmd" </dev/null\n'
+            f"__agentfsm_rc=$?; printf '\\n%s %d\\n' '{self.marker}' \"$__agentfsm_rc\"; "
+            f"printf '\\n%s\\n' '{self.marker}' >&2\n"
+        ).encode()
+
+    def captures(self, limit: int) -> tuple[OutputCapture, OutputCapture]:
+        return OutputCapture(limit, self.marker), OutputCapture(limit, self.marker)
+
+
+def finish(
+    code: int | None,
+    out: OutputCapture,
+    err: OutputCapture,
+    *,
+    began: float,
+    timed_out: bool = False,
+    limit: float = 0.0,
+    oom_limit: str | None = None,
+    note: str = "",
+) -> ExecResult:
+    """The `ExecResult` of a finished, killed or timed-out command, with a note saying which.
+
+    `oom_limit` is the memory limit when the memory limit killed the command.
+    """
+    stderr = err.text()
+    if timed_out:
+        stderr += f"\n[killed: the command ran longer than its {limit:g} s timeout]"
+    if oom_limit is not None:
+        stderr += f"\n[killed: the command ran out of memory (the sandbox's limit is {oom_limit})]"
+    return ExecResult(
+        exit_code=None if timed_out else code,
+        stdout=out.text(),
+        stderr=stderr + note,
+        timed_out=timed_out,
+        truncated=bool(out.omitted or err.omitted),
+        oom_killed=oom_limit is not None,
+        duration_s=round(time.monotonic() - began, 3),
+    )
+
+
+def new_tag(prefix: str = "") -> str:
+    """A fresh value for `EXEC_TAG`; with a sandbox's `prefix` (ending in ``.``), findable by it too."""
+    return prefix + secrets.token_hex(12)

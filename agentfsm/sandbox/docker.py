@@ -1,0 +1,284 @@
+"""The hardened Docker sandbox: one container per agent session.
+
+Hardening, all on by default (see `Engine._run` for the container's
+settings): no network (loopback only) unless `network`; a memory limit with
+swap limited to the same value; a CPU quota; a pids limit; every capability
+dropped; no-new-privileges; a non-root user; a read-only root filesystem
+whose only writable places are the workspace (a labelled volume) and a small
+/tmp tmpfs; an init process that reaps orphans.
+
+Every command has two timeouts: ``timeout -s KILL`` inside the container
+(which kills the command's whole process group), and a host-side watchdog a
+moment later that kills every process carrying the command's tag and cuts
+the connection, so nothing — not a child that left the process group, not a
+hung engine stream — outlives its timeout. The persistent shell has only the
+host-side one (a shell session has no single process to wrap).
+
+Blocking SDK calls run in threads (`asyncio.to_thread`), so the event loop
+never blocks. Start and destroy never overlap, and a destroy that has begun
+finishes even if the task awaiting it is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..log import event
+from .base import (
+    RESTARTED,
+    SHELL_EXITED,
+    ExecResult,
+    OutputCapture,
+    Sandbox,
+    SandboxError,
+    SessionScript,
+    finish,
+    new_tag,
+    outside_workspace,
+)
+from .docker_engine import INTERNAL_TIMEOUT_S, Engine
+from .docker_stream import (
+    PATH_HELPER,
+    RUN,
+    SHELL,
+    ExecStream,
+    Run,
+    converse,
+    first_line,
+    retrieve,
+    send_and_close,
+)
+from .settings import SandboxSettings
+
+__all__ = ["DockerSandbox"]
+
+_T = TypeVar("_T")
+_GRACE_S = 1.0
+"""The host-side watchdog fires this long after the in-container timeout should have."""
+
+
+class DockerSandbox(Sandbox):
+    """A container made on `start()` and removed, with its volume, on `close()`."""
+
+    kind = "docker"
+
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or SandboxSettings()
+        self.workspace = self.settings.workspace
+        self.python = "python3"
+        self.default_timeout = self.settings.timeout
+        self.session_id = uuid.uuid4().hex[:12]
+        self._engine: Engine | None = None
+        self._lifecycle = threading.Lock()  # start and destroy never overlap
+        self._closed = False
+        self._closing: asyncio.Future[None] | None = None
+        self._shell: tuple[ExecStream, str, Run] | None = None  # stream, exec id, how to kill it
+        self._shell_lock = asyncio.Lock()
+        self._oom_seen = 0
+
+    @property
+    def container_name(self) -> str:
+        """Also the name of its volume."""
+        return f"agentfsm-sandbox-{self.session_id}"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox was closed; create a new one")
+        if self._engine is not None:
+            return
+        try:
+            await asyncio.to_thread(self._start_sync)
+        except BaseException:
+            await self.close()  # also when cancelled: waits for the half-made container, then removes it
+            raise
+
+    def _start_sync(self) -> None:
+        with self._lifecycle:
+            if self._closed:
+                raise SandboxError("this sandbox was closed while starting")
+            if self._engine is None:
+                self._engine = Engine.create(self.settings, self.session_id)
+                self._oom_seen = self._engine.oom_count()
+                event("sandbox_started", kind="docker", session=self.session_id, image=self.settings.image)
+
+    async def close(self) -> None:
+        if self._closing is None:
+            self._closed = True
+            self._drop_shell()
+            self._closing = asyncio.ensure_future(asyncio.to_thread(self._destroy_sync))
+        await asyncio.shield(self._closing)  # a cancelled caller does not stop the removal
+
+    def _destroy_sync(self) -> None:
+        with self._lifecycle:
+            engine, self._engine = self._engine, None
+            if engine is not None:
+                engine.destroy()
+
+    async def _started(self) -> Engine:
+        if self._engine is None:
+            await self.start()
+        if self._closed or self._engine is None:
+            raise SandboxError("this sandbox was closed; create a new one")
+        return self._engine
+
+    # -- commands -------------------------------------------------------------------
+
+    async def exec(
+        self, argv: list[str], *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
+        engine = await self._started()
+        limit = self.default_timeout if timeout is None else timeout
+        run = Run(new_tag())
+        out, err = OutputCapture(self.settings.output_limit), OutputCapture(self.settings.output_limit)
+        wrapped = ["sh", "-c", RUN, f"{limit:.3f}", *argv]
+        data = stdin.encode() if stdin is not None else None
+        began = time.monotonic()
+        code, cut = await self._supervised(
+            lambda: _exec_sync(engine, run, wrapped, data, out, err), run, limit + _GRACE_S
+        )
+        oom = code == 137 and await asyncio.to_thread(self._oom_happened, engine)
+        timed_out = cut or (code == 137 and not oom and time.monotonic() - began >= limit)
+        return finish(
+            code, out, err, began=began, timed_out=timed_out, limit=limit, oom_limit=self._oom_note(oom)
+        )
+
+    async def bash(self, command: str, *, timeout: float | None = None) -> ExecResult:
+        engine = await self._started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._shell_lock:
+            stream, exec_id, run = await asyncio.to_thread(self._ensure_shell, engine)
+            script = SessionScript(command)
+            out, err = script.captures(self.settings.output_limit)
+            began = time.monotonic()
+            try:
+                finished, cut = await self._supervised(
+                    lambda: converse(stream, script.script, out, err), run, limit
+                )
+            except BaseException:
+                self._drop_shell()
+                raise
+            if cut:
+                self._drop_shell()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit, note=RESTARTED)
+            code = out.status
+            if not finished:
+                self._drop_shell()
+                code = await asyncio.to_thread(engine.exit_code, exec_id)
+            oom = code == 137 and await asyncio.to_thread(self._oom_happened, engine)
+            note = "" if finished else SHELL_EXITED
+            return finish(code, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
+
+    def _ensure_shell(self, engine: Engine) -> tuple[ExecStream, str, Run]:
+        if self._shell is None:
+            tag = new_tag()
+            exec_id, stream = engine.open_exec(SHELL, tag, stdin=True)
+            try:
+                group = int(first_line(stream))
+            except (SandboxError, ValueError):
+                stream.close()
+                raise
+            self._shell = (stream, exec_id, Run(tag, stream, group))
+        return self._shell
+
+    def _drop_shell(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            shell[0].close()
+
+    async def _supervised(self, work: Callable[[], _T], run: Run, deadline: float) -> tuple[_T | None, bool]:
+        """Run blocking `work` in a thread; past `deadline` s (or on cancellation) kill its processes.
+
+        Returns (its result, False), or (None, True) when the watchdog had to cut it.
+        """
+        task = asyncio.ensure_future(asyncio.to_thread(work))
+        task.add_done_callback(retrieve)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=deadline)
+        except asyncio.CancelledError:
+            await self._abort(run)
+            raise
+        if done:
+            return task.result(), False
+        await self._abort(run)
+        await asyncio.wait({task}, timeout=INTERNAL_TIMEOUT_S)
+        return None, True
+
+    async def _abort(self, run: Run) -> None:
+        """Kill every process carrying the run's tag, then cut its stream. Never raises."""
+        try:
+            engine = self._engine
+            if engine is not None:
+                await asyncio.to_thread(engine.kill, run.tag, run.group)
+        except Exception as exc:  # the container may be gone already: nothing left to kill
+            event("sandbox_kill_failed", level=logging.WARNING, session=self.session_id, error=str(exc))
+        finally:
+            run.abort()
+
+    def _oom_happened(self, engine: Engine) -> bool:
+        """Whether the memory limit killed something since the last check (exit 137 alone is ambiguous)."""
+        count = engine.oom_count()
+        happened, self._oom_seen = count > self._oom_seen, max(count, self._oom_seen)
+        return happened
+
+    def _oom_note(self, oom: bool) -> str | None:
+        return self.settings.memory if oom else None
+
+    # -- files ----------------------------------------------------------------------
+
+    async def resolve(self, path: str) -> str:
+        return await self._resolve(path, "r")
+
+    async def _resolve(self, path: str, mode: str) -> str:
+        """Refuse lexically first (no round trip), then resolve symlinks where they live: in the container."""
+        lexical = posixpath.normpath(posixpath.join(self.workspace, path))
+        if lexical != self.workspace and not lexical.startswith(self.workspace + "/"):
+            raise outside_workspace(path, self.workspace)
+        engine = await self._started()
+        argv = ["python3", "-c", PATH_HELPER, self.workspace, path, mode]
+        code, stdout, stderr = await asyncio.to_thread(engine.simple, argv)
+        if code == 3:
+            raise outside_workspace(path, self.workspace)
+        if code == 4:
+            raise IsADirectoryError(f"{path!r} is the workspace directory itself, not a file")
+        if code != 0:
+            problem = stderr.decode(errors="replace").strip()
+            raise OSError(f"cannot resolve {path!r} in the sandbox: {problem}")
+        return stdout.decode()
+
+    async def read_file(self, path: str) -> bytes:
+        real = await self._resolve(path, "r")
+        return await asyncio.to_thread(self._need_engine().get, path, real)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        real = await self._resolve(path, "w")
+        await asyncio.to_thread(self._need_engine().put, real, data)
+
+    def _need_engine(self) -> Engine:
+        if self._engine is None:
+            raise SandboxError("the sandbox container is gone (closed, or never started)")
+        return self._engine
+
+
+def _exec_sync(
+    engine: Engine, run: Run, argv: list[str], stdin: bytes | None, out: OutputCapture, err: OutputCapture
+) -> int | None:
+    """Stream one command's output into the captures; its exit code (None if it was cut)."""
+    exec_id, stream = engine.open_exec(argv, run.tag, stdin=stdin is not None)
+    run.attach(stream)
+    try:
+        if stdin is not None:
+            threading.Thread(target=send_and_close, args=(stream, stdin), daemon=True).start()
+        while (frame := stream.read_frame()) is not None:
+            (err if frame[0] == 2 else out).feed(frame[1])
+    finally:
+        stream.close()
+    return engine.exit_code(exec_id)

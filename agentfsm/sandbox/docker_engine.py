@@ -1,0 +1,356 @@
+"""The Docker engine side of the sandbox: connecting, the hardened container, labels, leftovers.
+
+Kept apart from `docker.py` so the sandbox class reads as policy (timeouts,
+sessions, when things die) and this module as mechanism. Everything here
+blocks; the sandbox calls it through `asyncio.to_thread`. The docker SDK is
+imported inside functions only: `import agentfsm` never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..log import event
+from .base import EXEC_TAG, KILL_TAGGED, SandboxError
+from .docker_stream import RUN, ExecStream, tar_file, untar_file
+from .settings import SandboxSettings
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+    from docker.models.volumes import Volume
+
+__all__ = [
+    "INTERNAL_TIMEOUT_S",
+    "LABEL",
+    "Engine",
+    "connect",
+    "image_missing",
+    "owner_labels",
+    "remove_leftovers",
+]
+
+LABEL = "agentfsm.sandbox"
+"""Every container and volume the sandbox makes carries this label (value ``1``)."""
+INTERNAL_TIMEOUT_S = 30.0
+"""Bound on the sandbox's own short commands (path checks, the killer, the OOM counter)."""
+_KILL_PATIENCE_S = 10.0
+"""How long the killers may be refused a process before the container is restarted instead."""
+_OOM_COUNTER = re.compile(rb"^oom_kill (\d+)$", re.M)
+_OOM_FILES = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"
+
+_SWEPT = False
+_SWEEP_LOCK = threading.Lock()
+
+
+def connect(timeout: float = 60.0) -> DockerClient:
+    """A client that has answered a ping, or `SandboxError` saying where it looked and what to do."""
+    try:
+        import docker
+    except ImportError:
+        raise SandboxError(
+            "the Docker sandbox needs the docker SDK: pip install 'agentfsm[docker]' "
+            "(or set [sandbox] mode = 'local')"
+        ) from None
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+    try:
+        client = docker.from_env(timeout=int(timeout))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(
+            f"cannot reach the Docker engine at {where}: {exc}. Start it (dockerd, or Docker Desktop), "
+            "point DOCKER_HOST at it, or set [sandbox] mode = 'local'"
+        ) from None
+    return client
+
+
+def image_missing(image: str) -> str:
+    return (
+        f"the sandbox image {image!r} is not on this Docker engine: run `docker pull {image}` where a "
+        "registry is reachable, or build a local image without one with tools/build-sandbox-image "
+        "and set [sandbox] image = 'agentfsm-sandbox:bookworm'"
+    )
+
+
+def owner_labels(session: str) -> dict[str, str]:
+    """Labels naming this process, so a later process can tell our leftovers from live sandboxes."""
+    return {
+        LABEL: "1",
+        "agentfsm.session": session,
+        "agentfsm.owner_host": socket.gethostname(),
+        "agentfsm.owner_pid": str(os.getpid()),
+        "agentfsm.owner_started": _process_started(os.getpid()) or "",
+    }
+
+
+def _process_started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), so a reused pid is not mistaken."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that made a sandbox still runs. Another host's sandboxes count as alive."""
+    if labels.get("agentfsm.owner_host") != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get("agentfsm.owner_pid", ""))
+    except ValueError:
+        return False
+    started = _process_started(pid)
+    if started is not None:
+        return started == (labels.get("agentfsm.owner_started") or started)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not os.path.isdir("/proc")  # /proc exists but has no such pid: gone
+
+
+def remove_leftovers(client: DockerClient) -> None:
+    """Once per process: remove containers and volumes left by sandbox owners that have died."""
+    global _SWEPT
+    with _SWEEP_LOCK:
+        if _SWEPT:
+            return
+        _SWEPT = True
+    import docker
+
+    removed: list[str] = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        if not _owner_alive(container.labels):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+                removed.append(container.name or container.id or "?")
+    for volume in client.volumes.list(filters={"label": LABEL}):
+        labels = volume.attrs.get("Labels") or {}
+        if not _owner_alive(labels):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                volume.remove(force=True)
+                removed.append(volume.name or "?")
+    if removed:
+        event("sandbox_leftovers_removed", removed=removed)
+
+
+class Engine:
+    """One sandbox's container and volume, and the blocking calls on them.
+
+    `create` makes both (and removes what it made if a step fails);
+    `destroy` removes both and never raises on what is already gone.
+    """
+
+    def __init__(self, client: DockerClient, settings: SandboxSettings, session: str) -> None:
+        self.client = client
+        self.settings = settings
+        self.session = session
+        self.name = f"agentfsm-sandbox-{session}"
+        self.container: Container | None = None
+        self.volume: Volume | None = None
+
+    @classmethod
+    def create(cls, settings: SandboxSettings, session: str) -> Engine:
+        import docker
+
+        client = connect()
+        remove_leftovers(client)
+        engine = cls(client, settings, session)
+        try:
+            try:
+                client.images.get(settings.image)
+            except docker.errors.ImageNotFound:
+                raise SandboxError(image_missing(settings.image)) from None
+            engine._run()
+            engine._own_workspace()
+        except docker.errors.DockerException as exc:
+            engine.destroy()
+            raise SandboxError(f"cannot set up the sandbox {engine.name} on the engine: {exc}") from None
+        except BaseException:
+            engine.destroy()
+            raise
+        return engine
+
+    def _run(self) -> None:
+        import docker
+
+        s, labels = self.settings, owner_labels(self.session)
+        self.volume = self.client.volumes.create(name=self.name, labels=labels)
+        try:
+            self.container = self.client.containers.run(
+                s.image,
+                entrypoint=["sleep"],
+                command=["infinity"],
+                name=self.name,
+                detach=True,
+                labels=labels,
+                init=True,  # reaps orphans, so killed commands leave no zombies
+                user=s.user,
+                working_dir=s.workspace,
+                environment={"HOME": s.workspace, "LANG": "C.UTF-8"},
+                network_mode="bridge" if s.network else "none",
+                mem_limit=s.memory,
+                memswap_limit=s.memory,  # swap = memory: no swap on top of the limit
+                nano_cpus=int(s.cpus * 1e9),
+                pids_limit=s.pids_limit,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                volumes={self.name: {"bind": s.workspace, "mode": "rw"}},
+                tmpfs={"/tmp": f"size={s.tmp_size},mode=1777"},
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(
+                f"cannot start a sandbox container from {s.image!r}: {exc.explanation or exc} "
+                "(check [sandbox]: network = true needs a bridge network; the limits need cgroups)"
+            ) from None
+
+    def _own_workspace(self) -> None:
+        """Make the workspace writable by the sandbox user.
+
+        A new volume takes the owner of the image's directory, so images that
+        ship the workspace (ours does) need nothing. Otherwise a one-off root
+        container holding only CAP_CHOWN hands the volume to the user.
+        """
+        if self.simple(["test", "-w", self.settings.workspace])[0] == 0:
+            return
+        self.client.containers.run(
+            self.settings.image,
+            entrypoint=["chown"],
+            command=[self.settings.user, self.settings.workspace],
+            user="0:0",
+            remove=True,
+            labels=owner_labels(self.session),
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=["CHOWN"],
+            security_opt=["no-new-privileges"],
+            volumes={self.name: {"bind": self.settings.workspace, "mode": "rw"}},
+        )
+        if self.simple(["test", "-w", self.settings.workspace])[0] != 0:
+            raise SandboxError(
+                f"the workspace {self.settings.workspace} is not writable by user {self.settings.user}"
+            )
+
+    def destroy(self) -> None:
+        import docker
+
+        container, volume, self.container, self.volume = self.container, self.volume, None, None
+        for remove in (
+            (lambda: container.remove(force=True, v=True)) if container is not None else None,
+            (lambda: volume.remove(force=True)) if volume is not None else None,
+        ):
+            if remove is None:
+                continue
+            try:
+                remove()
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.DockerException as exc:
+                event("sandbox_remove_failed", level=logging.WARNING, session=self.session, error=str(exc))
+        self.client.close()
+        if container is not None:
+            event("sandbox_destroyed", kind="docker", session=self.session)
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[str]:
+        """The container id; engine errors become `SandboxError`s saying the container failed or is gone."""
+        import docker
+
+        if self.container is None or self.container.id is None:
+            raise SandboxError("the sandbox container is gone (closed, or never started)")
+        try:
+            yield self.container.id
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"the sandbox container {self.name} failed or is gone: {exc}") from None
+
+    def open_exec(self, argv: list[str], tag: str, *, stdin: bool) -> tuple[str, ExecStream]:
+        """Start `argv` with its tag in the environment; the exec id and its stream."""
+        with self.errors() as cid:
+            api = self.client.api
+            exec_id: str = api.exec_create(
+                cid, argv, stdin=stdin, environment={EXEC_TAG: tag}, workdir=self.settings.workspace
+            )["Id"]
+            return exec_id, ExecStream(api.exec_start(exec_id, socket=True))
+
+    def exit_code(self, exec_id: str) -> int | None:
+        with self.errors():
+            code: int | None = self.client.api.exec_inspect(exec_id).get("ExitCode")
+        return code
+
+    def simple(self, argv: list[str], *, wrap: bool = True) -> tuple[int | None, bytes, bytes]:
+        """A short internal command (no tag, no streaming), bounded by the in-container timeout.
+
+        `wrap=False` runs `argv` as the exec's only process, without the timeout wrapper's two.
+        """
+        if wrap:
+            argv = ["sh", "-c", RUN, str(INTERNAL_TIMEOUT_S), *argv]
+        with self.errors() as cid:
+            api = self.client.api
+            exec_id = api.exec_create(cid, argv)["Id"]
+            stdout, stderr = api.exec_start(exec_id, demux=True)
+        return self.exit_code(exec_id), stdout or b"", stderr or b""
+
+    def kill(self, tag: str, group: int | None = None) -> None:
+        """Kill process group `group` (if known), then every process carrying `tag`.
+
+        Each killer is its exec's only process and never forks: under a fork
+        bomb the pids limit leaves no room for more, and the bomb's spinning
+        processes leave little CPU, so the group kill is a shell builtin
+        (instant) and the tag scan, which finds children that left the group,
+        comes second. Both are retried while the pids limit refuses them a
+        process; if they never get one, the container is restarted (the
+        workspace volume survives; every process in it dies).
+        """
+        steps = [["python3", "-I", "-S", "-c", KILL_TAGGED, tag]]
+        if group is not None:
+            steps.insert(0, ["sh", "-c", f"kill -s KILL -- -{group} 2>/dev/null; true"])
+        deadline = time.monotonic() + _KILL_PATIENCE_S
+        for argv in steps:
+            while not self._try(argv):
+                if time.monotonic() > deadline:
+                    with self.errors():
+                        event("sandbox_restarted", level=logging.WARNING, session=self.session)
+                        assert self.container is not None
+                        self.container.restart(timeout=0)
+                    return
+                time.sleep(0.1)
+
+    def _try(self, argv: list[str]) -> bool:
+        with contextlib.suppress(SandboxError):
+            return self.simple(argv, wrap=False)[0] == 0
+        return False
+
+    def oom_count(self) -> int:
+        """How many processes the memory limit has killed in this container so far (cgroup v1 or v2)."""
+        _, stdout, _ = self.simple(["sh", "-c", _OOM_FILES])
+        return max((int(n) for n in _OOM_COUNTER.findall(stdout)), default=0)
+
+    def get(self, path: str, real: str) -> bytes:
+        import docker
+
+        with self.errors():
+            assert self.container is not None
+            try:
+                chunks, _ = self.container.get_archive(real)
+                archive = b"".join(chunks)
+            except docker.errors.NotFound:
+                raise FileNotFoundError(f"{path!r}: no such file in the sandbox workspace") from None
+        return untar_file(archive, path)
+
+    def put(self, real: str, data: bytes) -> None:
+        archive = tar_file(real, data, self.settings.user)
+        with self.errors():
+            assert self.container is not None
+            self.container.put_archive(real.rsplit("/", 1)[0] or "/", archive)

@@ -1,0 +1,210 @@
+"""Raw exec streams for the Docker sandbox, and the small scripts it runs inside the container.
+
+The SDK's own ``exec_run`` has no timeout and no way to stop reading; owning
+the hijacked socket gives both. Everything here blocks; the sandbox calls it
+from threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import posixpath
+import socket
+import struct
+import tarfile
+import threading
+import time
+from typing import Any
+
+from .base import OutputCapture, SandboxError
+
+__all__ = [
+    "PATH_HELPER",
+    "RUN",
+    "SHELL",
+    "ExecStream",
+    "Run",
+    "converse",
+    "first_line",
+    "retrieve",
+    "send_and_close",
+    "tar_file",
+    "untar_file",
+]
+
+RUN = (
+    'exec 3<&0; timeout -s KILL "$0" "$@" <&3 3<&- & p=$!; exec 0</dev/null 3<&-; '
+    'wait "$p"; rc=$?; kill -s KILL -- "-$p" 2>/dev/null; exit "$rc"'
+)
+"""``sh -c RUN SECONDS ARGV...``: run ARGV under ``timeout -s KILL``, which puts it in a process group of
+its own and kills that group at the timeout; when ARGV ends, whatever it left running in the group is
+killed too (a fork bomb's survivors would otherwise keep the pids limit exhausted)."""
+
+SHELL = ["sh", "-c", 'echo "$$"; exec bash --noprofile --norc']
+"""The persistent shell: it first prints its pid, which (as an exec's first process) is also its process
+group, the one its commands run in."""
+
+PATH_HELPER = r"""
+import os, sys
+ws, path, mode = sys.argv[1:4]
+inside = lambda p: p == ws or p.startswith(ws + "/")
+real = os.path.realpath(os.path.join(ws, path))
+if not inside(real): sys.exit(3)
+if mode == "w":
+    if real == ws: sys.exit(4)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    if not inside(os.path.realpath(os.path.dirname(real))): sys.exit(3)
+sys.stdout.write(real)
+"""
+"""``python3 -c PATH_HELPER WORKSPACE PATH r|w``: print PATH's real path inside the container (symlinks
+followed there, where they point), exit 3 if it leaves WORKSPACE; ``w`` also creates the parents as the
+sandbox user, and exits 4 for the workspace itself."""
+
+
+class ExecStream:
+    """A hijacked ``exec`` connection: multiplexed frames in, stdin out, abortable from another thread.
+
+    The SDK's own exec has no timeout and no way to stop reading; owning the
+    socket gives both: `abort()` shuts it down, which ends a blocked read.
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self._holder = sock  # the SDK's wrapper; keeps the HTTP response alive
+        raw = getattr(sock, "_sock", sock)
+        if not isinstance(raw, socket.socket):
+            raise SandboxError(
+                f"unsupported Docker connection type {type(raw).__name__}: use a unix or tcp socket"
+            )
+        raw.settimeout(None)
+        self._raw = raw
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def send(self, data: bytes) -> None:
+        self._raw.sendall(data)
+
+    def close_write(self) -> None:
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_WR)
+
+    def read_frame(self) -> tuple[int, bytes] | None:
+        """The next (stream, data) frame, 1 for stdout and 2 for stderr; None at the end."""
+        header = self._read_exactly(8)
+        if header is None:
+            return None
+        kind, size = struct.unpack(">BxxxL", header)
+        data = self._read_exactly(size) if size else b""
+        return (kind, data) if data is not None else None
+
+    def _read_exactly(self, size: int) -> bytes | None:
+        chunks: list[bytes] = []
+        while size:
+            try:
+                chunk = self._raw.recv(min(size, 1 << 16))
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def abort(self) -> None:
+        """Stop the transfer both ways (from any thread); a blocked `read_frame` returns None."""
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.abort()
+        with contextlib.suppress(OSError):
+            self._raw.close()
+        with contextlib.suppress(Exception):
+            self._holder.close()
+
+
+class Run:
+    """One command in flight: its tag, and its stream once open, so the watchdog can cut it."""
+
+    def __init__(self, tag: str, stream: ExecStream | None = None, group: int | None = None) -> None:
+        self.tag = tag
+        self.stream = stream
+        self.group = group
+        """Its process group inside the container, when known (the shell session's)."""
+        self.aborted = False
+
+    def attach(self, stream: ExecStream) -> None:
+        self.stream = stream
+        if self.aborted:
+            stream.abort()
+
+    def abort(self) -> None:
+        self.aborted = True
+        if self.stream is not None:
+            self.stream.abort()
+
+
+def converse(stream: ExecStream, script: bytes, out: OutputCapture, err: OutputCapture) -> bool:
+    """Send one command to the shell and read until both markers; False if the shell ended first."""
+    try:
+        stream.send(script)
+    except OSError:
+        return False
+    while not (out.found and err.found):
+        frame = stream.read_frame()
+        if frame is None:
+            return False
+        (err if frame[0] == 2 else out).feed(frame[1])
+    return True
+
+
+def first_line(stream: ExecStream) -> bytes:
+    """Read stdout up to the first newline (the shell session announces its pid so)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        frame = stream.read_frame()
+        if frame is None:
+            raise SandboxError("the sandbox shell ended before it started (is bash in the image?)")
+        if frame[0] == 1:
+            line += frame[1]
+    return line
+
+
+def send_and_close(stream: ExecStream, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        stream.send(data)
+    stream.close_write()
+
+
+def retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned thread's outcome as seen (it was reported, or superseded by the timeout)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def tar_file(real: str, data: bytes, user: str) -> bytes:
+    """A one-file archive for `put_archive`, owned by the sandbox user (the engine extracts as root)."""
+    uid, _, gid = user.partition(":")
+    info = tarfile.TarInfo(posixpath.basename(real))
+    info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+    info.uid, info.gid = int(uid), int(gid or uid)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def untar_file(archive: bytes, path: str) -> bytes:
+    """The one regular file in a `get_archive` answer."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.next()
+        if member is None or not member.isfile():
+            raise IsADirectoryError(f"{path!r} is not a regular file")
+        extracted = tar.extractfile(member)
+        assert extracted is not None
+        return extracted.read()

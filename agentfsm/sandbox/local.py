@@ -1,0 +1,321 @@
+"""The sandbox for machines without Docker: subprocesses confined to a workspace directory.
+
+What it guarantees: commands run with the workspace as their working
+directory, in their own session, with a minimal environment (the host's
+API keys are not inherited); a timeout kills the command and everything it
+started (its process group, then every process still carrying its tag);
+output is clipped while it streams; file operations refuse any path outside
+the workspace, through ``..`` or symlinks. What it cannot guarantee: memory,
+process-count and network limits, or that a command does not read or write
+elsewhere on the host. That is what the Docker sandbox is for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .base import (
+    EXEC_TAG,
+    KILL_TAGGED,
+    RESTARTED,
+    SHELL_EXITED,
+    ExecResult,
+    OutputCapture,
+    Sandbox,
+    SandboxError,
+    SessionScript,
+    finish,
+    new_tag,
+    outside_workspace,
+)
+
+__all__ = ["TEMP_PREFIX", "LocalSandbox"]
+
+TEMP_PREFIX = f"agentfsm-sandbox-{os.getpid()}-"
+"""Temporary workspaces are named after the process that made them, so leftovers are attributable."""
+
+_SHELL = ["bash", "--noprofile", "--norc"]
+_DRAIN_S = 2.0
+"""After a kill, how long the output pipes may take to close before they are abandoned."""
+
+
+class LocalSandbox(Sandbox):
+    """Subprocesses in a workspace directory: a temporary one (removed on close) or `workspace_dir`."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        workspace_dir: str | Path | None = None,
+        *,
+        output_limit: int = 100_000,
+        timeout: float = 60.0,
+    ) -> None:
+        self._given = Path(workspace_dir) if workspace_dir is not None else None
+        self.output_limit = output_limit
+        self.default_timeout = timeout
+        self.python = sys.executable
+        self.workspace = ""
+        self._owned = False
+        self._closed = False
+        self._shell: _Process | None = None
+        self._shell_tag = ""
+        self._shell_lock = asyncio.Lock()
+        self._tags = new_tag() + "."  # every command's tag starts so: close() kills what they left running
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox was closed; create a new one")
+        if self.workspace:
+            return
+        if self._given is None:
+            self.workspace = os.path.realpath(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+            self._owned = True
+        else:
+            self._given.mkdir(parents=True, exist_ok=True)
+            self.workspace = os.path.realpath(self._given)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._stop_shell()
+        await _kill_tagged(self._tags)
+        if self._owned and self.workspace:
+            await asyncio.to_thread(shutil.rmtree, self.workspace, True)
+
+    # -- commands -------------------------------------------------------------------
+
+    async def exec(
+        self, argv: list[str], *, timeout: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
+        await self._ensure_started()
+        limit = self.default_timeout if timeout is None else timeout
+        tag = new_tag(self._tags)
+        began = time.monotonic()
+        try:
+            proc = await self._spawn(argv, tag, stdin=stdin is not None)
+        except OSError as exc:
+            return ExecResult(exit_code=127, stderr=f"cannot run {argv[0]!r}: {exc}")
+        timed_out = False
+        try:
+            if stdin is not None:
+                proc.send(stdin.encode(), close=True)
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.exited), limit)
+            except TimeoutError:
+                timed_out = True
+                await proc.kill(tag)
+            else:  # what the command left running in its process group dies with it
+                proc.kill_group()
+            await proc.drained()
+        except BaseException:
+            await proc.kill(tag)
+            raise
+        finally:
+            proc.close()
+        return finish(proc.returncode, proc.out, proc.err, began=began, timed_out=timed_out, limit=limit)
+
+    async def bash(self, command: str, *, timeout: float | None = None) -> ExecResult:
+        await self._ensure_started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._shell_lock:
+            if self._shell is None or self._shell.exited.done():
+                await self._stop_shell()
+                self._shell_tag = new_tag(self._tags)
+                self._shell = await self._spawn(_SHELL, self._shell_tag, stdin=True)
+            shell = self._shell
+            script = SessionScript(command)
+            out, err = script.captures(self.output_limit)
+            answered = shell.expect(out, err)
+            began = time.monotonic()
+            shell.send(script.script)
+            try:
+                await asyncio.wait_for(asyncio.shield(answered), limit)
+            except TimeoutError:
+                await self._stop_shell()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit, note=RESTARTED)
+            except BaseException:
+                await self._stop_shell()
+                raise
+            if out.found and err.found:
+                return finish(out.status, out, err, began=began)
+            # The shell ended before the markers: the command ran `exit` (or killed the shell).
+            await shell.drained()
+            await self._stop_shell()
+            return finish(shell.returncode, out, err, began=began, note=SHELL_EXITED)
+
+    async def _spawn(self, argv: list[str], tag: str, *, stdin: bool) -> _Process:
+        loop = asyncio.get_running_loop()
+        proc = _Process(loop, self.output_limit)
+        await loop.subprocess_exec(
+            lambda: proc,
+            *argv,
+            cwd=self.workspace,
+            env=self._environment(tag),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        return proc
+
+    async def _stop_shell(self) -> None:
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            await shell.kill(self._shell_tag)
+            shell.close()
+
+    def _environment(self, tag: str) -> dict[str, str]:
+        env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": self.workspace, EXEC_TAG: tag}
+        env["LANG"] = os.environ.get("LANG", "C.UTF-8")
+        return env
+
+    async def _ensure_started(self) -> None:
+        if not self.workspace:
+            await self.start()
+        elif self._closed:
+            raise SandboxError("this sandbox was closed; create a new one")
+
+    # -- files ----------------------------------------------------------------------
+
+    async def resolve(self, path: str) -> str:
+        await self._ensure_started()
+        real = os.path.realpath(os.path.join(self.workspace, path))
+        if real != self.workspace and not real.startswith(self.workspace + os.sep):
+            raise outside_workspace(path, self.workspace)
+        return real
+
+    async def read_file(self, path: str) -> bytes:
+        real = await self.resolve(path)
+        return await asyncio.to_thread(_read_nofollow, real)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        real = await self.resolve(path)
+        if real == self.workspace:
+            raise IsADirectoryError(f"{path!r} is the workspace directory itself, not a file")
+        await asyncio.to_thread(os.makedirs, os.path.dirname(real), exist_ok=True)
+        await self.resolve(os.path.dirname(real))  # a symlinked parent swapped in meanwhile is refused
+        await asyncio.to_thread(_write_nofollow, real, data)
+
+
+def _read_nofollow(real: str) -> bytes:
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _write_nofollow(real: str, data: bytes) -> None:
+    fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+class _Process(asyncio.SubprocessProtocol):
+    """One child process: its output goes straight into the captures as it arrives (bounded memory).
+
+    A protocol rather than asyncio's `Process`: on Python 3.11 `Process.wait()`
+    returns only once every pipe has closed, so a background child holding
+    stdout would make a finished command look like a hung one.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+        self.out, self.err = OutputCapture(limit), OutputCapture(limit)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self._answered: asyncio.Future[None] | None = None
+        self.transport: asyncio.SubprocessTransport | None = None
+
+    # protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.err if fd == 2 else self.out).feed(data)
+        if self.out.found and self.err.found:
+            self._answer()
+
+    def process_exited(self) -> None:
+        _resolve(self.exited)
+        self._answer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        _resolve(self.closed)
+        _resolve(self.exited)
+        self._answer()
+
+    # use
+    @property
+    def pid(self) -> int:
+        assert self.transport is not None
+        return self.transport.get_pid()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.transport.get_returncode() if self.transport is not None else None
+
+    def expect(self, out: OutputCapture, err: OutputCapture) -> asyncio.Future[None]:
+        """Feed the next output to these captures; the future resolves when both markers have arrived."""
+        self.out, self.err = out, err
+        self._answered = asyncio.get_running_loop().create_future()
+        if self.exited.done():
+            self._answer()
+        return self._answered
+
+    def _answer(self) -> None:
+        if self._answered is not None:
+            _resolve(self._answered)
+
+    def send(self, data: bytes, *, close: bool = False) -> None:
+        assert self.transport is not None
+        pipe = self.transport.get_pipe_transport(0)
+        if not isinstance(pipe, asyncio.WriteTransport) or pipe.is_closing():
+            return
+        with contextlib.suppress(ConnectionError):
+            pipe.write(data)
+        if close:
+            pipe.close()
+
+    def kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    async def kill(self, tag: str) -> None:
+        """SIGKILL the process group, then every process still carrying the command's tag."""
+        self.kill_group()
+        await _kill_tagged(tag)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.exited), _DRAIN_S)
+
+    async def drained(self) -> None:
+        """Wait a moment for the pipes to close; a child that dropped its tag may hold them forever."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.closed), _DRAIN_S)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def _kill_tagged(tag: str) -> None:
+    """Every process carrying `tag` (or, ending in ``.``, a tag starting so) dies; Linux only (/proc)."""
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-I", "-S", "-c", KILL_TAGGED, tag]
+        await asyncio.to_thread(subprocess.run, argv, check=False, timeout=30)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

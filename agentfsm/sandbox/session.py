@@ -1,0 +1,120 @@
+"""One agent's sandbox and its lifetime: created on first use, destroyed by rule.
+
+Upstream keeps one global sandbox for the process, destroys it after every
+run and leaks it when a run raises. Here each agent owns a `SandboxSession`:
+the first tool that needs the sandbox creates it (exactly once, even when
+several tools ask at the same time); the agent calls `end_run()` at the end
+of every run, which destroys it unless ``keep_alive`` is set, and always
+destroys it when the run failed or was cancelled; `close()` (the agent's
+``aclose()`` / ``async with``) destroys it for good. A session can be used
+again after `close()`: the next `get()` makes a fresh sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..log import event
+from .base import Sandbox
+from .local import LocalSandbox
+from .settings import SandboxSettings
+
+__all__ = ["SandboxSession", "docker_unavailable"]
+
+
+class SandboxSession:
+    """The sandbox of one agent, made on demand according to `settings.mode`."""
+
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or SandboxSettings()
+        self._sandbox: Sandbox | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def active(self) -> bool:
+        """Whether a sandbox exists now (made and not yet destroyed)."""
+        return self._sandbox is not None
+
+    @property
+    def keep_alive(self) -> bool:
+        return self.settings.keep_alive
+
+    async def get(self) -> Sandbox:
+        """The sandbox, made and started on the first call."""
+        sandbox = self._sandbox
+        if sandbox is not None:
+            return sandbox
+        async with self._lock:
+            if self._sandbox is None:
+                made = await self._make()
+                try:
+                    await made.start()
+                except BaseException:
+                    await made.close()
+                    raise
+                self._sandbox = made
+            return self._sandbox
+
+    async def _make(self) -> Sandbox:
+        mode = self.settings.mode
+        if mode == "auto":
+            reason = await asyncio.to_thread(docker_unavailable, self.settings.image)
+            if reason is not None:
+                event(
+                    "sandbox_fallback_local",
+                    level=logging.WARNING,
+                    reason=reason,
+                    hint="commands run on this machine, without memory, process or network limits; "
+                    "set [sandbox] mode = 'docker' to require Docker",
+                )
+            mode = "local" if reason else "docker"
+        if mode == "docker":
+            from .docker import DockerSandbox
+
+            return DockerSandbox(self.settings)
+        return LocalSandbox(
+            self.settings.local_dir, output_limit=self.settings.output_limit, timeout=self.settings.timeout
+        )
+
+    async def end_run(self, *, failed: bool = False) -> None:
+        """The end of one agent run: destroy the sandbox unless it is kept alive and the run went well."""
+        if failed or not self.settings.keep_alive:
+            await self.close()
+
+    async def close(self) -> None:
+        """Destroy the sandbox, if there is one (idempotent; waits for one being made)."""
+        async with self._lock:
+            sandbox, self._sandbox = self._sandbox, None
+            if sandbox is not None:
+                await sandbox.close()
+
+    async def __aenter__(self) -> SandboxSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def docker_unavailable(image: str) -> str | None:
+    """Why the Docker sandbox cannot run here (no SDK, no engine, no image), or None if it can."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker SDK is not installed (pip install 'agentfsm[docker]')"
+    from .base import SandboxError
+    from .docker_engine import connect, image_missing
+
+    try:
+        client = connect(timeout=10)
+    except SandboxError as exc:
+        return str(exc)
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return image_missing(image)
+    except docker.errors.DockerException as exc:
+        return f"the Docker engine failed to answer about {image!r}: {exc}"
+    finally:
+        client.close()
+    return None

@@ -1,0 +1,92 @@
+"""`[sandbox]`: where the system-touching tools run, and the limits they run under.
+
+Every default is the hardened one: no network, a memory limit with no swap
+on top, one CPU, 128 processes, a 60 s timeout per command, and a container
+that is destroyed at the end of each run. Loosening any of them is an
+explicit setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DEFAULT_IMAGE", "SandboxSettings", "memory_bytes"]
+
+DEFAULT_IMAGE = "python:3.12-slim"
+"""The image upstream uses. Where no registry is reachable, build one with `tools/build-sandbox-image`."""
+
+_MEMORY = re.compile(r"^(\d+)([bkmg]?)$")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def memory_bytes(size: str) -> int:
+    """``"512m"`` → bytes, Docker's notation (b, k, m, g; powers of 1024)."""
+    match = _MEMORY.match(size.strip().lower())
+    if match is None:
+        raise ValueError(f"{size!r} is not a size: use a number with b, k, m or g, e.g. '512m'")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+class SandboxSettings(BaseModel):
+    """The sandbox's configuration, validated once when the settings are loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["docker", "local", "auto"] = "auto"
+    """``docker``: a hardened container (an error if there is no engine or no image);
+    ``local``: subprocesses confined to a workspace directory (timeouts and output limits,
+    but no memory, process or network isolation); ``auto``: docker when an engine answers
+    and the image exists, else local with a warning."""
+    image: str = DEFAULT_IMAGE
+    """Any image with ``python3``, ``sh`` and ``bash`` (the Debian-based python images have them;
+    coreutils' ``timeout`` is used when present). Nothing is pulled: the image must be on the engine."""
+    memory: str = "512m"
+    """Memory limit; swap is limited to the same value, so there is no swap on top."""
+    cpus: float = Field(default=1.0, gt=0, le=64)
+    pids_limit: int = Field(default=128, ge=8)
+    """Processes and threads in the container: a fork bomb stops here."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Default timeout in seconds of one command; the process is killed when it expires."""
+    network: bool = False
+    """Off: the container has no network interface but loopback."""
+    keep_alive: bool = False
+    """False: destroy the sandbox at the end of each run. True: keep it for the agent's life
+    (until `aclose()` or the end of ``async with``). On error or cancellation it is always destroyed."""
+    workspace: str = "/workspace"
+    """The working directory inside the container; the only writable place besides /tmp."""
+    local_dir: str | None = None
+    """Local mode: an existing directory to use as the workspace (kept on close). None: a
+    temporary directory, removed on close."""
+    output_limit: int = Field(default=100_000, ge=1)
+    """Characters kept of each of stdout and stderr; the rest is counted and marked."""
+    user: str = "65534:65534"
+    """``uid:gid`` the commands run as in the container (nobody:nogroup); never root."""
+    tmp_size: str = "64m"
+    """Size of the container's /tmp (a tmpfs, counted against nothing else)."""
+
+    @field_validator("memory", "tmp_size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if memory_bytes(value) < 4 * 1024**2:
+            raise ValueError(f"{value!r} is too small: Docker needs at least 4m")
+        return value.strip().lower()
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        uid, _, gid = value.partition(":")
+        if not uid.isdigit() or (gid and not gid.isdigit()):
+            raise ValueError(f"{value!r} is not numeric 'uid:gid' (e.g. '65534:65534')")
+        if int(uid) == 0:
+            raise ValueError("the sandbox never runs as root (uid 0): use e.g. '65534:65534'")
+        return value
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value.rstrip("/") in ("", "/tmp") or ".." in value.split("/"):
+            raise ValueError(f"{value!r} must be an absolute path other than / and /tmp, e.g. '/workspace'")
+        return value.rstrip("/")

@@ -1,0 +1,81 @@
+"""`python_execute`: run a Python snippet in the sandbox, as its own process.
+
+Why a process in the sandbox rather than upstream's `exec` in a forked
+interpreter: the code is the model's, so it runs where the sandbox's limits
+hold (memory, processes, network, a read-only root in Docker), and a timeout
+kills it for real. The code is sent on stdin (no argument-length limit), run
+unbuffered so the output printed before a timeout or a crash is still seen.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..tool import Tool, ToolResult
+from .sandboxed import SandboxProvider, as_provider, exec_text, exit_note, timeout_schema
+
+if TYPE_CHECKING:
+    from ..sandbox.base import Sandbox
+
+__all__ = ["PythonExecute"]
+
+_DESCRIPTION = (
+    "Executes Python code string. Note: Only print outputs are visible, function return values are "
+    "not captured. Use print statements to see results. The code runs as a new process in the "
+    "workspace directory; stdout, stderr and any exception are returned, and the process is killed "
+    "after `timeout` seconds."
+)
+
+
+class PythonExecute(Tool):
+    """Run Python code in the sandbox the provider hands out (created on first use)."""
+
+    name = "python_execute"
+    description = _DESCRIPTION
+
+    def __init__(
+        self,
+        sandbox: Sandbox | SandboxProvider,
+        *,
+        timeout: float | None = None,
+        max_timeout: float = 600.0,
+        python: str | None = None,
+        max_output: int | None = None,
+    ) -> None:
+        """`timeout`: seconds when the model gives none (None: the sandbox's default); `max_timeout`:
+        the most the model may ask for; `python`: the interpreter (None: the sandbox's `python`);
+        `max_output`: characters of stdout and stderr together (None: the sandbox's limit per stream)."""
+        if timeout is not None and not 0 < timeout <= max_timeout:
+            raise ValueError(
+                f"`timeout` must be positive and at most `max_timeout` ({max_timeout!r}), got {timeout!r}"
+            )
+        parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "The Python code to execute."},
+                "timeout": timeout_schema(timeout, max_timeout),
+            },
+            "required": ["code"],
+        }
+        super().__init__(parameters=parameters)
+        self.provider = as_provider(sandbox)
+        self.timeout = timeout
+        self.python = python
+        self.max_output = max_output
+
+    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:  # type: ignore[override]
+        sandbox = await self.provider.get()
+        seconds = timeout or self.timeout or sandbox.default_timeout
+        argv = [self.python or sandbox.python, "-u", "-"]
+        result = await sandbox.exec(argv, timeout=seconds, stdin=code)
+        text = exec_text(result, self.max_output)
+        if result.timed_out:
+            note = (
+                f"Execution timeout after {seconds:g} seconds: the process was killed. "
+                "Make the code finish sooner, or pass a larger `timeout`."
+            )
+            return ToolResult(error=f"{note}\n{text}" if text else note)
+        if result.exit_code != 0:
+            ended = f"Python failed ({exit_note(result.exit_code)})"
+            return ToolResult(error=f"{ended}:\n{text}" if text else ended)
+        return ToolResult(output=text)

@@ -1,0 +1,334 @@
+"""The Docker sandbox against a real engine and real containers.
+
+Most tests share one container (module scope) because starting one costs
+about a second; the tests that destroy a sandbox make their own. Without an
+engine or the image (tools/build-sandbox-image) they skip, unless
+AGENTFSM_REQUIRE_DOCKER=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from sandbox_support import docker_settings, exists, require_docker, sandbox_image
+
+from agentfsm.sandbox.base import SandboxError, truncation_marker
+from agentfsm.sandbox.docker import DockerSandbox
+from agentfsm.sandbox.session import SandboxSession
+
+pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
+
+TEN_MB = 10_000_000
+LIMIT = 100_000
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def box() -> AsyncIterator[DockerSandbox]:
+    require_docker()
+    sandbox = DockerSandbox(docker_settings())
+    await sandbox.start()
+    try:
+        yield sandbox
+    finally:
+        await sandbox.close()
+    assert not exists("containers", sandbox.container_name)
+
+
+def inspect(name: str) -> dict[str, object]:
+    import docker
+
+    client = docker.from_env()
+    try:
+        return client.api.inspect_container(name)  # type: ignore[no-any-return]
+    finally:
+        client.close()
+
+
+async def processes(box: DockerSandbox) -> list[str]:
+    """The container's processes other than init, its sleep, the `ps` itself and the shell session."""
+    listing = (await box.exec(["ps", "-eo", "comm="])).stdout.split()
+    stray = [p for p in listing if p not in ("docker-init", "sleep", "ps", "sh", "timeout")]
+    if stray.count("bash") == 1:  # the persistent shell, if a test has used it
+        stray.remove("bash")
+    return stray
+
+
+# -- hardening -------------------------------------------------------------------------------
+
+
+async def test_container_is_hardened_as_configured(box: DockerSandbox) -> None:
+    host = inspect(box.container_name)["HostConfig"]
+    assert isinstance(host, dict)
+    assert host["ReadonlyRootfs"] is True and host["NetworkMode"] == "none"
+    assert host["Memory"] == host["MemorySwap"] == 256 * 1024**2  # swap = memory: no swap on top
+    assert host["NanoCpus"] == 10**9 and host["PidsLimit"] == 64
+    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Init"] is True and host["Tmpfs"] == {"/tmp": "size=64m,mode=1777"}
+    labels = inspect(box.container_name)["Config"]["Labels"]  # type: ignore[index]
+    assert labels["agentfsm.sandbox"] == "1" and labels["agentfsm.owner_pid"] == str(os.getpid())
+
+    status = (await box.exec(["cat", "/proc/self/status"])).stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["Uid"].split()[0] == "65534"  # not root
+    assert fields["CapEff"].strip() == fields["CapBnd"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+
+
+async def test_network_calls_are_refused(box: DockerSandbox) -> None:
+    code = "import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)"
+    result = await box.exec(["python3", "-c", code])
+    assert result.exit_code == 1 and "Network is unreachable" in result.stderr
+    assert (await box.exec(["ls", "/sys/class/net"])).stdout.split() == ["lo"]
+
+
+async def test_read_only_root_and_writes_outside_the_workspace_are_refused(box: DockerSandbox) -> None:
+    for target in ("/etc/evil", "/usr/bin/evil", "/evil"):
+        result = await box.exec(["touch", target])
+        assert result.exit_code == 1 and "Read-only file system" in result.stderr
+    for path in ("/etc/evil", "/tmp/evil", "../evil"):
+        with pytest.raises(PermissionError, match="outside the sandbox workspace"):
+            await box.write_file(path, b"x")
+    result = await box.exec(["sh", "-c", "touch /workspace/ok /tmp/ok && stat -c %u /workspace/ok"])
+    assert result.exit_code == 0 and result.stdout == "65534\n"
+
+
+async def test_path_traversal_and_symlinks_out_are_refused(box: DockerSandbox) -> None:
+    await box.exec(["sh", "-c", "ln -sfn / rootlink && ln -sfn /etc/passwd pw && mkdir -p d"])
+    for path in ("../etc/passwd", "d/../../etc/passwd", "/etc/passwd", "rootlink/etc/passwd", "pw"):
+        with pytest.raises(PermissionError, match="outside the sandbox workspace"):
+            await box.read_file(path)
+        with pytest.raises(PermissionError):
+            await box.write_file(path, b"x")
+    with pytest.raises(PermissionError):
+        await box.write_file("rootlink/tmp/x", b"x")
+    assert await box.resolve("d/../inside.txt") == "/workspace/inside.txt"
+
+
+async def test_files_in_and_out_of_the_workspace(box: DockerSandbox) -> None:
+    await box.write_file("deep/er/f.bin", b"\x00\xffdata")
+    assert await box.read_file("/workspace/deep/er/f.bin") == b"\x00\xffdata"
+    listing = await box.exec(["stat", "-c", "%U %a", "deep", "deep/er/f.bin"])
+    assert listing.stdout == "nobody 755\nnobody 644\n"  # owned by the sandbox user, so it can edit them
+    assert (await box.exec(["sh", "-c", "echo more >> deep/er/f.bin"])).exit_code == 0
+    with pytest.raises(FileNotFoundError):
+        await box.read_file("missing.txt")
+    with pytest.raises(IsADirectoryError):
+        await box.read_file("deep")
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+async def test_infinite_loop_is_killed_at_the_timeout_and_the_next_call_works(box: DockerSandbox) -> None:
+    began = time.monotonic()
+    result = await box.exec(["python3", "-c", "while True: pass"], timeout=2)
+    assert result.timed_out and result.exit_code is None
+    assert "ran longer than its 2 s timeout" in result.stderr
+    assert time.monotonic() - began < 5
+    assert await processes(box) == []
+    assert (await box.exec(["echo", "next"])).stdout == "next\n"
+
+
+async def test_children_that_leave_the_process_group_are_killed_by_the_host_watchdog(
+    box: DockerSandbox,
+) -> None:
+    result = await box.exec(["sh", "-c", "setsid sleep 300 & sleep 300"], timeout=1)
+    assert result.timed_out
+    assert await processes(box) == []
+
+
+async def test_memory_hog_is_stopped_by_the_limit_with_a_clear_result(box: DockerSandbox) -> None:
+    hog = "chunks = []\nwhile True: chunks.append(bytearray(10 * 1024 * 1024))"
+    result = await box.exec(["python3", "-c", hog], timeout=30)
+    assert result.oom_killed and result.exit_code == 137 and not result.timed_out
+    assert "ran out of memory (the sandbox's limit is 256m)" in result.stderr
+    assert (await box.exec(["echo", "alive"])).stdout == "alive\n"
+    shell = await box.bash(f"python3 -c '{hog}'")
+    assert shell.oom_killed and "ran out of memory" in shell.stderr
+
+
+async def test_fork_bomb_is_held_by_the_pids_limit_and_the_host_is_unaffected(box: DockerSandbox) -> None:
+    bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"
+    running = asyncio.create_task(box.exec(["python3", "-c", bomb], timeout=4))
+    await asyncio.sleep(2)
+    import docker
+
+    client = docker.from_env()
+    try:
+        in_container = len(client.containers.get(box.container_name).top()["Processes"])
+    finally:
+        client.close()
+    assert in_container <= 64
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
+    result = await running
+    assert result.timed_out
+    events = await box.exec(["sh", "-c", "cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events"])
+    refused = int(events.stdout.split()[1])  # "max N": forks the limit refused (cgroup v1 or v2)
+    assert refused > 0
+    assert await processes(box) == []
+
+    # In the persistent shell only the host-side watchdog applies, and its killer must find a free pid.
+    shell = await box.bash(f"python3 -c '{bomb}'", timeout=3)
+    assert shell.timed_out and "session was restarted" in shell.stderr
+    assert await processes(box) == []
+    assert (await box.bash("echo recovered")).stdout == "recovered\n"
+
+
+async def test_ten_megabytes_of_output_are_clipped_with_a_marker_without_hanging(box: DockerSandbox) -> None:
+    code = f"import sys; sys.stdout.write('x' * {TEN_MB}); sys.stderr.write('y' * {TEN_MB})"
+    began = time.monotonic()
+    result = await box.exec(["python3", "-c", code])
+    assert time.monotonic() - began < 20
+    assert result.exit_code == 0 and result.truncated
+    assert result.stdout == "x" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+    assert result.stderr == "y" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+
+    shell = await box.bash(f"head -c {TEN_MB} /dev/zero | tr '\\0' z")
+    assert shell.truncated and shell.stdout == "z" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+    assert (await box.bash("echo still in sync")).stdout == "still in sync\n"
+
+
+async def test_the_event_loop_keeps_running_during_a_command(box: DockerSandbox) -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await box.exec(["sleep", "1"])
+    task.cancel()
+    assert ticks >= 10
+
+
+async def test_bash_session_keeps_state_and_restarts_after_a_timeout(box: DockerSandbox) -> None:
+    await box.bash("mkdir -p sub && cd sub && export GREETING=hi")
+    kept = await box.bash('pwd; echo "$GREETING"; cat')
+    assert kept.stdout == "/workspace/sub\nhi\n" and kept.exit_code == 0
+    stuck = await box.bash("sleep 300", timeout=1)
+    assert stuck.timed_out and "session was restarted" in stuck.stderr
+    assert (await box.bash('pwd; echo "[$GREETING]"')).stdout == "/workspace\n[]\n"
+    exited = await box.bash("exit 5")
+    assert exited.exit_code == 5 and "the shell exited" in exited.stderr
+    assert (await box.bash("echo back")).stdout == "back\n"
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+
+
+async def test_cancellation_mid_exec_removes_the_container() -> None:
+    require_docker()
+    sandbox = DockerSandbox(docker_settings())
+
+    async def work(call: str) -> None:
+        async with sandbox:
+            if call == "exec":
+                await sandbox.exec(["sleep", "300"])
+            else:
+                await sandbox.bash("sleep 300")
+
+    for call in ("exec", "bash"):
+        sandbox = DockerSandbox(docker_settings())
+        task = asyncio.create_task(work(call))
+        while not exists("containers", sandbox.container_name):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # well into the command
+        began = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - began < 10
+        assert not exists("containers", sandbox.container_name)
+        assert not exists("volumes", sandbox.container_name)
+
+
+async def test_cancellation_during_start_leaves_nothing() -> None:
+    require_docker()
+    sandbox = DockerSandbox(docker_settings())
+    task = asyncio.create_task(sandbox.start())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not exists("containers", sandbox.container_name)
+    assert not exists("volumes", sandbox.container_name)
+
+
+async def test_session_lifecycle_with_docker() -> None:
+    require_docker()
+    session = SandboxSession(docker_settings(mode="auto"))  # auto: the engine and the image are here
+    first, second = await asyncio.gather(session.get(), session.get())
+    assert first is second and first.kind == "docker"
+    assert isinstance(first, DockerSandbox) and exists("containers", first.container_name)
+    await session.end_run()
+    assert not session.active and not exists("containers", first.container_name)
+
+    kept = SandboxSession(docker_settings(keep_alive=True))
+    box = await kept.get()
+    assert isinstance(box, DockerSandbox)
+    await kept.end_run()
+    assert exists("containers", box.container_name)
+    await kept.end_run(failed=True)
+    assert not exists("containers", box.container_name)
+    await kept.close()
+
+
+async def test_leftovers_of_a_dead_process_are_removed_on_the_next_start() -> None:
+    require_docker()
+    import docker
+
+    from agentfsm.sandbox import docker_engine
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = docker_engine.owner_labels("leftover")
+    labels.update({"agentfsm.owner_pid": str(dead.pid), "agentfsm.owner_started": "1"})
+    other_host = {**labels, "agentfsm.owner_host": f"not-{socket.gethostname()}"}
+    client = docker.from_env()
+    try:
+        volume = client.volumes.create(name="agentfsm-test-leftover", labels=labels)
+        crashed = client.containers.create(sandbox_image(), ["sleep", "infinity"], labels=labels)
+        elsewhere = client.containers.create(sandbox_image(), ["sleep", "infinity"], labels=other_host)
+        try:
+            docker_engine._SWEPT = False  # as in a new process
+            async with DockerSandbox(docker_settings()):
+                pass
+            assert not exists("containers", crashed.id or "")
+            assert not exists("volumes", volume.name or "")
+            assert exists("containers", elsewhere.id or "")  # another host's: not ours to judge
+        finally:
+            for leftover in (crashed, elsewhere):
+                if exists("containers", leftover.id or ""):
+                    leftover.remove(force=True)
+            if exists("volumes", volume.name or ""):
+                volume.remove(force=True)
+    finally:
+        client.close()
+
+
+async def test_missing_image_names_the_image_and_the_build_script() -> None:
+    require_docker()
+    sandbox = DockerSandbox(docker_settings(image="agentfsm-no-such-image:never"))
+    with pytest.raises(SandboxError) as info:
+        await sandbox.start()
+    assert "agentfsm-no-such-image:never" in str(info.value)
+    assert "tools/build-sandbox-image" in str(info.value)
+    assert not exists("volumes", sandbox.container_name)
+
+
+async def test_a_workspace_the_image_lacks_is_handed_to_the_sandbox_user() -> None:
+    """Images without the workspace directory (python:3.12-slim has none) get the volume chowned."""
+    require_docker()
+    async with DockerSandbox(docker_settings(workspace="/data")) as sandbox:
+        await sandbox.write_file("notes/a.txt", b"hello")
+        result = await sandbox.exec(["sh", "-c", "stat -c %u /data && pwd && cat notes/a.txt"])
+        assert result.stdout == "65534\n/data\nhello"
