@@ -27,6 +27,21 @@ def add(a: int, b: int) -> int:
 
 def bare(n_calls: int) -> Runner:
     tools = {"add": add}
+    calls = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": json.dumps({"a": i, "b": 1})},
+                }
+            ],
+        }
+        for i in range(n_calls)
+    ]
+    answer = {"role": "assistant", "content": "done"}
 
     async def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
         done = 0
@@ -34,14 +49,7 @@ def bare(n_calls: int) -> Runner:
             if message["role"] == "user":
                 break
             done += message["role"] == "tool"
-        if done < n_calls:
-            call = {
-                "id": f"call_{done}",
-                "type": "function",
-                "function": {"name": "add", "arguments": json.dumps({"a": done, "b": 1})},
-            }
-            return {"role": "assistant", "content": None, "tool_calls": [call]}
-        return {"role": "assistant", "content": "done"}
+        return calls[done] if done < n_calls else answer
 
     async def run(task: str) -> str:
         messages: list[dict[str, Any]] = [
@@ -66,11 +74,21 @@ def bare(n_calls: int) -> Runner:
 
 
 def agentfsm_model(n_calls: int, final: str = "answer") -> Any:
-    """A FunctionLLM with the task's policy; `final="terminate"` ends with the terminate tool."""
-    from agentfsm.messages import Role
+    """A FunctionLLM with the task's policy; `final="terminate"` ends with the terminate tool.
+
+    Like the bare loop's model, it picks from replies built once (with their call ids).
+    """
+    from agentfsm.messages import Role, ToolCall
     from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
-    answer = reply("done") if final == "answer" else reply(tool_calls=[("terminate", {"status": "success"})])
+    calls = [
+        reply(tool_calls=[ToolCall.create(f"call_{i}", "add", {"a": i, "b": 1})]) for i in range(n_calls)
+    ]
+    answer = (
+        reply("done")
+        if final == "answer"
+        else reply(tool_calls=[ToolCall.create("call_end", "terminate", {"status": "success"})])
+    )
 
     def decide(request: ModelRequest) -> Any:
         done = 0
@@ -78,9 +96,7 @@ def agentfsm_model(n_calls: int, final: str = "answer") -> Any:
             if message.role is Role.USER:
                 break
             done += message.role is Role.TOOL
-        if done < n_calls:
-            return reply(tool_calls=[("add", {"a": done, "b": 1})])
-        return answer
+        return calls[done] if done < n_calls else answer
 
     return FunctionLLM(decide, record=False)
 
