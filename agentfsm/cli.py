@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command == "demo":
         return _demo(args)
+    if args.command == "diagram":
+        return _diagram(args)
     return _run(args)
 
 
@@ -96,6 +98,23 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
     )
     _output_options(demo)
+
+    diagram = commands.add_parser(
+        "diagram",
+        help="draw an agent's state machine",
+        description="Draw an agent's state machine from its table (the one the engine runs).",
+    )
+    diagram.add_argument(
+        "--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)"
+    )
+    diagram.add_argument(
+        "--format",
+        choices=("mermaid", "dot", "svg", "png"),
+        default="mermaid",
+        help="mermaid (default) and dot need nothing; svg and png need agentfsm[graphviz]",
+    )
+    diagram.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    diagram.add_argument("--highlight", metavar="STATE", help="mark one state (or the RUNNING group)")
     return parser
 
 
@@ -181,6 +200,33 @@ def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
         ask = ask_on_terminal if sys.stdin.isatty() else None
         return Manus(llm=llm, sandbox=settings.sandbox, ask_human=ask, name=name, **options)
     return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from .diagram import render
+
+    table = _agent_class(args.agent).table
+    try:
+        data = render(table, args.format, highlight=args.highlight)
+    except (ValueError, ImportError) as exc:
+        return _usage_error(str(exc))
+    if args.output:
+        with open(args.output, "wb") as out:
+            out.write(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return 0
+
+
+def _agent_class(name: str) -> type[BaseAgent]:
+    if name == "manus":
+        from .agent.manus import Manus
+
+        return Manus
+    from .agent.toolcall import ToolCallAgent
+
+    return ToolCallAgent
 
 
 def _demo(args: argparse.Namespace) -> int:

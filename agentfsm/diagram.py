@@ -1,14 +1,17 @@
-"""Render a `MachineTable` as a Mermaid state diagram or a Markdown table.
+"""Render a `MachineTable` as Mermaid, DOT, SVG or PNG, or as a Markdown table.
 
-Both are drawn from the same table the engine runs, so they cannot drift
-from the code. Mermaid needs no dependency and renders on GitHub.
+Every form is drawn from the same table the engine runs, so none can drift
+from the code. Mermaid and DOT need no dependency (Mermaid renders on
+GitHub); SVG and PNG use pygraphviz, an optional extra, imported on use.
 """
 
 from __future__ import annotations
 
 from .machine import MachineTable
 
-__all__ = ["to_markdown", "to_mermaid"]
+__all__ = ["FORMATS", "render", "to_dot", "to_markdown", "to_mermaid"]
+
+FORMATS = ("mermaid", "dot", "svg", "png")
 
 
 def to_mermaid(table: MachineTable, *, highlight: str | None = None) -> str:
@@ -33,8 +36,7 @@ def to_mermaid(table: MachineTable, *, highlight: str | None = None) -> str:
     terminal = [s.name for s in table.states if s.name in ("FINISHED", "ERROR")]
     lines.extend(f"    {name} --> [*]" for name in terminal)
     if highlight is not None:
-        if highlight not in table.by_name and highlight not in table.groups:
-            raise ValueError(f"cannot highlight unknown state {highlight!r}; states: {sorted(table.by_name)}")
+        _check_state(table, highlight)
         lines.append("    classDef current fill:#ffd54f,stroke:#e65100,stroke-width:3px")
         lines.append(f"    class {highlight} current")
     return "\n".join(lines) + "\n"
@@ -54,3 +56,70 @@ def to_markdown(table: MachineTable) -> str:
             f"{'`' + edge.effect.name + '`' if edge.effect else ''} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def to_dot(table: MachineTable, *, highlight: str | None = None) -> str:
+    """Graphviz DOT: each group a cluster around its members, each edge labelled trigger [guard]."""
+    if highlight is not None:
+        _check_state(table, highlight)
+    lines = [
+        "digraph agent {",
+        "    rankdir=LR;",
+        "    compound=true;",
+        '    node [shape=box, style="rounded,filled", fillcolor=white, fontname=Helvetica];',
+        "    edge [fontname=Helvetica, fontsize=10];",
+        '    __start__ [shape=point, label=""];',
+    ]
+    grouped = {member for members in table.groups.values() for member in members}
+
+    def node(name: str, indent: str) -> str:
+        fill = ', fillcolor="#ffd54f", penwidth=3' if name == highlight else ""
+        return f'{indent}"{name}" [label="{name}"{fill}];'
+
+    clusters = {group: f"cluster_{index}" for index, group in enumerate(table.groups)}
+    for index, (group, members) in enumerate(table.groups.items()):
+        style = 'style="rounded,filled"; fillcolor="#fff3c4";' if group == highlight else "style=rounded;"
+        lines.append(f'    subgraph cluster_{index} {{ label="{group}"; {style}')
+        lines.extend(node(member, "        ") for member in members)
+        lines.append("    }")
+    lines.extend(node(state.name, "    ") for state in table.states if state.name not in grouped)
+    lines.append(f'    __start__ -> "{table.initial}";')
+    guarded = {(e.source, e.trigger) for e in table.edges if e.guard is not None}
+    for edge in table.edges:
+        label = edge.label
+        if edge.guard is None and (edge.source, edge.trigger) in guarded:
+            label += " [otherwise]"
+        if edge.stop_reason is not None:
+            label += f" / {edge.stop_reason.value}"
+        if edge.source in clusters:  # one edge leaving the group's box, not one per member
+            first = table.groups[edge.source][0]
+            lines.append(f'    "{first}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}];')
+        else:
+            lines.append(f'    "{edge.source}" -> "{edge.dest}" [label="{label}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def render(table: MachineTable, fmt: str, *, highlight: str | None = None) -> bytes:
+    """The diagram in `fmt` (one of `FORMATS`) as bytes."""
+    if fmt == "mermaid":
+        return to_mermaid(table, highlight=highlight).encode()
+    dot = to_dot(table, highlight=highlight)
+    if fmt == "dot":
+        return dot.encode()
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    try:
+        import pygraphviz
+    except ImportError:
+        raise ImportError(
+            f"rendering {fmt.upper()} needs pygraphviz: pip install 'agentfsm[graphviz]' "
+            "(or use --format mermaid / dot, which need nothing)"
+        ) from None
+    drawn: bytes = pygraphviz.AGraph(string=dot).draw(format=fmt, prog="dot")
+    return drawn
+
+
+def _check_state(table: MachineTable, name: str) -> None:
+    if name not in table.by_name and name not in table.groups:
+        raise ValueError(f"cannot highlight unknown state {name!r}; states: {sorted(table.by_name)}")

@@ -38,3 +38,30 @@ def test_highlight_marks_one_state_and_rejects_unknown_ones():
     assert "class ACTING current" in to_mermaid(AGENT_TABLE, highlight="ACTING")
     with pytest.raises(ValueError, match="unknown state 'NAPPING'"):
         to_mermaid(AGENT_TABLE, highlight="NAPPING")
+
+
+def test_dot_draws_the_group_as_a_cluster_and_every_edge():
+    from agentfsm.diagram import to_dot
+
+    text = to_dot(AGENT_TABLE, highlight="OBSERVING")
+    assert 'subgraph cluster_0 { label="RUNNING";' in text
+    assert '"OBSERVING" [label="OBSERVING", fillcolor="#ffd54f", penwidth=3];' in text
+    assert '"THINKING" -> "ERROR" [label="fail / error", ltail=cluster_0];' in text
+    assert '"OBSERVING" -> "FINISHED" [label="observe_done [terminated] / terminated"];' in text
+    assert text.count(" -> ") == len(AGENT_TABLE.edges) + 1  # plus the start arrow
+
+
+def test_diagram_command(tmp_path, capsysbinary):
+    from agentfsm.cli import main
+
+    assert main(["diagram"]) == 0
+    assert capsysbinary.readouterr().out.decode() == to_mermaid(AGENT_TABLE)
+    assert main(["diagram", "--agent", "manus", "--format", "dot", "--highlight", "ACTING"]) == 0
+    assert b'"ACTING" [label="ACTING", fillcolor=' in capsysbinary.readouterr().out
+    svg, png = tmp_path / "agent.svg", tmp_path / "agent.png"
+    assert main(["diagram", "--format", "svg", "-o", str(svg)]) == 0
+    assert svg.read_text().lstrip().startswith("<?xml") and "observe_done [terminated]" in svg.read_text()
+    assert main(["diagram", "--format", "png", "-o", str(png), "--highlight", "RUNNING"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["diagram", "--highlight", "NAPPING"]) == 2
+    assert "cannot highlight unknown state 'NAPPING'" in capsysbinary.readouterr().err.decode()

@@ -11,15 +11,25 @@ import re
 import sys
 from pathlib import Path
 
-from agentfsm.diagram import to_markdown, to_mermaid
+from agentfsm import ToolCallAgent
+from agentfsm.agent.manus import Manus
+from agentfsm.diagram import render, to_markdown, to_mermaid
 from agentfsm.table import AGENT_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+AGENTS = {"toolcall": ToolCallAgent, "manus": Manus}
+"""Every built-in agent, by the name `agentfsm diagram --agent` takes."""
+
+
 def expected() -> dict[Path, str]:
-    """Every generated file and its content."""
-    return {ROOT / "diagrams" / "toolcall.mmd": to_mermaid(AGENT_TABLE)}
+    """Every generated file and its content: Mermaid and SVG for each built-in agent."""
+    files = {}
+    for name, agent in AGENTS.items():
+        files[ROOT / "diagrams" / f"{name}.mmd"] = to_mermaid(agent.table)
+        files[ROOT / "diagrams" / f"{name}.svg"] = render(agent.table, "svg").decode()
+    return files
 
 
 def readme_blocks() -> dict[str, str]:
