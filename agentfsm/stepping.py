@@ -1,0 +1,142 @@
+"""Stepping through a run with breakpoints: the engine's `iter()` with a cursor.
+
+`agent.iter(task)` already stops between transitions: the run advances only
+when the caller asks for the next one. `Stepper` adds what a debugger needs
+on top: one transition at a time (`step`), to the next think (`next`), or on
+until a breakpoint (`resume`). A breakpoint names a state (pause when the
+machine has entered it, before its phase does any work) or an edge (pause
+right after that edge fired). Between transitions the caller reads and edits
+`agent.run_state` and `agent.memory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from .agent.base import BaseAgent
+from .events import Transition
+from .result import RunResult
+
+__all__ = ["Breakpoint", "Stepper"]
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """Pause on entering `state`, or after an edge (`trigger`, optionally `source` and `dest`)."""
+
+    state: str | None = None
+    trigger: str | None = None
+    source: str | None = None
+    dest: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.state is None and self.trigger is None and self.source is None and self.dest is None:
+            raise ValueError("a Breakpoint needs a `state` or an edge (`trigger`, `source`, `dest`)")
+        if self.state is not None and (self.trigger or self.source or self.dest):
+            raise ValueError("a Breakpoint is either on a state or on an edge, not both")
+
+    def hit(self, transition: Transition) -> bool:
+        if self.state is not None:
+            return transition.dest == self.state
+        return (
+            self.trigger in (None, transition.trigger)
+            and self.source in (None, transition.source)
+            and self.dest in (None, transition.dest)
+        )
+
+    def __str__(self) -> str:
+        if self.state is not None:
+            return self.state
+        return f"{self.source or '*'} -> {self.dest or '*'}" + (f" on {self.trigger}" if self.trigger else "")
+
+
+class Stepper:
+    """Drive `agent` through one run of `task`, transition by transition.
+
+    The run starts on the first `step()`/`next()`/`resume()`, which pauses
+    before the first transition as a debugger does. `close()` (or leaving
+    `async with`) abandons an unfinished run: it ends `cancelled`.
+    """
+
+    def __init__(self, agent: BaseAgent, task: str, *, breakpoints: list[Breakpoint] | None = None) -> None:
+        self.agent = agent
+        self.task = task
+        self.breakpoints: list[Breakpoint] = []
+        for breakpoint in breakpoints or ():
+            self.add_breakpoint(breakpoint)
+        self.history: list[Transition] = []
+        self._iter: AsyncIterator[Transition] | None = None
+        self.finished = False
+
+    @property
+    def result(self) -> RunResult | None:
+        """The run's result once it ended (None before)."""
+        return self.agent.last_result if self.finished else None
+
+    def add_breakpoint(self, breakpoint: Breakpoint) -> None:
+        self._check(breakpoint)
+        self.breakpoints.append(breakpoint)
+
+    def clear_breakpoint(self, breakpoint: Breakpoint) -> bool:
+        """Remove `breakpoint`; False when it was not set."""
+        if breakpoint in self.breakpoints:
+            self.breakpoints.remove(breakpoint)
+            return True
+        return False
+
+    async def step(self) -> Transition | None:
+        """Advance by one transition; None once the run has ended."""
+        if self.finished:
+            return None
+        if self._iter is None:
+            self._iter = self.agent.iter(self.task)
+        try:
+            transition = await anext(self._iter)
+        except StopAsyncIteration:
+            self.finished = True
+            return None
+        self.history.append(transition)
+        table = self.agent.table
+        if transition.dest != table.initial and table.by_name[transition.dest].action is None:
+            self.finished = True  # a terminal state: let the engine finish the run (result, hooks)
+            async for _ in self._iter:
+                raise AssertionError("the engine went on past a terminal state")
+        return transition
+
+    async def next(self) -> Transition | None:
+        """Advance to the next time the machine enters THINKING (one full step), or to the end."""
+        while (transition := await self.step()) is not None:
+            if transition.dest == "THINKING" or self.finished:
+                return transition
+        return None
+
+    async def resume(self) -> Transition | None:
+        """Advance until a breakpoint is hit (the transition that hit it) or the run ends (None)."""
+        while (transition := await self.step()) is not None:
+            if any(bp.hit(transition) for bp in self.breakpoints):
+                return transition
+        return None
+
+    async def close(self) -> None:
+        if self._iter is not None and not self.finished:
+            await self._iter.aclose()  # type: ignore[attr-defined]
+            self.finished = True
+
+    async def __aenter__(self) -> Stepper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self, breakpoint: Breakpoint) -> None:
+        table = self.agent.table
+        known = set(table.by_name)
+        for name in (breakpoint.state, breakpoint.source, breakpoint.dest):
+            if name is not None and name not in known and name not in table.groups:
+                raise ValueError(f"no state {name!r} in this agent's machine; states: {sorted(known)}")
+        triggers = {edge.trigger for edge in table.edges}
+        if breakpoint.trigger is not None and breakpoint.trigger not in triggers:
+            raise ValueError(
+                f"no trigger {breakpoint.trigger!r} in this agent's machine; triggers: {sorted(triggers)}"
+            )
