@@ -1,0 +1,219 @@
+"""`agentfsm debug`: step through a run at a prompt.
+
+A thin command loop over `Stepper`: every command either moves the run
+(`step`, `next`, `continue`), changes where it pauses (`break`, `clear`), or
+shows what the engine holds between transitions (`state`, `memory`,
+`request`, `calls`, `usage`, `diagram`), or changes a result before it is
+recorded (`edit`). It pauses before the first transition. It reads lines,
+so it works on a terminal and with piped input alike; end of input quits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TextIO
+
+from .agent.base import BaseAgent
+from .demo import format_transition
+from .diagram import to_mermaid
+from .events import Transition
+from .result import RunResult
+from .stepping import Breakpoint, Stepper
+
+__all__ = ["COMMANDS", "Debugger", "read_stdin_line"]
+
+ReadLine = Callable[[str], Awaitable[str | None]]
+
+COMMANDS = {
+    "step": "one transition",
+    "next": "to the next THINKING (one full think, act, observe step)",
+    "continue": "until a breakpoint or the end of the run",
+    "break": "break STATE | break SOURCE->DEST | break TRIGGER: pause there (no argument: list)",
+    "clear": "clear STATE | SOURCE->DEST | TRIGGER: remove a breakpoint",
+    "state": "the machine's state, step and stop reason",
+    "memory": "the messages in memory",
+    "request": "the last reply of the model, and what it was asked",
+    "calls": "the pending tool calls",
+    "usage": "tokens, calls and cost so far",
+    "edit": "edit N TEXT: replace pending observation N (in OBSERVING, before it is recorded)",
+    "diagram": "the machine in Mermaid, the current state highlighted",
+    "quit": "end the run (it ends cancelled) and leave",
+    "help": "this list",
+}
+_ALIASES = {"s": "step", "n": "next", "c": "continue", "b": "break", "q": "quit", "h": "help", "?": "help"}
+
+
+async def read_stdin_line(prompt: str) -> str | None:
+    """Show `prompt` on stdout and read a line of stdin in a daemon thread (None at end of input)."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def deliver(text: str) -> None:
+        if not line.done():
+            line.set_result(text)
+
+    def read() -> None:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        text = sys.stdin.readline()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, text)
+
+    threading.Thread(target=read, name="agentfsm-debug-input", daemon=True).start()
+    text = await line
+    return text.rstrip("\n") if text else None
+
+
+class Debugger:
+    """Drive `agent` through `task` from commands read by `read_line`, printing to `out`."""
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        task: str,
+        *,
+        read_line: ReadLine = read_stdin_line,
+        out: TextIO | None = None,
+        breakpoints: list[Breakpoint] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.stepper = Stepper(agent, task, breakpoints=breakpoints)
+        self.read_line = read_line
+        self.out = out if out is not None else sys.stdout
+
+    async def run(self) -> RunResult | None:
+        """Serve commands until `quit`, end of input, or the run's end; return the result."""
+        self._say(f"paused before the first transition of: {self.stepper.task}\n(type help for the commands)")
+        try:
+            while True:
+                line = await self.read_line("(agentfsm) ")
+                if line is None:
+                    self._say("end of input: quitting")
+                    break
+                words = shlex.split(line) if line.strip() else []
+                if not words:
+                    continue
+                command = _ALIASES.get(words[0], words[0])
+                if command == "quit":
+                    break
+                await self._dispatch(command, words[1:])
+                if self.stepper.finished:
+                    result = self.stepper.result
+                    if result is not None:
+                        self._say(f"run ended: {result.state.value} ({result.stop_reason.value})")
+                    break
+        finally:
+            await self.stepper.close()
+        return self.agent.last_result
+
+    async def _dispatch(self, command: str, args: list[str]) -> None:
+        stepper, run = self.stepper, self.agent.run_state
+        if command in ("step", "next", "continue"):
+            move = {"step": stepper.step, "next": stepper.next, "continue": stepper.resume}[command]
+            before = len(stepper.history)
+            await move()
+            shown = stepper.history[before:] if command != "continue" else stepper.history[before:][-1:]
+            for transition in shown:
+                self._show(transition)
+        elif command in ("break", "clear"):
+            self._breakpoint(command, args)
+        elif command == "state":
+            self._say(
+                f"state {self.agent.state.value}, phase {self.agent.phase or '-'}, step {run.step} "
+                f"of {getattr(self.agent, 'max_steps', '?')}, stop_reason {run.stop_reason or '-'}"
+            )
+        elif command == "memory":
+            for index, message in enumerate(self.agent.memory):
+                calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+                text = (message.content or "") + (f" -> {calls}" if calls else "")
+                self._say(f"{index:>3} {message.role.value:<9} {_clip(text)}")
+        elif command == "request":
+            reply = run.reply
+            if reply is None:
+                self._say("no model reply yet in this run")
+            else:
+                self._say(f"reply: {_clip(str(reply.content))}")
+            for call in reply.tool_calls if reply is not None else ():
+                self._say(f"  call {call.name}({call.arguments})")
+        elif command == "calls":
+            if not run.pending_calls:
+                self._say("no pending tool calls")
+            for index, call in enumerate(run.pending_calls):
+                self._say(f"{index}: {call.name}({call.arguments})  id {call.id}")
+        elif command == "usage":
+            u = run.usage
+            cost = "n/a" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+            self._say(
+                f"tokens {u.input_tokens} in, {u.output_tokens} out; "
+                f"llm_calls {u.llm_calls}; tool_calls {u.tool_calls}; cost {cost}"
+            )
+        elif command == "edit":
+            self._edit(args)
+        elif command == "diagram":
+            self._say(to_mermaid(self.agent.table, highlight=self.agent.fsm_state).rstrip())
+        elif command == "help":
+            for name, text in COMMANDS.items():
+                self._say(f"  {name:<9} {text}")
+        else:
+            self._say(f"unknown command {command!r}; type help for the list")
+
+    def _breakpoint(self, command: str, args: list[str]) -> None:
+        if not args:
+            listed = ", ".join(str(b) for b in self.stepper.breakpoints) or "none"
+            self._say(f"breakpoints: {listed}")
+            return
+        try:
+            point = _parse_breakpoint(args[0], self.agent)
+            if command == "break":
+                self.stepper.add_breakpoint(point)
+                self._say(f"breakpoint set: {point}")
+            elif self.stepper.clear_breakpoint(point):
+                self._say(f"breakpoint cleared: {point}")
+            else:
+                self._say(f"no breakpoint {point}")
+        except ValueError as exc:
+            self._say(f"error: {exc}")
+
+    def _edit(self, args: list[str]) -> None:
+        run = self.agent.run_state
+        if self.agent.phase != "OBSERVING" or not run.observations:
+            self._say(
+                "edit works in OBSERVING, before the results are recorded: `break OBSERVING`, then edit"
+            )
+            return
+        if len(args) < 2 or not args[0].isdigit() or int(args[0]) >= len(run.observations):
+            self._say(f"usage: edit N TEXT, with N from 0 to {len(run.observations) - 1}")
+            return
+        edit = getattr(self.agent, "edit_observation", None)
+        index, text = int(args[0]), " ".join(args[1:])
+        if edit is not None:
+            edit(index, text)  # recorded as an edit event, so traces keep it
+        else:
+            run.observations[index].content = text
+        self._say(f"observation {index} is now: {_clip(text)}")
+
+    def _show(self, transition: Transition) -> None:
+        self._say(format_transition(transition))
+
+    def _say(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+def _parse_breakpoint(text: str, agent: BaseAgent) -> Breakpoint:
+    if "->" in text:
+        source, dest = (part.strip() or None for part in text.split("->", 1))
+        return Breakpoint(source=source, dest=dest)
+    if text in agent.table.by_name:
+        return Breakpoint(state=text)
+    return Breakpoint(trigger=text)
+
+
+def _clip(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
