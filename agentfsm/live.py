@@ -1,0 +1,67 @@
+"""The live view of `agentfsm run` on a terminal: where the machine is, what it costs, each tool call.
+
+A listener for the engine's `Transition` events, drawn with rich (the `live`
+extra) on stderr, so stdout keeps only the command's result. The CLI shows
+it only when stderr is a terminal and `--json` is off; a run without a
+terminal prints nothing of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .agent.base import BaseAgent
+from .events import Transition
+
+__all__ = ["LiveView"]
+
+
+class LiveView:
+    """Shows the state, step of max, tokens and cost so far, and a line per tool call.
+
+    Use as a context manager around the run; `attach(agent)` subscribes it.
+    """
+
+    def __init__(self, agent: BaseAgent, *, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.agent = agent
+        self.console = console if console is not None else Console(stderr=True)
+        self._live = Live(self._status(), console=self.console, transient=True, refresh_per_second=8)
+        self._unsubscribe = agent.on_transition(self)
+
+    def __enter__(self) -> LiveView:
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.stop()
+        self._unsubscribe()
+
+    def __call__(self, transition: Transition) -> None:
+        for call in transition.tool_calls:
+            self.console.print(f"[cyan]→[/] {call.name}({_clip(call.arguments, 100)})", highlight=False)
+        for obs in transition.observations:
+            mark = "[red]✗[/]" if obs.is_error else "[green]✓[/]"
+            self.console.print(
+                f"{mark} {obs.call.name} ({obs.duration_s * 1000:.0f} ms): {_clip(obs.content, 100)}",
+                highlight=False,
+            )
+        self._live.update(self._status())
+
+    def _status(self) -> str:
+        agent, run = self.agent, self.agent.run_state
+        usage = run.usage
+        cost = "" if usage.cost_usd is None else f" · ${usage.cost_usd:.4f}"
+        max_steps = getattr(agent, "max_steps", "?")
+        return (
+            f"[bold]{agent.fsm_state}[/] · step {run.step}/{max_steps} · "
+            f"{usage.input_tokens} in / {usage.output_tokens} out tokens{cost} · "
+            f"{usage.tool_calls} tool calls"
+        )
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,33 @@
+"""The live view: progress lines and a status for a terminal, drawn from the engine's events."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from agentfsm import ToolCallAgent
+from agentfsm.live import LiveView
+from agentfsm.testing import ScriptedLLM, reply
+
+
+async def test_live_view_shows_tool_calls_and_status(toolbox):
+    script = [
+        reply(tool_calls=[("add", {"a": 2, "b": 3}), ("nope", {})], input_tokens=100, output_tokens=7),
+        reply(tool_calls=[("terminate", {"status": "success"})]),
+    ]
+    agent = ToolCallAgent(llm=ScriptedLLM(script), tools=toolbox, max_steps=9)
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    view = LiveView(agent, console=console)
+    statuses = []
+    agent.on_transition(lambda t: statuses.append(view._status()))
+    with view:
+        await agent.run("add")
+    text = out.getvalue()
+    assert '→ add({"a": 2, "b": 3})' in text
+    assert "✓ add (" in text and "Observed output of cmd `add` executed: 5" in text
+    assert "✗ nope (" in text and "Error: Unknown tool 'nope'" in text
+    assert "[bold]ACTING[/] · step 1/9 · 100 in / 7 out tokens · 0 tool calls" in statuses
+    assert statuses[-1].startswith("[bold]FINISHED[/] · step 2/9")
+    assert len(agent._listeners) == 1  # the view unsubscribed itself
