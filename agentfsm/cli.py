@@ -1,4 +1,4 @@
-"""The `agentfsm` command: `run` a task on a model, or the offline `demo`.
+"""The `agentfsm` command: `run` a task on a model, the offline `demo`, `diagram`, `replay` a trace.
 
 Why it is built this way:
 - stdout carries only the command's output (the result, `--json`'s one
@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
     if args.command == "diagram":
         return _diagram(args)
+    if args.command == "replay":
+        return _replay(args)
     return _run(args)
 
 
@@ -91,13 +93,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
     )
-    run.add_argument("--trace", metavar="FILE", help="write a JSON Lines trace (not available yet)")
+    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
     _output_options(run)
 
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
     )
     _output_options(demo)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay a trace offline",
+        description="Re-drive the machine from a trace: recorded replies and tool results, nothing executed.",
+    )
+    replay.add_argument("trace", metavar="TRACE", help="a JSON Lines trace written by `run --trace`")
+    _output_options(replay)
 
     diagram = commands.add_parser(
         "diagram",
@@ -172,7 +182,10 @@ def _run(args: argparse.Namespace) -> int:
     from .config import Settings, build_llm
 
     if args.trace is not None:
-        return _usage_error("--trace is not available yet")
+        try:
+            open(args.trace, "w").close()  # a path we cannot write is bad usage, before the run
+        except OSError as exc:
+            return _usage_error(f"cannot write the trace {args.trace}: {exc.strerror}")
     flags_llm = {"model": args.model, "api_base": args.api_base, "api_key": args.api_key}
     flags_agent = {"max_steps": args.max_steps, "tool_choice": args.tool_choice}
     overrides = {
@@ -187,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
     with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
-        return _drive(agent, args.task, as_json=args.json)
+        return _drive(agent, args.task, as_json=args.json, trace=args.trace)
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
@@ -244,7 +257,33 @@ def _demo(args: argparse.Namespace) -> int:
         return _drive(agent, TASK, as_json=args.json)
 
 
-def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
+def _replay(args: argparse.Namespace) -> int:
+    """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
+    from . import cli_logging
+    from .demo import format_transition
+    from .replay import ReplayError, replay
+
+    with cli_logging.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+        try:
+            replayed = asyncio.run(replay(args.trace))
+        except ReplayError as exc:
+            return _usage_error(str(exc))
+    out = sys.stdout
+    if not args.json:
+        for t in replayed.transitions:
+            print(format_transition(t) + "\n" * bool(t.stop_reason), file=out)
+    if replayed.result is None:
+        out.flush()
+        print(
+            f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES[StopReason.ERROR]
+    _print_result(replayed.result, args.json, out)
+    return EXIT_CODES[replayed.result.stop_reason]
+
+
+def _drive(agent: BaseAgent, task: str, *, as_json: bool, trace: str | None = None) -> int:
     """Run to the end; print the result on stdout; map it to the exit status.
 
     Ctrl-C cancels the run's task (asyncio.run does that), so the agent ends
@@ -254,7 +293,7 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
     interrupted = False
     with contextlib.redirect_stdout(sys.stderr):  # whatever a dependency prints is not our output
         try:
-            result: RunResult | None = asyncio.run(_run_then_close(agent, task))
+            result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace))
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
     if result is not None:
@@ -266,10 +305,10 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool) -> int:
     return EXIT_CODES[result.stop_reason]
 
 
-async def _run_then_close(agent: BaseAgent, task: str) -> RunResult:
+async def _run_then_close(agent: BaseAgent, task: str, trace: str | None = None) -> RunResult:
     """One run, then release what the agent holds (Manus's sandbox, even with keep_alive)."""
     try:
-        return await agent.run(task)
+        return await agent.run(task, trace=trace)
     finally:
         aclose = getattr(agent, "aclose", None)  # agents with resources (Manus) have one
         if aclose is not None:

@@ -15,6 +15,7 @@ __all__ = [
     "ScriptExhaustedError",
     "TokenLimitExceeded",
     "ToolSetupError",
+    "WrongPhaseError",
 ]
 
 
@@ -32,6 +33,10 @@ class ConfigError(ValueError):
 
 class AgentBusyError(RuntimeError):
     """`run()` or `reset()` was called while a run is in progress."""
+
+
+class WrongPhaseError(RuntimeError):
+    """An edit between steps was asked for while the machine is not in the phase it applies to."""
 
 
 class TokenLimitExceeded(Exception):

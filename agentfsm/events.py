@@ -1,22 +1,25 @@
-"""`Transition`: the one event every observer of a run receives.
+"""The events of a run: `Transition`, `LLMCall` and `Edit`.
 
-The engine builds one per fired edge, in one place (`BaseAgent._fire`); the
-log line, `iter()`, `on_transition` callbacks and (later) traces and
-checkpoints all read the same object.
+The engine builds one `Transition` per fired edge, in one place
+(`BaseAgent._fire`); the log line, `iter()`, `on_transition` callbacks, traces
+and (later) checkpoints all read the same object. `LLMCall` (what was sent to
+the model and what came back) and `Edit` (a caller's change between steps)
+are the records a trace needs besides the edges; `BaseAgent.on_event`
+delivers all three, in the order they happen, through one mechanism.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .chat import LLMResponse
 from .machine import GuardOutcome
-from .messages import ToolCall
+from .messages import Message, ToolCall
 from .result import StopReason
 from .run_state import Observation
 
-__all__ = ["GuardOutcome", "Transition"]
+__all__ = ["AgentEvent", "Edit", "EditKind", "GuardOutcome", "LLMCall", "Transition"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,3 +62,50 @@ class Transition:
             "duration_ms": round(self.duration_s * 1000, 3),
             **({"error": self.error} if self.error else {}),
         }
+
+
+@dataclass(slots=True, kw_only=True)
+class LLMCall:
+    """One request to the model, exactly as sent, and its reply (or the error it raised).
+
+    Emitted by `ToolCallAgent.think` only when someone listens (`on_event`):
+    copying the messages costs O(history), which the hot path does not pay.
+    """
+
+    agent: str
+    run_id: str
+    step: int
+    messages: tuple[Message, ...]
+    system_msgs: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...]
+    tool_choice: str
+    reply: LLMResponse | None = None
+    error_type: str | None = None
+    """The exception's class name when the call raised (``TokenLimitExceeded``, ``LLMError``, ...)."""
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+EditKind = Literal["pending_calls", "observation"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Edit:
+    """A caller's change to the run between two transitions.
+
+    ``pending_calls``: `before`/`after` are the call tuples (in ACTING, before
+    the tools run). ``observation``: `before`/`after` are the contents of the
+    observation answering `call_id` (in OBSERVING, before it reaches memory).
+    """
+
+    agent: str
+    run_id: str
+    step: int
+    kind: EditKind
+    before: tuple[ToolCall, ...] | str
+    after: tuple[ToolCall, ...] | str
+    call_id: str | None = None
+
+
+AgentEvent = Transition | LLMCall | Edit
+"""Everything `BaseAgent.on_event` delivers."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, islice
 from typing import overload
 
-from .messages import Message, Role
+from .messages import Message, Role, ToolCall
 from .serde import Serializable
 
 __all__ = ["Memory", "MemorySnapshot", "MessagesView"]
@@ -116,6 +116,33 @@ class Memory:
     def add_messages(self, messages: list[Message]) -> None:
         for message in messages:
             self.add_message(message)
+
+    def replace_open_calls(self, calls: Sequence[ToolCall]) -> Message:
+        """Swap the calls of the last assistant message while none of them has a result yet.
+
+        Rewriting that message (rather than adding another) keeps the pairing
+        rule: every call in memory is one that will be answered, and every
+        answer follows the call it answers. Its text is kept. Returns the new message.
+        """
+        last = self._tail[-1] if self._tail else None
+        if (
+            last is None
+            or last.role is not Role.ASSISTANT
+            or not last.tool_calls
+            or set(self._open_calls) != {call.id for call in last.tool_calls}
+        ):
+            raise ValueError(
+                "only the calls of the last assistant message can be replaced, before any has a result"
+            )
+        ids = [call.id for call in calls]
+        if not calls or not all(ids) or len(set(ids)) != len(ids):
+            raise ValueError(
+                f"replacement calls need at least one call and unique, non-empty ids; got {ids!r}"
+            )
+        message = replace(last, tool_calls=tuple(calls))
+        self._tail[-1] = message
+        self._open_calls = {call.id: call.name for call in calls}
+        return message
 
     def close_open_calls(self, reason: str) -> list[Message]:
         """Answer every pending tool call with `reason`, so the history stays valid.

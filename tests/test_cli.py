@@ -208,7 +208,7 @@ def test_bad_environment_value_exits_2(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "t", "--trace", "t.jsonl"], "--trace is not available yet"),
+        (["run", "t", "--trace", "no/such/dir/t.jsonl"], "cannot write the trace no/such/dir/t.jsonl"),
         (["run", "t", "--api-base", "localhost:1"], "`api_base` must be a URL"),
     ],
 )

@@ -4,7 +4,9 @@ The engine loop is: look up the current state in the table; if it is a
 phase, await its action (the I/O: LLM, tools), then fire its `done` trigger
 and let the table's guards pick the edge. Every edge, including `start`,
 `fail`, `cancel` and `reset`, goes through `_fire`, the one place that builds
-the `Transition` event, logs it and hands it to listeners.
+the `Transition` event, logs it and hands it to listeners. Other events of a
+run (`LLMCall`, `Edit`) go through `_emit`, to the same `on_event` listeners,
+so a tracer sees everything in the order it happened.
 """
 
 from __future__ import annotations
@@ -13,23 +15,28 @@ import asyncio
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
-from typing import ClassVar
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import AgentBusyError
-from ..events import Transition
+from ..events import AgentEvent, Edit, Transition
 from ..log import enabled as log_enabled
 from ..log import event
 from ..machine import MachineTable
 from ..memory import Memory
-from ..messages import Message
+from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult, StopReason
 from ..run_state import RunState
 from ..table import AGENT_TABLE
 
-__all__ = ["BaseAgent", "TransitionListener"]
+if TYPE_CHECKING:
+    from ..trace import TracePath
+
+__all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 
 TransitionListener = Callable[[Transition], None]
+EventListener = Callable[[AgentEvent], None]
 
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
@@ -69,7 +76,11 @@ class BaseAgent(ABC):
         self.run_state = RunState(state=self.table.initial)
         self.last_result: RunResult | None = None
         self._listeners: list[TransitionListener] = []
+        self._event_listeners: list[EventListener] = []
+        self._queue: deque[AgentEvent] = deque()
         self._active = False
+        self.phase_running = False
+        """True while a phase's action is awaited (edits wait for it to finish)."""
         self._entered_at = time.perf_counter()
 
     # -- what callers read ------------------------------------------------------
@@ -103,16 +114,52 @@ class BaseAgent(ABC):
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback)
 
+    def on_event(self, callback: EventListener) -> Callable[[], None]:
+        """Call `callback` with every `Transition`, `LLMCall` and `Edit`, in order; returns an unsubscribe."""
+        self._event_listeners.append(callback)
+        return lambda: self._event_listeners.remove(callback)
+
+    @property
+    def has_event_listeners(self) -> bool:
+        """Whether anyone listens to `on_event` (phases skip building costly events otherwise)."""
+        return bool(self._event_listeners)
+
+    # -- edits between steps ------------------------------------------------------
+
+    def replace_pending_calls(self, calls: Iterable[ToolCall]) -> Edit:
+        """In ACTING, before the tools run: run `calls` instead of the model's.
+
+        Memory's last assistant message is rewritten to the same calls, so each
+        result still answers a call the model is shown to have made.
+        """
+        from .edits import replace_pending_calls
+
+        return replace_pending_calls(self, calls)
+
+    def edit_observation(self, call: int | str, content: str) -> Edit:
+        """In OBSERVING, before memory: replace the content of an observation (index or call id)."""
+        from .edits import edit_observation
+
+        return edit_observation(self, call, content)
+
     # -- driving the machine --------------------------------------------------------
 
-    async def run(self, request: str) -> RunResult:
+    async def run(self, request: str, *, trace: TracePath | None = None) -> RunResult:
         """Run the machine from `request` to FINISHED or ERROR and say why it stopped.
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
+        `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.trace`).
         """
-        async for _ in self.iter(request):
-            pass
+        if trace is None:
+            async for _ in self.iter(request):
+                pass
+        else:
+            from ..trace import TraceWriter
+
+            with TraceWriter(trace, self):
+                async for _ in self.iter(request):
+                    pass
         assert self.last_result is not None
         return self.last_result
 
@@ -133,14 +180,18 @@ class BaseAgent(ABC):
             while (spec := self.table.by_name[self.fsm_state]).action is not None:
                 assert spec.done is not None
                 try:
+                    self.phase_running = True
                     await spec.action(self)
                 except (asyncio.CancelledError, GeneratorExit):
                     self._abort("cancel", "CancelledError: the run was cancelled")
                     await self._finish()
                     raise
                 except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
+                    self.phase_running = False
                     yield self._abort("fail", f"{type(exc).__name__}: {exc}")
                     break
+                finally:
+                    self.phase_running = False
                 yield self._fire(spec.done)
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
@@ -177,6 +228,16 @@ class BaseAgent(ABC):
     async def on_run_end(self, result: RunResult) -> None:  # noqa: B027 - an optional hook
         """Hook awaited after every run, however it ended (release per-run resources here)."""
 
+    def trace_config(self) -> dict[str, Any]:
+        """The options a trace's header records (JSON values, never secrets); subclasses add theirs."""
+        return {
+            "max_steps": self.max_steps,
+            "stuck_limit": self.stuck_limit,
+            "duplicate_threshold": self.duplicate_threshold,
+            "finish_on_answer": self.finish_on_answer,
+            "max_messages": self.memory.max_messages,
+        }
+
     # -- internals ----------------------------------------------------------------------
 
     def _fire(self, trigger: str) -> Transition:
@@ -206,9 +267,28 @@ class BaseAgent(ABC):
         )
         if log_enabled():
             event("transition", **transition.log_fields())
-        for listener in tuple(self._listeners):
-            listener(transition)
+        self._emit(transition)
         return transition
+
+    def _emit(self, record: AgentEvent) -> None:
+        """Deliver `record` to the listeners. An event raised by a listener (an edit made in an
+        `on_transition` callback) waits until the current one reached everybody, so every
+        listener sees the events in the same order."""
+        queue = self._queue
+        queue.append(record)
+        if len(queue) > 1:
+            return
+        try:
+            while queue:
+                current = queue[0]
+                if isinstance(current, Transition):
+                    for listener in tuple(self._listeners):
+                        listener(current)
+                for any_listener in tuple(self._event_listeners):
+                    any_listener(current)
+                queue.popleft()
+        finally:
+            queue.clear()
 
     def _abort(self, trigger: str, error: str) -> Transition:
         self.run_state.error = error

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..chat import ChatModel, ToolChoice
+from ..chat import ChatModel, LLMResponse, ToolChoice
 from ..errors import TokenLimitExceeded
+from ..events import LLMCall
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..run_state import Observation
@@ -90,14 +91,21 @@ class ToolCallAgent(ReActAgent):
             run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
             return
         messages = self.memory.view(Message.user_message(prompt)) if prompt else self.memory.view()
-        system = self._system_messages()
+        system, tools = self._system_messages(), self.tools.to_params()
+        started = time.perf_counter()
         try:
             reply = await self.llm.ask_tool(
-                messages, system_msgs=system, tools=self.tools.to_params(), tool_choice=self.tool_choice
+                messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
             )
-        except TokenLimitExceeded as exc:
+        except Exception as exc:
+            if self.has_event_listeners:
+                self._emit_llm_call(messages, system, tools, started, error=exc)
+            if not isinstance(exc, TokenLimitExceeded):
+                raise
             run.token_limit = str(exc)
             return
+        if self.has_event_listeners:
+            self._emit_llm_call(messages, system, tools, started, reply=reply)
         run.reply = reply
         run.usage.add(reply.usage)
         if reply.content:
@@ -116,6 +124,52 @@ class ToolCallAgent(ReActAgent):
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:
             run.nudge = EMPTY_NUDGE
+
+    def _emit_llm_call(
+        self,
+        messages: Sequence[Message],
+        system: Sequence[Message],
+        tools: Sequence[dict[str, Any]],
+        started: float,
+        *,
+        reply: LLMResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        run = self.run_state
+        self._emit(
+            LLMCall(
+                agent=self.name,
+                run_id=run.run_id,
+                step=run.step,
+                messages=tuple(messages),
+                system_msgs=tuple(system),
+                tools=tuple(tools),
+                tool_choice=self.tool_choice,
+                reply=reply,
+                error_type=type(error).__name__ if error is not None else None,
+                error=str(error) if error is not None else None,
+                duration_s=time.perf_counter() - started,
+            )
+        )
+
+    def trace_config(self) -> dict[str, Any]:
+        llm = self.llm
+        described: dict[str, Any] = {"class": type(llm).__name__}
+        for key in ("model", "api_base", "temperature", "max_tokens", "max_input_tokens", "timeout"):
+            value = getattr(llm, key, None)  # a whitelist: the LLM's api_key never reaches a trace
+            if value is None or isinstance(value, str | int | float):
+                described[key] = value
+        return {
+            **super().trace_config(),
+            "llm": {**described, "token_budget": llm.token_budget},
+            "system_prompt": self.system_prompt,
+            "next_step_prompt": self.next_step_prompt,
+            "tool_choice": self.tool_choice,
+            "max_observe": self.max_observe,
+            "special_tool_names": sorted(self.special_tool_names),
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "tools": self.tools.to_params(),
+        }
 
     def _system_messages(self) -> tuple[Message, ...]:
         """The system prompt as messages, rebuilt only when `system_prompt` changes."""

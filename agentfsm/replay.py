@@ -1,0 +1,279 @@
+"""Replay a trace offline: the recorded replies stand in for the model, the recorded results for the tools.
+
+Why replay re-drives the machine instead of reading the `transition` records
+back: it proves the trace is complete (the same inputs give the same edges,
+guards and result) and it works on a trace cut short by a crash, which has
+no `result` record. Nothing is executed and no model is called. Each request
+the engine builds is checked against the one recorded, and each replayed
+edge against the recorded edge, so a replay that diverges says where.
+Edits recorded between two edges are re-applied between the same two edges.
+
+Only tool-calling agents (`ToolCallAgent` and subclasses such as Manus)
+are replayed: the header's configuration rebuilds one, with the recorded
+system prompt and tool declarations of each request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from .agent.toolcall import ToolCallAgent
+from .chat import LLMResponse, ToolChoice
+from .errors import TokenLimitExceeded, WrongPhaseError
+from .events import Transition
+from .memory import Memory
+from .messages import Message, ToolCall
+from .result import RunResult
+from .run_state import Observation
+from .tool import ToolCollection
+from .trace import TRACE_SCHEMA, TracePath, transition_record
+
+__all__ = ["Replay", "ReplayError", "read_trace", "replay"]
+
+_COMPARED = ("source", "dest", "trigger", "step", "guards")
+
+
+class ReplayError(ValueError):
+    """The trace cannot be replayed: unreadable, another schema, or the replay diverged from it."""
+
+
+@dataclass(slots=True)
+class Replay:
+    """What a replay reproduced."""
+
+    header: dict[str, Any]
+    transitions: list[Transition]
+    result: RunResult | None
+    """The recomputed RunResult; None when the trace ended before the run did."""
+    ended_early: str | None = None
+    """Why the replay stopped before the run's end (a trace cut short), or None."""
+
+
+class _Stop(BaseException):
+    """Leaves the run from inside a phase. A BaseException so the engine does not turn it into a
+    `fail` edge: the trace ending is not something that happened in the recorded run."""
+
+    def __init__(self, error: ReplayError | None, reason: str = "") -> None:
+        super().__init__(reason)
+        self.error, self.reason = error, reason
+
+
+def read_trace(path: TracePath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the other records; a last line cut mid-write (a crash) is dropped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayError(f"cannot read the trace {path}: {exc}") from None
+    lines = text.splitlines()
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                break
+            raise ReplayError(f"{path}:{number}: not a JSON object") from None
+        if not isinstance(record, dict) or "kind" not in record:
+            raise ReplayError(f"{path}:{number}: every trace record is a JSON object with a 'kind'")
+        records.append(record)
+    if not records or records[0]["kind"] != "header":
+        raise ReplayError(f"{path}: not an agentfsm trace (the first record must be the header)")
+    schema = records[0].get("schema")
+    if schema != TRACE_SCHEMA:
+        raise ReplayError(
+            f"{path}: trace schema {schema!r} is not supported; this agentfsm reads schema {TRACE_SCHEMA}"
+        )
+    return records[0], records[1:]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+def _dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json") for m in messages]
+
+
+class _Script:
+    """The recorded inputs, consumed in order: LLM replies, and tool results by (step, call id)."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.llm = [r for r in records if r["kind"] == "llm"]
+        self.tools = {(r["step"], r["call_id"]): r for r in records if r["kind"] == "tool"}
+        transitions = [r for r in records if r["kind"] == "transition"]
+        self.complete = any(r["kind"] == "result" for r in records)
+        self.cancelled = bool(transitions) and transitions[-1]["trigger"] == "cancel"
+        self.calls = 0
+
+    def stop(self, problem: str) -> _Stop:
+        if not self.complete:
+            return _Stop(None, f"the trace ends early: {problem}")
+        if self.cancelled:
+            return _Stop(None, f"the recorded run was cancelled here: {problem}")
+        return _Stop(ReplayError(problem))
+
+    def peek(self) -> dict[str, Any] | None:
+        return self.llm[self.calls] if self.calls < len(self.llm) else None
+
+    def observation(self, step: int, call: ToolCall) -> Observation:
+        record = self.tools.get((step, call.id))
+        if record is None:
+            raise self.stop(f"no tool record for call {call.id!r} ({call.name}) at step {step}")
+        if (record["name"], record["arguments"]) != (call.name, call.arguments):
+            replayed, traced = f"{call.name}({call.arguments})", f"{record['name']}({record['arguments']})"
+            raise _Stop(
+                ReplayError(f"step {step}: call {call.id!r} is {replayed} on replay, {traced} in the trace")
+            )
+        return Observation(
+            call=call,
+            content=record["observation"],
+            base64_image=record.get("base64_image"),
+            is_error=record["is_error"],
+            duration_s=record.get("duration_s", 0.0),
+        )
+
+
+class _ReplayLLM:
+    """A model that answers with the recorded replies, after checking each request is the recorded one."""
+
+    def __init__(self, script: _Script, token_budget: int | None) -> None:
+        self.script = script
+        self.token_budget = token_budget
+
+    async def ask_tool(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResponse:
+        record = self.script.peek()
+        if record is None:
+            raise self.script.stop(f"no llm record for call {self.script.calls + 1}")
+        self.script.calls += 1
+        sent = {"messages": _dump(messages), "system_msgs": _dump(system_msgs), "tools": _json(list(tools)),
+                "tool_choice": tool_choice}  # fmt: skip
+        for key, value in sent.items():
+            if record["request"][key] != value:
+                raise _Stop(ReplayError(f"llm call {self.script.calls} (step {record['step']}): "
+                                        f"the request's {key} differ from the trace's"))  # fmt: skip
+        error = record.get("error")
+        if error is not None:
+            if error["type"] == "TokenLimitExceeded":
+                raise TokenLimitExceeded(error["message"])
+            raise type(error["type"], (Exception,), {})(error["message"])  # the same "Type: message"
+        return LLMResponse.model_validate(record["reply"])
+
+
+class _RecordedTools(ToolCollection):
+    """The tool declarations of the request about to be replayed (the set may change between steps)."""
+
+    params: list[dict[str, Any]] = []
+
+    def to_params(self) -> list[dict[str, Any]]:
+        return self.params
+
+
+class _ReplayAgent(ToolCallAgent):
+    def __init__(self, header: dict[str, Any], script: _Script) -> None:
+        config = header.get("config", {})
+        needed = ("llm", "tools", "tool_choice", "system_prompt", "next_step_prompt", "max_steps")
+        missing = [key for key in needed if key not in config]
+        if missing:
+            raise ReplayError(
+                f"the trace's agent ({header.get('agent_class')}) is not a tool-calling agent "
+                f"(its configuration lacks {', '.join(missing)}); replay needs one"
+            )
+        self.script = script
+        self.recorded_tools = _RecordedTools()
+        super().__init__(
+            llm=_ReplayLLM(script, config["llm"].get("token_budget")),
+            tools=self.recorded_tools,
+            system_prompt=config["system_prompt"],
+            next_step_prompt=config["next_step_prompt"],
+            max_steps=config["max_steps"],
+            tool_choice=config["tool_choice"],
+            max_observe=config.get("max_observe"),
+            duplicate_threshold=config.get("duplicate_threshold", 2),
+            stuck_limit=config.get("stuck_limit"),
+            finish_on_answer=config.get("finish_on_answer", True),
+            memory=Memory(config.get("max_messages", 100)),
+            special_tool_names=config.get("special_tool_names", ("terminate",)),
+            parallel_tool_calls=config.get("parallel_tool_calls", False),
+            name=header.get("agent"),
+        )
+        for message in header.get("history", []):
+            self.memory.add_message(Message.model_validate(message))
+
+    async def think(self) -> None:
+        upcoming = self.script.peek()
+        if upcoming is not None:  # the prompt and tools as sent then (Manus rewrites its prompt per think)
+            system = upcoming["request"]["system_msgs"]
+            self.system_prompt = system[0]["content"] if system else None
+            self.recorded_tools.params = upcoming["request"]["tools"]
+        await super().think()
+
+    async def execute_tool(self, call: ToolCall) -> Observation:
+        return self.script.observation(self.run_state.step, call)
+
+
+async def replay(trace: TracePath) -> Replay:
+    """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges."""
+    header, records = read_trace(trace)
+    script = _Script(records)
+    agent = _ReplayAgent(header, script)
+    recorded: list[dict[str, Any]] = []
+    edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits made right after it
+    for record in records:
+        if record["kind"] == "transition":
+            recorded.append(record)
+        elif record["kind"] == "edit":
+            edits.setdefault(len(recorded) - 1, []).append(record)
+    transitions: list[Transition] = []
+    ended_early: str | None = None
+    try:
+        steps = cast(AsyncGenerator[Transition, None], agent.iter(header["request"]))  # an async generator
+        async with aclosing(steps):
+            async for transition in steps:
+                index = len(transitions)
+                transitions.append(transition)
+                _compare(transition, recorded, index, script.complete)
+                for edit in edits.get(index, ()):
+                    _apply(agent, edit)
+    except _Stop as stop:
+        if stop.error is not None:
+            raise stop.error from None
+        ended_early = stop.reason
+    if ended_early is None and script.complete and len(transitions) != len(recorded):
+        raise ReplayError(f"the replay took {len(transitions)} transitions, the trace has {len(recorded)}")
+    return Replay(header, transitions, agent.last_result if ended_early is None else None, ended_early)
+
+
+def _compare(transition: Transition, recorded: list[dict[str, Any]], index: int, complete: bool) -> None:
+    if index >= len(recorded):
+        if complete:
+            raise ReplayError(f"the replay went on past the trace's last transition ({len(recorded)})")
+        return
+    mine, theirs = transition_record(transition), recorded[index]
+    if any(mine[key] != theirs.get(key) for key in _COMPARED):
+        replayed = {key: mine[key] for key in _COMPARED}
+        traced = {key: theirs.get(key) for key in _COMPARED}
+        raise ReplayError(f"transition {index + 1} differs: replayed {replayed}, traced {traced}")
+
+
+def _apply(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
+    try:
+        if edit["edit"] == "pending_calls":
+            agent.replace_pending_calls(ToolCall.model_validate(call) for call in edit["after"])
+        else:
+            agent.edit_observation(edit["call_id"], edit["after"])
+    except (WrongPhaseError, KeyError, IndexError, ValueError) as exc:
+        raise ReplayError(f"cannot re-apply the edit at step {edit.get('step')}: {exc}") from None
