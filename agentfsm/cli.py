@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command == "demo":
         return _demo(args)
+    if args.command == "debug":
+        args.json = False
     if args.command == "diagram":
         return _diagram(args)
     if args.command == "replay":
@@ -81,20 +83,25 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
-    run.add_argument("task", metavar="TASK", help="the request for the agent")
-    run.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
-    run.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
-    run.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
-    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
-    run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
-    run.add_argument(
-        "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
-    )
-    run.add_argument(
-        "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
-    )
-    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+    _run_options(run)
     _output_options(run)
+
+    debug = commands.add_parser(
+        "debug",
+        help="step through a run of TASK at a prompt",
+        description="Run TASK under an interactive prompt (type help there). Pauses before the first "
+        "transition; works on a terminal and with piped commands.",
+    )
+    _run_options(debug)
+    debug.add_argument(
+        "--break",
+        dest="breaks",
+        metavar="STATE",
+        action="append",
+        default=[],
+        help="pause on entering STATE (or after SOURCE->DEST, or a trigger); repeatable",
+    )
+    debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
 
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
@@ -128,6 +135,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("task", metavar="TASK", help="the request for the agent")
+    run.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
+    run.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
+    run.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
+    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
+    run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
+    run.add_argument(
+        "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
+    )
+    run.add_argument(
+        "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
+    )
+    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+
+
 def _output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the RunResult as one JSON object, only")
     parser.add_argument(
@@ -159,7 +182,7 @@ def _version() -> str:
 
 def _check_configuration_first(args_list: list[str]) -> None:
     """For `run`: load the file and environment before argparse checks anything else."""
-    if not args_list or args_list[0] != "run" or {"-h", "--help"} & set(args_list):
+    if not args_list or args_list[0] not in ("run", "debug") or {"-h", "--help"} & set(args_list):
         return
     from .config import Settings
 
@@ -200,6 +223,10 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
     with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
+        if args.command == "debug":
+            from .debugger import debug_command
+
+            return debug_command(agent, args.task, args.breaks, trace=args.trace)
         return _drive(agent, args.task, as_json=args.json, trace=args.trace)
 
 
@@ -291,7 +318,8 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool, trace: str | None = No
     """
     out = sys.stdout
     interrupted = False
-    with contextlib.redirect_stdout(sys.stderr):  # whatever a dependency prints is not our output
+    live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
+    with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace))
         except KeyboardInterrupt:
@@ -303,6 +331,16 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool, trace: str | None = No
         return EXIT_INTERRUPTED
     assert result is not None
     return EXIT_CODES[result.stop_reason]
+
+
+def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
+    """Progress on the terminal (stderr), or nothing when rich (the `live` extra) is missing."""
+    try:
+        from .live import LiveView
+
+        return LiveView(agent)
+    except ImportError:
+        return contextlib.nullcontext()
 
 
 async def _run_then_close(agent: BaseAgent, task: str, trace: str | None = None) -> RunResult:

@@ -21,11 +21,11 @@ from typing import TextIO
 from .agent.base import BaseAgent
 from .demo import format_transition
 from .diagram import to_mermaid
-from .events import Transition
+from .events import LLMCall, Transition
 from .result import RunResult
 from .stepping import Breakpoint, Stepper
 
-__all__ = ["COMMANDS", "Debugger", "read_stdin_line"]
+__all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
 
 ReadLine = Callable[[str], Awaitable[str | None]]
 
@@ -85,6 +85,12 @@ class Debugger:
         self.stepper = Stepper(agent, task, breakpoints=breakpoints)
         self.read_line = read_line
         self.out = out if out is not None else sys.stdout
+        self.last_call: LLMCall | None = None
+        agent.on_event(self._remember_llm_call)
+
+    def _remember_llm_call(self, event: object) -> None:
+        if isinstance(event, LLMCall):
+            self.last_call = event
 
     async def run(self) -> RunResult | None:
         """Serve commands until `quit`, end of input, or the run's end; return the result."""
@@ -133,13 +139,7 @@ class Debugger:
                 text = (message.content or "") + (f" -> {calls}" if calls else "")
                 self._say(f"{index:>3} {message.role.value:<9} {_clip(text)}")
         elif command == "request":
-            reply = run.reply
-            if reply is None:
-                self._say("no model reply yet in this run")
-            else:
-                self._say(f"reply: {_clip(str(reply.content))}")
-            for call in reply.tool_calls if reply is not None else ():
-                self._say(f"  call {call.name}({call.arguments})")
+            self._request()
         elif command == "calls":
             if not run.pending_calls:
                 self._say("no pending tool calls")
@@ -161,6 +161,25 @@ class Debugger:
                 self._say(f"  {name:<9} {text}")
         else:
             self._say(f"unknown command {command!r}; type help for the list")
+
+    def _request(self) -> None:
+        call = self.last_call
+        if call is None:
+            self._say("no model request yet in this run")
+            return
+        tools = ", ".join(t["function"]["name"] for t in call.tools) or "none"
+        self._say(
+            f"request at step {call.step}: {len(call.system_msgs)} system and {len(call.messages)} messages, "
+            f"tools [{tools}], tool_choice {call.tool_choice}"
+        )
+        for message in call.messages[-3:]:
+            self._say(f"  ... {message.role.value:<9} {_clip(message.content or '')}")
+        if call.reply is None:
+            self._say(f"no reply: {call.error_type}: {call.error}")
+            return
+        self._say(f"reply: {_clip(call.reply.content or '(no text)')}")
+        for tool_call in call.reply.tool_calls:
+            self._say(f"  call {tool_call.name}({tool_call.arguments})")
 
     def _breakpoint(self, command: str, args: list[str]) -> None:
         if not args:
@@ -203,6 +222,39 @@ class Debugger:
     def _say(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+
+def debug_command(agent: BaseAgent, task: str, breaks: list[str], *, trace: str | None = None) -> int:
+    """`agentfsm debug`: serve the prompt on stdin/stdout, print the result, return the exit status."""
+    from .cli import EXIT_CODES, EXIT_USAGE, format_result
+
+    try:
+        debugger = Debugger(agent, task, breakpoints=[_parse_breakpoint(text, agent) for text in breaks])
+    except ValueError as exc:
+        sys.stderr.write(f"agentfsm: {exc}\n")
+        return EXIT_USAGE
+
+    async def session() -> RunResult | None:
+        try:
+            if trace is None:
+                return await debugger.run()
+            from .trace import TraceWriter
+
+            with TraceWriter(trace, agent):
+                return await debugger.run()
+        finally:
+            aclose = getattr(agent, "aclose", None)  # agents that hold a sandbox release it
+            if aclose is not None:
+                await aclose()
+
+    try:
+        result = asyncio.run(session())
+    except KeyboardInterrupt:
+        result = agent.last_result
+    if result is None:  # quit before the first transition: no run happened
+        return 0
+    print(format_result(result))
+    return EXIT_CODES[result.stop_reason]
 
 
 def _parse_breakpoint(text: str, agent: BaseAgent) -> Breakpoint:

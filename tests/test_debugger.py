@@ -57,6 +57,7 @@ async def test_a_session_steps_breaks_inspects_edits_and_finishes(toolbox):
     assert "breakpoints: ACTING, OBSERVING" in text
     assert "THINKING -> ACTING  think_done  step 1" in text
     assert '0: add({"a": 2, "b": 3})  id call_1' in text
+    assert "request at step 1: 1 system and 2 messages, tools [add, slow_echo, explode, terminate]" in text
     assert "reply: adding" in text
     assert "observation 0 is now: the sum is 6" in text
     assert '  1 assistant adding -> add({"a": 2, "b": 3})' in text  # the result is not in memory yet

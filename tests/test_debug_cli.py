@@ -1,0 +1,80 @@
+"""`agentfsm debug` on a real pseudo-terminal and with piped input, against a loopback model server."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.http
+
+
+def cli(llmock, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "agentfsm", "debug", "finish the task",
+        "--model", "openai/test-model", "--api-base", llmock.base_url("openai"), "--api-key", "test",
+        *extra,
+    ]  # fmt: skip
+
+
+def read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 60.0) -> bytes:
+    deadline = time.monotonic() + timeout
+    while marker not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {marker!r} within {timeout} s; got:\n{seen.decode(errors='replace')}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            seen.extend(chunk)
+    return bytes(seen)
+
+
+def test_debug_on_a_pseudo_terminal(llmock):
+    llmock.call_tool("terminate", {"status": "success"})
+    main, child = pty.openpty()
+    proc = subprocess.Popen(cli(llmock, "--break", "ACTING"), stdin=child, stdout=child, stderr=child)
+    os.close(child)
+    seen = bytearray()
+    try:
+        read_until(main, b"(agentfsm) ", seen)
+        assert b"paused before the first transition of: finish the task" in seen
+        for command, expect in (
+            (b"continue\n", b"THINKING -> ACTING  think_done  step 1"),
+            (b"calls\n", b"0: terminate("),
+            (b"request\n", b"tools [terminate], tool_choice auto"),
+            (b"diagram\n", b"class ACTING current"),
+            (b"continue\n", b"run ended: FINISHED (terminated)"),
+        ):
+            del seen[:]
+            os.write(main, command)
+            read_until(main, expect, seen)
+        read_until(main, b"stop_reason=terminated", seen)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
+
+
+def test_debug_with_piped_commands_and_quit(llmock):
+    llmock.call_tool("terminate", {"status": "success"})
+    proc = subprocess.run(
+        cli(llmock), input="step\nstate\nquit\n", capture_output=True, text=True, timeout=120
+    )
+    assert "IDLE -> THINKING  start  step 1" in proc.stdout
+    assert "state RUNNING, phase THINKING, step 1 of 30" in proc.stdout
+    assert "stop_reason=cancelled" in proc.stdout
+    assert proc.returncode == 1  # the run ended in ERROR (cancelled by quit)
+
+
+def test_debug_refuses_an_unknown_breakpoint(llmock):
+    proc = subprocess.run(cli(llmock, "--break", "NAPPING"), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "no trigger 'NAPPING'" in proc.stderr
