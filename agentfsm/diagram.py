@@ -7,7 +7,7 @@ GitHub); SVG and PNG use pygraphviz, an optional extra, imported on use.
 
 from __future__ import annotations
 
-from .machine import MachineTable
+from .machine import Edge, MachineTable
 
 __all__ = ["FORMATS", "render", "to_dot", "to_markdown", "to_mermaid"]
 
@@ -25,13 +25,7 @@ def to_mermaid(table: MachineTable, *, highlight: str | None = None) -> str:
     for state in table.states:
         if state.name not in grouped and state.name != table.initial:
             lines.append(f"    {state.name}")
-    guarded = {(e.source, e.trigger) for e in table.edges if e.guard is not None}
-    for edge in table.edges:
-        label = edge.label
-        if edge.guard is None and (edge.source, edge.trigger) in guarded:
-            label += " [otherwise]"
-        if edge.stop_reason is not None:
-            label += f" / {edge.stop_reason.value}"
+    for edge, label in _labelled(table):
         lines.append(f"    {edge.source} --> {edge.dest}: {label}")
     terminal = [s.name for s in table.states if s.name in ("FINISHED", "ERROR")]
     lines.extend(f"    {name} --> [*]" for name in terminal)
@@ -84,13 +78,7 @@ def to_dot(table: MachineTable, *, highlight: str | None = None) -> str:
         lines.append("    }")
     lines.extend(node(state.name, "    ") for state in table.states if state.name not in grouped)
     lines.append(f'    __start__ -> "{table.initial}";')
-    guarded = {(e.source, e.trigger) for e in table.edges if e.guard is not None}
-    for edge in table.edges:
-        label = edge.label
-        if edge.guard is None and (edge.source, edge.trigger) in guarded:
-            label += " [otherwise]"
-        if edge.stop_reason is not None:
-            label += f" / {edge.stop_reason.value}"
+    for edge, label in _labelled(table):
         if edge.source in clusters:  # one edge leaving the group's box, not one per member
             first = table.groups[edge.source][0]
             lines.append(f'    "{first}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}];')
@@ -118,6 +106,20 @@ def render(table: MachineTable, fmt: str, *, highlight: str | None = None) -> by
         ) from None
     drawn: bytes = pygraphviz.AGraph(string=dot).draw(format=fmt, prog="dot")
     return drawn
+
+
+def _labelled(table: MachineTable) -> list[tuple[Edge, str]]:
+    """Each edge with its label: `trigger [guard]`, `[otherwise]` for a fallback, `/ stop_reason`."""
+    guarded = {(e.source, e.trigger) for e in table.edges if e.guard is not None}
+    labelled = []
+    for edge in table.edges:
+        label = edge.label
+        if edge.guard is None and (edge.source, edge.trigger) in guarded:
+            label += " [otherwise]"
+        if edge.stop_reason is not None:
+            label += f" / {edge.stop_reason.value}"
+        labelled.append((edge, label))
+    return labelled
 
 
 def _check_state(table: MachineTable, name: str) -> None:
