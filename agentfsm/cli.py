@@ -1,4 +1,5 @@
-"""The `agentfsm` command: `run` a task on a model, the offline `demo`, `diagram`, `replay` a trace.
+"""The `agentfsm` command: `run` a task on a model, `resume` a checkpoint, the offline `demo`,
+`diagram`, `replay` a trace.
 
 Why it is built this way:
 - stdout carries only the command's output (the result, `--json`'s one
@@ -69,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _diagram(args)
     if args.command == "replay":
         return _replay(args)
+    if args.command == "resume":
+        return _resume(args)
     return _run(args)
 
 
@@ -84,7 +87,18 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
     _run_options(run)
+    run.add_argument("--checkpoint", metavar="FILE", help="rewrite FILE after every transition, for `resume`")
     _output_options(run)
+
+    resume = commands.add_parser(
+        "resume",
+        help="continue a run from its checkpoint",
+        description="Continue the run saved by `run --checkpoint FILE` (killed or not) to its end. "
+        "The model defaults to the recorded one; the checkpoint keeps being written.",
+    )
+    resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
+    _model_options(resume)
+    _output_options(resume)
 
     debug = commands.add_parser(
         "debug",
@@ -137,18 +151,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", metavar="TASK", help="the request for the agent")
-    run.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
-    run.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
-    run.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
+    _model_options(run)
     run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
     run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
     run.add_argument(
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
     )
-    run.add_argument(
+    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
+    parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
+    parser.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
+    parser.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
     )
-    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
@@ -182,7 +200,7 @@ def _version() -> str:
 
 def _check_configuration_first(args_list: list[str]) -> None:
     """For `run`: load the file and environment before argparse checks anything else."""
-    if not args_list or args_list[0] not in ("run", "debug") or {"-h", "--help"} & set(args_list):
+    if not args_list or args_list[0] not in ("run", "debug", "resume") or {"-h", "--help"} & set(args_list):
         return
     from .config import Settings
 
@@ -227,7 +245,40 @@ def _run(args: argparse.Namespace) -> int:
             from .debugger import debug_command
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
-        return _drive(agent, args.task, as_json=args.json, trace=args.trace)
+        return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """Rebuild the agent that wrote the checkpoint (its recorded options and model), then resume it."""
+    from . import cli_logging
+    from .checkpoint import read_checkpoint
+    from .config import Settings, build_llm
+
+    try:
+        data = read_checkpoint(args.checkpoint)
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    kind = "manus" if str(data["agent_class"]).endswith(".Manus") else "toolcall"
+    config = data["config"]
+    llm = config.get("llm") or {}
+    flags_llm = {"model": args.model or llm.get("model"), "api_base": args.api_base, "api_key": args.api_key}
+    recorded_agent = {"max_steps": config.get("max_steps"), "tool_choice": config.get("tool_choice")}
+    overrides = {
+        "llm": {kind: {k: v for k, v in flags_llm.items() if v is not None}},
+        "agent": {k: v for k, v in recorded_agent.items() if v is not None},
+    }
+    try:
+        settings = Settings.load(args.config, overrides)
+        llm_settings = settings.llm_for(kind)
+        agent = _build_agent(kind, settings, build_llm(llm_settings))
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    agent.name = str(data.get("agent") or agent.name)
+    if data["run_state"].get("state") in ("FINISHED", "ERROR"):
+        print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
+    secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
+    with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
+        return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
@@ -310,8 +361,15 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_CODES[replayed.result.stop_reason]
 
 
-def _drive(agent: BaseAgent, task: str, *, as_json: bool, trace: str | None = None) -> int:
-    """Run to the end; print the result on stdout; map it to the exit status.
+def _drive(
+    agent: BaseAgent,
+    task: str | None,
+    *,
+    as_json: bool,
+    trace: str | None = None,
+    checkpoint: str | None = None,
+) -> int:
+    """Run to the end (`task` None: resume `checkpoint`); print the result; map it to the exit status.
 
     Ctrl-C cancels the run's task (asyncio.run does that), so the agent ends
     in ERROR with `cancelled`; the result is still printed, and the status is 130.
@@ -321,7 +379,7 @@ def _drive(agent: BaseAgent, task: str, *, as_json: bool, trace: str | None = No
     live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
-            result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace))
+            result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace, checkpoint))
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
     if result is not None:
@@ -343,10 +401,15 @@ def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
 
 
-async def _run_then_close(agent: BaseAgent, task: str, trace: str | None = None) -> RunResult:
-    """One run, then release what the agent holds (Manus's sandbox, even with keep_alive)."""
+async def _run_then_close(
+    agent: BaseAgent, task: str | None, trace: str | None = None, checkpoint: str | None = None
+) -> RunResult:
+    """One run (or the resumed one), then release what the agent holds (Manus's sandbox, always)."""
     try:
-        return await agent.run(task, trace=trace)
+        if task is None:
+            assert checkpoint is not None
+            return await agent.resume(checkpoint)
+        return await agent.run(task, trace=trace, checkpoint=checkpoint)
     finally:
         aclose = getattr(agent, "aclose", None)  # agents with resources (Manus) have one
         if aclose is not None:

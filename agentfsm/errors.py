@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentBusyError",
+    "CheckpointError",
     "ConfigError",
     "LLMError",
     "MachineSetupError",
@@ -25,6 +26,10 @@ class MachineSetupError(TypeError):
 
 class ToolSetupError(ValueError):
     """A tool or tool collection is declared wrongly (duplicate name, bad schema)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or that the resuming agent does not match."""
 
 
 class ConfigError(ValueError):

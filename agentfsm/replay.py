@@ -16,11 +16,11 @@ system prompt and tool declarations of each request.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from .agent.toolcall import ToolCallAgent
 from .chat import LLMResponse, ToolChoice
@@ -240,7 +240,7 @@ async def replay(trace: TracePath) -> Replay:
     transitions: list[Transition] = []
     ended_early: str | None = None
     try:
-        steps = cast(AsyncGenerator[Transition, None], agent.iter(header["request"]))  # an async generator
+        steps = agent.iter(header["request"])
         async with aclosing(steps):
             async for transition in steps:
                 index = len(transitions)

@@ -59,3 +59,8 @@ class RunState(Serializable):
     """Steps in a row on which stuck detection fired."""
     seen: dict[str, int] = field(default_factory=dict)
     """Signature of each assistant turn of this run -> how often it occurred."""
+    started_calls: list[str] = field(default_factory=list)
+    """Ids of this step's calls whose execution began (checkpointed before the tool runs)."""
+    completed_calls: dict[str, Observation] = field(default_factory=dict)
+    """This step's finished calls by id, checkpointed before their results enter memory, so a
+    resumed ACTING runs only the calls not yet completed."""

@@ -60,6 +60,9 @@ class Tool:
     description: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     needs_approval: ClassVar[bool] = False
+    idempotent: ClassVar[bool] = False
+    """Safe to run twice. A resumed run re-runs such a call when a kill interrupted it, where
+    it would otherwise report the call as interrupted (see `ToolCallAgent._run_once`)."""
 
     def __init__(
         self,

@@ -15,12 +15,11 @@ import asyncio
 import os
 import time
 from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import AgentBusyError
-from ..events import AgentEvent, Edit, Transition
+from ..events import Edit, Transition
 from ..log import enabled as log_enabled
 from ..log import event
 from ..machine import MachineTable
@@ -29,20 +28,19 @@ from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult, StopReason
 from ..run_state import RunState
 from ..table import AGENT_TABLE
+from .event_source import EventListener, EventSource, TransitionListener
 
 if TYPE_CHECKING:
+    from ..checkpoint import Checkpointer
     from ..trace import TracePath
 
 __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
-
-TransitionListener = Callable[[Transition], None]
-EventListener = Callable[[AgentEvent], None]
 
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
 
 
-class BaseAgent(ABC):
+class BaseAgent(EventSource, ABC):
     """An agent whose life is the machine in `table`.
 
     Subclasses implement the three phases (`think`, `act`, `observe`) and may
@@ -75,13 +73,12 @@ class BaseAgent(ABC):
         self.finish_on_answer = finish_on_answer
         self.run_state = RunState(state=self.table.initial)
         self.last_result: RunResult | None = None
-        self._listeners: list[TransitionListener] = []
-        self._event_listeners: list[EventListener] = []
-        self._queue: deque[AgentEvent] = deque()
+        self._init_events()
         self._active = False
         self.phase_running = False
         """True while a phase's action is awaited (edits wait for it to finish)."""
         self._entered_at = time.perf_counter()
+        self._checkpointer: Checkpointer | None = None
 
     # -- what callers read ------------------------------------------------------
 
@@ -109,21 +106,6 @@ class BaseAgent(ABC):
     def current_step(self) -> int:
         return self.run_state.step
 
-    def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
-        """Call `callback` with every `Transition`; returns a function that unsubscribes."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback)
-
-    def on_event(self, callback: EventListener) -> Callable[[], None]:
-        """Call `callback` with every `Transition`, `LLMCall` and `Edit`, in order; returns an unsubscribe."""
-        self._event_listeners.append(callback)
-        return lambda: self._event_listeners.remove(callback)
-
-    @property
-    def has_event_listeners(self) -> bool:
-        """Whether anyone listens to `on_event` (phases skip building costly events otherwise)."""
-        return bool(self._event_listeners)
-
     # -- edits between steps ------------------------------------------------------
 
     def replace_pending_calls(self, calls: Iterable[ToolCall]) -> Edit:
@@ -144,39 +126,90 @@ class BaseAgent(ABC):
 
     # -- driving the machine --------------------------------------------------------
 
-    async def run(self, request: str, *, trace: TracePath | None = None) -> RunResult:
+    async def run(
+        self, request: str, *, trace: TracePath | None = None, checkpoint: TracePath | None = None
+    ) -> RunResult:
         """Run the machine from `request` to FINISHED or ERROR and say why it stopped.
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
         `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.trace`).
+        `checkpoint`: a file rewritten after every transition and tool call, for `resume`
+        (see `agentfsm.checkpoint`).
         """
+        return await self._consume(self.iter(request, checkpoint=checkpoint), trace)
+
+    async def resume(self, checkpoint: TracePath) -> RunResult:
+        """Continue the run saved in `checkpoint` (by `run(..., checkpoint=...)`) to its end.
+
+        The agent must be built as the one that wrote it (same class and options;
+        the model may differ), else `CheckpointError`. The checkpoint keeps being
+        written. A finished run's checkpoint gives back its result and runs nothing.
+        (No `trace`: a trace starts at a run's `start` edge, which a resumed run does not take.)
+        """
+        return await self._consume(self.resume_iter(checkpoint), None)
+
+    def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
+        """Run step by step: yields one `Transition` per edge; the run advances between yields."""
+        return self._drive(request, checkpoint)
+
+    def resume_iter(self, checkpoint: TracePath) -> AsyncGenerator[Transition, None]:
+        """`resume`, step by step. The checkpoint is read and checked at once (`CheckpointError`).
+
+        The run continues in the checkpointed state: a phase runs its action again
+        (THINKING asks the model again; ACTING runs only the calls not recorded as
+        completed, see `ToolCallAgent._run_once`; OBSERVING records the observations).
+        """
+        from ..checkpoint import read_checkpoint, restore
+
+        self._check_idle()
+        restore(self, read_checkpoint(checkpoint))
+        self._entered_at = time.perf_counter()
+        return self._drive(None, checkpoint)
+
+    def save_checkpoint(self) -> None:
+        """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
+        if self._checkpointer is not None:
+            self._checkpointer.write()
+
+    async def _consume(self, transitions: AsyncIterator[Transition], trace: TracePath | None) -> RunResult:
         if trace is None:
-            async for _ in self.iter(request):
+            async for _ in transitions:
                 pass
         else:
             from ..trace import TraceWriter
 
             with TraceWriter(trace, self):
-                async for _ in self.iter(request):
+                async for _ in transitions:
                     pass
         assert self.last_result is not None
         return self.last_result
 
-    async def iter(self, request: str) -> AsyncIterator[Transition]:
-        """Run step by step: yields one `Transition` per edge; the run advances between yields."""
+    def _check_idle(self) -> None:
         if self._active:
             raise AgentBusyError(
                 f"agent {self.name!r} is already running ({self.fsm_state}); "
                 "await the run in progress, or use another agent instance"
             )
+
+    async def _drive(
+        self, request: str | None, checkpoint: TracePath | None
+    ) -> AsyncGenerator[Transition, None]:
+        """The engine loop: start a run on `request` (None: continue the restored one), then
+        run each phase's action and fire its `done` trigger until a state has no action."""
+        self._check_idle()
         self._active = True
+        if checkpoint is not None:
+            from ..checkpoint import Checkpointer
+
+            self._checkpointer = Checkpointer(checkpoint, self)
         try:
-            if self.fsm_state != self.table.initial:
-                yield self._fire("reset")
-            self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
-            self.memory.add_request(Message.user_message(request))
-            yield self._fire("start")
+            if request is not None:
+                if self.fsm_state != self.table.initial:
+                    yield self._fire("reset")
+                self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
+                self.memory.add_request(Message.user_message(request))
+                yield self._fire("start")
             while (spec := self.table.by_name[self.fsm_state]).action is not None:
                 assert spec.done is not None
                 try:
@@ -201,6 +234,7 @@ class BaseAgent(ABC):
         finally:
             if self._active:
                 await self._finish()
+            self._checkpointer = None
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
@@ -225,7 +259,7 @@ class BaseAgent(ABC):
     async def observe(self) -> None:
         """Record `run.observations` in memory and update stuck detection."""
 
-    async def on_run_end(self, result: RunResult) -> None:  # noqa: B027 - an optional hook
+    async def on_run_end(self, result: RunResult) -> None:
         """Hook awaited after every run, however it ended (release per-run resources here)."""
 
     def trace_config(self) -> dict[str, Any]:
@@ -268,27 +302,9 @@ class BaseAgent(ABC):
         if log_enabled():
             event("transition", **transition.log_fields())
         self._emit(transition)
+        if self._checkpointer is not None and edge.dest != self.table.initial:
+            self._checkpointer.write()  # after the listeners: an edit they made is in it
         return transition
-
-    def _emit(self, record: AgentEvent) -> None:
-        """Deliver `record` to the listeners. An event raised by a listener (an edit made in an
-        `on_transition` callback) waits until the current one reached everybody, so every
-        listener sees the events in the same order."""
-        queue = self._queue
-        queue.append(record)
-        if len(queue) > 1:
-            return
-        try:
-            while queue:
-                current = queue[0]
-                if isinstance(current, Transition):
-                    for listener in tuple(self._listeners):
-                        listener(current)
-                for any_listener in tuple(self._event_listeners):
-                    any_listener(current)
-                queue.popleft()
-        finally:
-            queue.clear()
 
     def _abort(self, trigger: str, error: str) -> Transition:
         self.run_state.error = error

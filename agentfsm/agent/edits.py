@@ -51,6 +51,7 @@ def replace_pending_calls(agent: BaseAgent, calls: Iterable[ToolCall]) -> Edit:
         agent=agent.name, run_id=run.run_id, step=run.step, kind="pending_calls", before=before, after=new
     )
     agent._emit(edit)
+    agent.save_checkpoint()
     return edit
 
 
@@ -85,4 +86,5 @@ def edit_observation(agent: BaseAgent, key: int | str, content: str) -> Edit:
         call_id=old.call.id,
     )
     agent._emit(edit)
+    agent.save_checkpoint()
     return edit

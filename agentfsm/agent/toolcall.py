@@ -30,6 +30,10 @@ SYSTEM_PROMPT = "You are an agent that can execute tool calls"
 NEXT_STEP_PROMPT = "If you want to stop interaction, use `terminate` tool/function call."
 REQUIRED_NUDGE = "You must call one of the available tools to continue."
 EMPTY_NUDGE = "Your last reply was empty. Continue with the task: call a tool, or give your final answer."
+INTERRUPTED_CALL = (
+    "Error: the run was interrupted while `{name}` ran, and it was not run again: "
+    "it may or may not have taken effect. Check before calling it again."
+)
 _TOOL_CHOICES = ("auto", "none", "required")
 
 
@@ -83,6 +87,7 @@ class ToolCallAgent(ReActAgent):
     async def think(self) -> None:
         run = self.run_state
         run.reply, run.pending_calls, run.observations = None, [], []
+        run.started_calls, run.completed_calls = [], {}
         run.token_limit, run.terminated_by = None, None
         prompt, run.nudge = _join(run.nudge, self.next_step_prompt), None
 
@@ -187,9 +192,9 @@ class ToolCallAgent(ReActAgent):
         cut = next((i + 1 for i, c in enumerate(calls) if c.name in self.special_tool_names), len(calls))
         to_run, skipped = calls[:cut], calls[cut:]
         if self.parallel_tool_calls:
-            done = list(await asyncio.gather(*(self.execute_tool(call) for call in to_run)))
+            done = list(await asyncio.gather(*(self._run_once(call) for call in to_run)))
         else:
-            done = [await self.execute_tool(call) for call in to_run]
+            done = [await self._run_once(call) for call in to_run]
         special = to_run[-1] if to_run and to_run[-1].name in self.special_tool_names else None
         if special is not None:
             note = f"Not executed: `{special.name}` was called earlier in this reply."
@@ -202,6 +207,37 @@ class ToolCallAgent(ReActAgent):
             and self._should_finish_execution(special)
         ):
             run.terminated_by = special.name
+
+    async def _run_once(self, call: ToolCall) -> Observation:
+        """Execute `call` unless this step already did: the record that makes ACTING resumable.
+
+        The start and the completion of each call are checkpointed (the completion
+        before its result can enter memory), so a resumed ACTING returns the recorded
+        observation of a completed call instead of running it again. A call that
+        started but never completed (the process died while it ran) is *not* run
+        again: its effect may or may not have happened, and running it twice is the
+        worse mistake for a tool with side effects. The model is told so in an error
+        observation. Calls run at most once; exactly once, except for a kill between
+        a call's start and its completion record. A tool marked `idempotent` (and an
+        unknown one, which runs nothing) is run again instead: at least once.
+        """
+        run = self.run_state
+        recorded = run.completed_calls.get(call.id)
+        if recorded is not None:
+            return recorded
+        tool = self.tools.get(call.name)
+        if call.id in run.started_calls and tool is not None and not tool.idempotent:
+            observation = Observation(
+                call=call, content=INTERRUPTED_CALL.format(name=call.name), is_error=True
+            )
+        else:
+            if call.id not in run.started_calls:
+                run.started_calls.append(call.id)
+                self.save_checkpoint()
+            observation = await self.execute_tool(call)
+        run.completed_calls[call.id] = observation
+        self.save_checkpoint()
+        return observation
 
     async def execute_tool(self, call: ToolCall) -> Observation:
         """Run one call; every failure comes back as an error observation, never an exception."""

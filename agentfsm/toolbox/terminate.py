@@ -21,6 +21,7 @@ _DESCRIPTION = (
 
 class Terminate(Tool):
     name = "terminate"
+    idempotent = True  # no effect: a resumed run may call it again
     description = _DESCRIPTION
     parameters: dict[str, Any] = {
         "type": "object",

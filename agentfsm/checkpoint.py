@@ -1,0 +1,150 @@
+"""Checkpoints: the whole state of a run in one JSON file, rewritten after every transition.
+
+Why: a run killed at any point (SIGKILL, a lost machine) continues with
+`BaseAgent.resume(path)` or `agentfsm resume PATH` from its last transition,
+instead of starting over and running its tools again.
+
+Schema version `CHECKPOINT_SCHEMA` = 1. One JSON object:
+
+- ``schema``, ``agent`` (name), ``agent_class`` (``module.QualName``);
+- ``config``: the agent's `trace_config()` (as a trace's header records it;
+  never an API key), checked on resume against the agent that resumes;
+- ``run_state``: the `RunState` dump (machine state, step, pending calls,
+  observations, usage, stuck counters, and the step's started and completed calls);
+- ``memory``: the `MemorySnapshot` dump;
+- ``written_at`` (ISO 8601, UTC).
+
+The file is replaced atomically (a temporary file in the same directory,
+fsync, `os.replace`, then an fsync of the directory), so a reader, or a
+resume after a kill, sees the previous checkpoint or the new one, never a
+partial file. The engine holds no random state, so nothing else is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .errors import CheckpointError
+
+if TYPE_CHECKING:
+    from .agent.base import BaseAgent
+    from .trace import TracePath
+
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "CheckpointError",
+    "Checkpointer",
+    "read_checkpoint",
+    "restore",
+    "write_atomic",
+]
+
+CHECKPOINT_SCHEMA = 1
+_UNCHECKED = frozenset({"llm"})
+"""Config keys a resume may change: the model and its settings (a run may resume on another server)."""
+
+
+def write_atomic(path: TracePath, text: str) -> None:
+    """Replace `path` with `text` so that the file is always either the old or the new content."""
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash of the machine
+    finally:
+        os.close(dir_fd)
+
+
+class Checkpointer:
+    """Writes `agent`'s run to `path`; the engine calls `write()` after every transition and tool call."""
+
+    def __init__(self, path: TracePath, agent: BaseAgent) -> None:
+        self.path = path
+        self.agent = agent
+        self.writes = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        agent = self.agent
+        cls = type(agent)
+        return {
+            "schema": CHECKPOINT_SCHEMA,
+            "agent": agent.name,
+            "agent_class": f"{cls.__module__}.{cls.__qualname__}",
+            "config": agent.trace_config(),
+            "run_state": agent.run_state.model_dump(mode="json"),
+            "memory": agent.memory.snapshot().model_dump(mode="json"),
+            "written_at": datetime.now(UTC).isoformat(),
+        }
+
+    def write(self) -> None:
+        write_atomic(self.path, json.dumps(self.snapshot(), ensure_ascii=False))
+        self.writes += 1
+
+
+def read_checkpoint(path: TracePath) -> dict[str, Any]:
+    """The checkpoint at `path`, checked for its schema and parts; `CheckpointError` otherwise."""
+    try:
+        with open(path, encoding="utf-8") as source:
+            data = json.load(source)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the checkpoint {os.fspath(path)}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"the checkpoint {os.fspath(path)} is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema") != CHECKPOINT_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise CheckpointError(
+            f"{os.fspath(path)} is not an agentfsm checkpoint of schema {CHECKPOINT_SCHEMA} "
+            f"(schema: {found!r})"
+        )
+    missing = [key for key in ("agent_class", "config", "run_state", "memory") if key not in data]
+    if missing:
+        raise CheckpointError(f"the checkpoint {os.fspath(path)} lacks {', '.join(missing)}")
+    return data
+
+
+def restore(agent: BaseAgent, data: dict[str, Any]) -> None:
+    """Put the checkpointed run into `agent`, after checking it is the agent that wrote it."""
+    from .memory import Memory, MemorySnapshot
+    from .run_state import RunState
+
+    cls = type(agent)
+    recorded_class = data["agent_class"]
+    if recorded_class != f"{cls.__module__}.{cls.__qualname__}":
+        raise CheckpointError(f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}")
+    current = json.loads(json.dumps(agent.trace_config()))  # tuples -> lists, as in the file
+    recorded = data["config"]
+    differ = sorted(
+        key
+        for key in set(current) | set(recorded)
+        if key not in _UNCHECKED and current.get(key) != recorded.get(key)
+    )
+    if differ:
+        raise CheckpointError(
+            "the agent is not configured as the one that wrote the checkpoint; "
+            f"these options differ: {', '.join(differ)}"
+        )
+    run_state = RunState.model_validate(data["run_state"])
+    if run_state.state == agent.table.initial:
+        raise CheckpointError("the checkpoint's run has not started; there is nothing to resume")
+    if run_state.state not in agent.table.by_name:
+        raise CheckpointError(
+            f"the checkpoint's state {run_state.state!r} is not in {cls.__qualname__}'s machine"
+        )
+    agent.memory = Memory.from_snapshot(MemorySnapshot.model_validate(data["memory"]))
+    agent.run_state = run_state

@@ -1,0 +1,100 @@
+"""The process that `test_checkpoint.py` kills: a real run with checkpointing, killed with SIGKILL.
+
+    python checkpoint_child.py run|resume WORKDIR KILL
+
+KILL is ``none``, ``write:K`` (SIGKILL right after the K-th checkpoint write),
+``before:N`` or ``after:N`` (SIGKILL inside ``record(n=N)``, before or after its
+side effect), or ``mark`` (print ``checkpoint`` after each write and let each
+call take 20 ms: the parent kills the process when it chooses). The run's result
+is printed as one JSON line when it ends.
+The model is a `FunctionLLM` that answers from the conversation alone, so a
+resumed process (a new model object) answers as the killed one would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from agentfsm import checkpoint
+from agentfsm.agent import ToolCallAgent
+from agentfsm.messages import Role, ToolCall
+from agentfsm.testing import FunctionLLM, ModelRequest, reply
+from agentfsm.tool import tool
+from agentfsm.toolbox import Terminate
+
+TASK = "record 1, 2 and 3, then finish"
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def script(request: ModelRequest) -> object:
+    """Step 1 records 1 and 2, step 2 records 3, step 3 terminates; decided by the results seen so far."""
+    done = sum(1 for m in request.messages if m.role is Role.TOOL)
+    if done == 0:
+        calls = [ToolCall.create("c1", "record", {"n": 1}), ToolCall.create("c2", "record", {"n": 2})]
+        return reply("recording 1 and 2", calls)
+    if done == 2:
+        return reply("recording 3", [ToolCall.create("c3", "record", {"n": 3})])
+    return reply("done", [ToolCall.create("c4", "terminate", {"status": "success"})])
+
+
+def build(workdir: Path, kill: str) -> ToolCallAgent:
+    mode, _, arg = kill.partition(":")
+    effects = workdir / "effects.txt"
+
+    @tool
+    def record(n: int) -> str:
+        """Append `n` to effects.txt (the side effect that must not happen twice)."""
+        if mode == "before" and n == int(arg):
+            _die()
+        if mode == "mark":
+            time.sleep(0.02)  # room for the parent's kill to land inside a call
+        with open(effects, "a") as out:
+            out.write(f"{n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        if mode == "after" and n == int(arg):
+            _die()
+        return f"recorded {n}"
+
+    if mode == "write":
+        original, count = checkpoint.write_atomic, [0]
+
+        def write_then_maybe_die(path: checkpoint.TracePath, text: str) -> None:
+            original(path, text)
+            count[0] += 1
+            if count[0] == int(arg):
+                _die()
+
+        checkpoint.write_atomic = write_then_maybe_die  # type: ignore[assignment]
+    if mode == "mark":
+        plain = checkpoint.write_atomic
+
+        def write_then_mark(path: checkpoint.TracePath, text: str) -> None:
+            plain(path, text)
+            print("checkpoint", flush=True)
+
+        checkpoint.write_atomic = write_then_mark  # type: ignore[assignment]
+    return ToolCallAgent(llm=FunctionLLM(script), tools=[record, Terminate()], name="child", max_steps=5)
+
+
+async def main(action: str, workdir: Path, kill: str) -> None:
+    agent = build(workdir, kill)
+    path = workdir / "run.checkpoint.json"
+    if action == "run":
+        result = await agent.run(TASK, checkpoint=path)
+    else:
+        result = await agent.resume(path)
+    print(json.dumps(result.model_dump(mode="json")), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))

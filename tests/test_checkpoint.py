@@ -1,0 +1,349 @@
+"""Checkpoints and resume: a run killed with SIGKILL anywhere continues to the same result.
+
+The kill tests run `checkpoint_child.py` in subprocesses: once to the end (the
+reference), then killed after each checkpoint write and inside a tool call,
+then resumed in a new process. The in-process tests pin what each phase does
+on resume, the file's atomicity, and the errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm import checkpoint, cli, config
+from agentfsm.agent import ToolCallAgent
+from agentfsm.agent.toolcall import INTERRUPTED_CALL
+from agentfsm.checkpoint import read_checkpoint
+from agentfsm.errors import CheckpointError
+from agentfsm.messages import Role, ToolCall
+from agentfsm.testing import FunctionLLM, ModelRequest, reply
+from agentfsm.tool import tool
+from agentfsm.toolbox import Terminate
+
+CHILD = Path(__file__).with_name("checkpoint_child.py")
+WRITES = 18
+"""Checkpoint writes of the child's run: 12 transitions and a start and a completion per tool call."""
+SIGKILLED = -9
+
+
+def child(action: str, workdir: Path, kill: str = "none") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), action, str(workdir), kill], capture_output=True, text=True, timeout=60
+    )
+
+
+def outcome(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    result.pop("run_id")
+    return result
+
+
+def effects(workdir: Path) -> list[str]:
+    path = workdir / "effects.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    workdir = tmp_path_factory.mktemp("reference")
+    result = outcome(child("run", workdir))
+    assert effects(workdir) == ["1", "2", "3"]
+    assert result["stop_reason"] == "terminated"
+    assert read_checkpoint(workdir / "run.checkpoint.json")["run_state"]["state"] == "FINISHED"
+    return result
+
+
+def kill_then_resume(base: Path, kill: str) -> tuple[dict[str, Any], dict[str, Any], list[str], list[str]]:
+    """Kill a run as `kill` says, resume it: (killed checkpoint, resumed result, effects, resumed memory)."""
+    workdir = base / kill.replace(":", "-")
+    workdir.mkdir()
+    killed = child("run", workdir, kill)
+    assert killed.returncode == SIGKILLED, killed.stderr
+    saved = read_checkpoint(workdir / "run.checkpoint.json")  # always a whole, valid checkpoint
+    assert not [p.name for p in workdir.iterdir() if p.name.startswith(".checkpoint-")]
+    result = outcome(child("resume", workdir))
+    final = read_checkpoint(workdir / "run.checkpoint.json")
+    assert final["run_state"]["run_id"] == saved["run_state"]["run_id"]
+    tool_texts = [m["content"] for m in final["memory"]["messages"] if m["role"] == "tool"]
+    return saved, result, effects(workdir), tool_texts
+
+
+def test_a_run_killed_after_any_checkpoint_resumes_to_the_same_result_and_runs_no_call_twice(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    kills = [f"write:{k}" for k in range(1, WRITES + 1)]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+        runs = list(pool.map(lambda kill: kill_then_resume(tmp_path, kill), kills))
+    states = set()
+    in_flight = 0
+    for kill, (saved, result, done, tool_texts) in zip(kills, runs, strict=True):
+        assert result == reference, kill
+        run_state = saved["run_state"]
+        states.add((run_state["state"], len(run_state["completed_calls"]) > 0))
+        started = [c for c in run_state["started_calls"] if c not in run_state["completed_calls"]]
+        if started in ([], ["c4"]):  # c4 is `terminate`: idempotent, so simply run again
+            assert done == ["1", "2", "3"], kill  # each side effect exactly once
+            assert INTERRUPTED_CALL.format(name="record") not in tool_texts
+        else:  # killed just after a call's start record: not run again (at most once), the model is told
+            in_flight += 1
+            assert done == [n for n in ("1", "2", "3") if f"c{n}" not in started], kill
+            assert INTERRUPTED_CALL.format(name="record") in tool_texts, kill
+    assert in_flight == 3  # the kills just after the start record of each `record` call
+    assert {("THINKING", False), ("ACTING", False), ("ACTING", True), ("OBSERVING", True)} <= states
+    assert ("FINISHED", True) in states  # the last write: resuming gives back the recorded result
+
+
+def test_a_kill_inside_a_tool_call_never_runs_it_twice(reference: dict[str, Any], tmp_path: Path) -> None:
+    """The one window without exactly-once: between a call's start record and its completion record.
+
+    The call is not run again (at most once); the model is told it was
+    interrupted. Killed after the side effect, it happened once; killed
+    before it, it never happened. The run still ends as the reference does.
+    """
+    for n in (1, 2, 3):
+        for when in ("before", "after"):
+            _, result, done, tool_texts = kill_then_resume(tmp_path, f"{when}:{n}")
+            assert result == reference
+            expected = ["1", "2", "3"] if when == "after" else [x for x in ("1", "2", "3") if x != str(n)]
+            assert done == expected, (when, n)
+            assert INTERRUPTED_CALL.format(name="record") in tool_texts
+
+
+def parent_kill_then_resume(base: Path, k: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The parent SIGKILLs the child once it reported its k-th checkpoint (the kill lands a little later)."""
+    workdir = base / f"mark-{k}"
+    workdir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), "run", str(workdir), "mark"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:
+        seen += line.strip() == "checkpoint"
+        if seen == k:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.stdout.close()
+    proc.wait(timeout=60)
+    saved = read_checkpoint(workdir / "run.checkpoint.json")
+    return saved, outcome(child("resume", workdir)), effects(workdir)
+
+
+def test_a_run_killed_by_the_parent_at_any_moment_finishes_the_same(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """Real kills at unplanned moments (inside calls, mid-write): no call ever runs twice."""
+    ks = list(range(1, WRITES))
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+        runs = list(pool.map(lambda k: parent_kill_then_resume(tmp_path, k), ks))
+    for k, (saved, result, done) in zip(ks, runs, strict=True):
+        assert result == reference, k
+        assert sorted(done) == sorted(set(done)), k  # at most once, always
+        run_state = saved["run_state"]
+        in_flight = {c for c in run_state["started_calls"] if c not in run_state["completed_calls"]}
+        assert {n for n in ("1", "2", "3") if f"c{n}" not in in_flight} <= set(done), k
+
+
+# -- in process: what each phase does on resume --------------------------------------------
+
+
+class Tools:
+    """A counting side-effect tool and a model that answers from the conversation alone."""
+
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+        recorder = self
+
+        @tool
+        def record(n: int) -> str:
+            """Record n."""
+            recorder.ran.append(n)
+            return f"recorded {n}"
+
+        self.record = record
+
+    def agent(self, **options: Any) -> ToolCallAgent:
+        return ToolCallAgent(llm=FunctionLLM(_script), tools=[self.record, Terminate()], name="t", **options)
+
+
+def _script(request: ModelRequest) -> object:
+    done = sum(1 for m in request.messages if m.role is Role.TOOL)
+    if done == 0:
+        calls = [ToolCall.create("c1", "record", {"n": 1}), ToolCall.create("c2", "record", {"n": 2})]
+        return reply("one and two", calls)
+    return reply("done", [ToolCall.create("c3", "terminate", {"status": "success"})])
+
+
+async def checkpoints_by_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Run to the end with checkpointing; every checkpoint as written (each read back right away)."""
+    seen: list[dict[str, Any]] = []
+    original = checkpoint.write_atomic
+
+    def write_and_read(path: checkpoint.TracePath, text: str) -> None:
+        original(path, text)
+        assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left behind
+        seen.append(read_checkpoint(path))
+
+    monkeypatch.setattr(checkpoint, "write_atomic", write_and_read)
+    agent = Tools().agent()
+    async for transition in agent.iter("go", checkpoint=tmp_path / "run.json"):
+        assert seen[-1]["run_state"]["state"] == transition.dest  # written before the edge is yielded
+        assert seen[-1]["run_state"]["step"] == agent.current_step
+    monkeypatch.undo()
+    return seen
+
+
+async def resume_from(saved: dict[str, Any], tmp_path: Path) -> tuple[Tools, ToolCallAgent, Any]:
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps(saved))
+    tools = Tools()
+    agent = tools.agent()
+    result = await agent.resume(path)
+    return tools, agent, result
+
+
+async def test_resume_in_each_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = await checkpoints_by_write(tmp_path, monkeypatch)
+    reference = await Tools().agent().run("go")
+
+    def first(state: str, completed: int) -> dict[str, Any]:
+        return next(
+            c
+            for c in written
+            if c["run_state"]["state"] == state and len(c["run_state"]["completed_calls"]) == completed
+        )
+
+    cases = {  # checkpoint -> (model calls on resume, tool calls that run again)
+        "THINKING": (first("THINKING", 0), 2, [1, 2]),  # the model is asked again
+        "ACTING": (first("ACTING", 0), 1, [1, 2]),
+        "ACTING, c1 completed": (first("ACTING", 1), 1, [2]),  # only the uncompleted call runs
+        "OBSERVING": (first("OBSERVING", 2), 1, []),  # observations recorded, nothing re-executed
+    }
+    for label, (saved, asks, reruns) in cases.items():
+        tools, agent, result = await resume_from(saved, tmp_path)
+        assert len(agent.llm.requests) == asks, label  # type: ignore[attr-defined]
+        assert tools.ran == reruns, label
+        assert (result.state, result.stop_reason, result.steps, result.output, result.usage) == (
+            reference.state,
+            reference.stop_reason,
+            reference.steps,
+            reference.output,
+            reference.usage,
+        ), label
+        assert result.run_id == saved["run_state"]["run_id"]
+        messages = agent.memory.messages
+        assert [m.tool_call_id for m in messages if m.role is Role.TOOL] == ["c1", "c2", "c3"], label
+
+
+async def test_a_finished_checkpoint_gives_back_its_result(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    tools = Tools()
+    result = await tools.agent().run("go", checkpoint=path)
+    again = await tools.agent().resume(path)
+    assert again == result
+    assert tools.ran == [1, 2]
+
+
+async def test_resume_refuses_another_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    await Tools().agent().run("go", checkpoint=path)
+    with pytest.raises(CheckpointError, match="these options differ: max_steps"):
+        await Tools().agent(max_steps=3).resume(path)
+    other = ToolCallAgent(llm=FunctionLLM(_script), tools=[Terminate()])
+    with pytest.raises(CheckpointError, match="tools"):
+        other.resume_iter(path)
+
+
+def test_unreadable_checkpoints_are_clear_errors(tmp_path: Path) -> None:
+    agent = Tools().agent()
+    with pytest.raises(CheckpointError, match="cannot read"):
+        agent.resume_iter(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not JSON"):
+        agent.resume_iter(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"schema": 99}')
+    with pytest.raises(CheckpointError, match="schema"):
+        agent.resume_iter(tmp_path / "other.json")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scripted_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[ModelRequest]]:
+    """`cli.main` with a scripted model that reports a model name (recorded, then reused by resume)."""
+    for name in list(os.environ):
+        if name.upper().startswith("AGENTFSM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    requests: list[ModelRequest] = []
+
+    def build(settings: Any) -> FunctionLLM:
+        assert settings.model == "openai/test-model"
+        llm = FunctionLLM(_cli_script)
+        llm.model = "openai/test-model"  # type: ignore[attr-defined]
+        llm.requests = requests
+        return llm
+
+    monkeypatch.setattr(config, "build_llm", build)
+    yield requests
+
+
+def _cli_script(request: ModelRequest) -> object:
+    if not any(m.role is Role.TOOL for m in request.messages):
+        return reply("look", [ToolCall.create("s1", "search", {"q": "x"})])  # unknown: an error observation
+    return reply("done", [ToolCall.create("t1", "terminate", {"status": "success"})])
+
+
+def test_cli_resume_continues_a_killed_run(
+    scripted_cli: list[ModelRequest],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cp, mid = tmp_path / "run.json", tmp_path / "mid.json"
+    original = checkpoint.write_atomic
+
+    def keep_step_2_thinking(path: checkpoint.TracePath, text: str) -> None:
+        original(path, text)
+        run_state = json.loads(text)["run_state"]
+        if (run_state["state"], run_state["step"]) == ("THINKING", 2):
+            original(mid, text)  # the file a kill on entering step 2's THINKING would leave
+
+    monkeypatch.setattr(checkpoint, "write_atomic", keep_step_2_thinking)
+    assert cli.main(["run", "do it", "--model", "openai/test-model", "--json", "--checkpoint", str(cp)]) == 0
+    monkeypatch.setattr(checkpoint, "write_atomic", original)
+    finished = json.loads(capfd.readouterr().out)
+    assert len(scripted_cli) == 2
+
+    scripted_cli.clear()
+    assert cli.main(["resume", str(cp), "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out) == finished
+    assert "the run already finished" in err
+    assert scripted_cli == []  # nothing ran
+
+    assert cli.main(["resume", str(mid)]) == 0  # the model name comes from the checkpoint
+    out, _ = capfd.readouterr()
+    assert len(scripted_cli) == 1  # the model was asked again
+    assert out.splitlines()[0] == finished["output"]
+    assert "FINISHED  stop_reason=terminated  steps=2" in out
+    assert read_checkpoint(mid)["run_state"]["state"] == "FINISHED"
+
+
+def test_cli_resume_errors_are_usage_errors(scripted_cli: list[ModelRequest], tmp_path: Path) -> None:
+    assert cli.main(["resume", str(tmp_path / "missing.json")]) == 2
