@@ -27,6 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from .cli_parser import PROG, build_parser
 from .errors import ConfigError
 from .result import RunResult, StopReason
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_CODES", "format_result", "main"]
 
-PROG = "agentfsm"
-AGENTS = ("toolcall", "manus")
 EXIT_CODES: dict[StopReason, int] = {
     StopReason.TERMINATED: 0,
     StopReason.FINAL_ANSWER: 0,
@@ -57,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         _check_configuration_first(args_list)
-        args = _parser().parse_args(args_list)
+        args = build_parser().parse_args(args_list)
     except ConfigError as exc:
         return _usage_error(str(exc))
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
@@ -73,129 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "resume":
         return _resume(args)
     return _run(args)
-
-
-# -- the parser -----------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="An LLM tool-calling agent whose whole life is an explicit state machine."
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
-    _run_options(run)
-    run.add_argument("--checkpoint", metavar="FILE", help="rewrite FILE after every transition, for `resume`")
-    _output_options(run)
-
-    resume = commands.add_parser(
-        "resume",
-        help="continue a run from its checkpoint",
-        description="Continue the run saved by `run --checkpoint FILE` (killed or not) to its end. "
-        "The model defaults to the recorded one; the checkpoint keeps being written.",
-    )
-    resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
-    _model_options(resume)
-    _output_options(resume)
-
-    debug = commands.add_parser(
-        "debug",
-        help="step through a run of TASK at a prompt",
-        description="Run TASK under an interactive prompt (type help there). Pauses before the first "
-        "transition; works on a terminal and with piped commands.",
-    )
-    _run_options(debug)
-    debug.add_argument(
-        "--break",
-        dest="breaks",
-        metavar="STATE",
-        action="append",
-        default=[],
-        help="pause on entering STATE (or after SOURCE->DEST, or a trigger); repeatable",
-    )
-    debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
-
-    demo = commands.add_parser(
-        "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
-    )
-    _output_options(demo)
-
-    replay = commands.add_parser(
-        "replay",
-        help="replay a trace offline",
-        description="Re-drive the machine from a trace: recorded replies and tool results, nothing executed.",
-    )
-    replay.add_argument("trace", metavar="TRACE", help="a JSON Lines trace written by `run --trace`")
-    _output_options(replay)
-
-    diagram = commands.add_parser(
-        "diagram",
-        help="draw an agent's state machine",
-        description="Draw an agent's state machine from its table (the one the engine runs).",
-    )
-    diagram.add_argument(
-        "--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)"
-    )
-    diagram.add_argument(
-        "--format",
-        choices=("mermaid", "dot", "svg", "png"),
-        default="mermaid",
-        help="mermaid (default) and dot need nothing; svg and png need agentfsm[graphviz]",
-    )
-    diagram.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    diagram.add_argument("--highlight", metavar="STATE", help="mark one state (or the RUNNING group)")
-    return parser
-
-
-def _run_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("task", metavar="TASK", help="the request for the agent")
-    _model_options(run)
-    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
-    run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
-    run.add_argument(
-        "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
-    )
-    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
-
-
-def _model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
-    parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
-    parser.add_argument(
-        "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
-    )
-
-
-def _output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the RunResult as one JSON object, only")
-    parser.add_argument(
-        "--log-format",
-        choices=("console", "json"),
-        default="console",
-        help="log lines on stderr (default: console)",
-    )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agentfsm")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _check_configuration_first(args_list: list[str]) -> None:
