@@ -44,6 +44,8 @@ class EventSource:
         """Deliver `record` to the listeners. An event raised by a listener (an edit made in an
         `on_transition` callback) waits until the current one reached everybody, so every
         listener sees the events in the same order."""
+        if not self._listeners and not self._event_listeners:
+            return  # nobody listens: the common case of a plain run() costs nothing here
         queue = self._queue
         queue.append(record)
         if len(queue) > 1:
