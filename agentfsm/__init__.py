@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .agent import BaseAgent, Manus, ReActAgent, ToolCallAgent
+from .agent import BaseAgent, ReActAgent, ToolCallAgent
 from .chat import ChatModel, LLMResponse
 from .events import Transition
 from .machine import Edge, Effect, Guard, MachineTable, StateSpec
@@ -16,10 +16,15 @@ from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .result import AgentState, RunResult, StopReason, Usage
 from .tool import Tool, ToolCollection, ToolResult, tool
-from .toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
+from .toolbox.terminate import Terminate
 
 if TYPE_CHECKING:
+    from .agent.manus import Manus
     from .llm import LLM
+    from .toolbox.ask_human import AskHuman
+    from .toolbox.bash import Bash
+    from .toolbox.editor import StrReplaceEditor
+    from .toolbox.python_execute import PythonExecute
 
 __all__ = [
     "LLM",
@@ -55,9 +60,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "LLM":  # the module is light; litellm itself loads on the first call
-        from .llm import LLM
+# Loaded on first use, so `import agentfsm` stays cheap: the LLM adapter (litellm itself
+# loads on the first call), Manus and its system tools.
+_LAZY = {
+    "LLM": ("llm", "LLM"),
+    "Manus": ("agent.manus", "Manus"),
+    "AskHuman": ("toolbox.ask_human", "AskHuman"),
+    "Bash": ("toolbox.bash", "Bash"),
+    "PythonExecute": ("toolbox.python_execute", "PythonExecute"),
+    "StrReplaceEditor": ("toolbox.editor", "StrReplaceEditor"),
+}
 
-        return LLM
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
     raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")

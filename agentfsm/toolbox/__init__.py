@@ -6,12 +6,29 @@ first use; `ask_human` reaches a person through a callback; `terminate` ends
 the run.
 """
 
-from .ask_human import AskFn, AskHuman, ask_on_terminal
-from .bash import Bash
-from .editor import StrReplaceEditor
-from .python_execute import PythonExecute
-from .sandboxed import SandboxProvider
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .terminate import Terminate
+
+if TYPE_CHECKING:
+    from .ask_human import AskFn, AskHuman, ask_on_terminal
+    from .bash import Bash
+    from .editor import StrReplaceEditor
+    from .python_execute import PythonExecute
+    from .sandboxed import SandboxProvider
+
+_LAZY = {
+    "AskFn": "ask_human",
+    "AskHuman": "ask_human",
+    "ask_on_terminal": "ask_human",
+    "Bash": "bash",
+    "StrReplaceEditor": "editor",
+    "PythonExecute": "python_execute",
+    "SandboxProvider": "sandboxed",
+}
+"""The system tools load on first use: `Terminate` alone is what every agent needs."""
 
 __all__ = [
     "AskFn",
@@ -23,3 +40,11 @@ __all__ = [
     "Terminate",
     "ask_on_terminal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'agentfsm.toolbox' has no attribute {name!r}")
