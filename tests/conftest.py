@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +30,20 @@ async def slow_echo(text: str, delay: float = 0.0) -> str:
 def explode(reason: str) -> str:
     """Always fails."""
     raise RuntimeError(reason)
+
+
+# Variables that steer the test run itself, not agentfsm's configuration.
+_HARNESS_VARIABLES = {"AGENTFSM_REQUIRE_DOCKER", "AGENTFSM_TEST_IMAGE"}
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No AGENTFSM_* configuration variables, and a working directory without agentfsm.toml."""
+    for name in list(os.environ):
+        if name.upper().startswith("AGENTFSM_") and name not in _HARNESS_VARIABLES:
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture

@@ -37,14 +37,7 @@ NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 EDGE_LINE = re.compile(r"^(\w+) -> (\w+)  (\w+)  step (\d+)")
 
 
-@pytest.fixture(autouse=True)
-def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No AGENTFSM_* variables, and a working directory without agentfsm.toml."""
-    for name in list(os.environ):
-        if name.upper().startswith("AGENTFSM_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def agentfsm(

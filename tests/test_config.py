@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,7 @@ from agentfsm.sandbox.settings import SandboxSettings
 SECRET = "sk-very-secret-123"
 
 
-@pytest.fixture(autouse=True)
-def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No AGENTFSM_* variables, and a working directory without agentfsm.toml."""
-    for name in list(os.environ):
-        if name.upper().startswith("AGENTFSM_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def write(path: Path, text: str) -> Path:
