@@ -104,7 +104,12 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _usage_error(f"cannot write the trace {args.trace}: {exc.strerror}")
     flags_llm = {"model": args.model, "api_base": args.api_base, "api_key": args.api_key}
-    flags_agent = {"max_steps": args.max_steps, "tool_choice": args.tool_choice}
+    approvals = [n.strip() for f in args.require_approval or () for n in f.split(",") if n.strip()]
+    flags_agent = {
+        "max_steps": args.max_steps,
+        "tool_choice": args.tool_choice,
+        "require_approval": approvals or None,
+    }
     overrides = {
         "llm": {args.agent: {k: v for k, v in flags_llm.items() if v is not None}},
         "agent": {k: v for k, v in flags_agent.items() if v is not None},
@@ -138,7 +143,11 @@ def _resume(args: argparse.Namespace) -> int:
     config = data["config"]
     llm = config.get("llm") or {}
     flags_llm = {"model": args.model or llm.get("model"), "api_base": args.api_base, "api_key": args.api_key}
-    recorded_agent = {"max_steps": config.get("max_steps"), "tool_choice": config.get("tool_choice")}
+    recorded_agent = {
+        "max_steps": config.get("max_steps"),
+        "tool_choice": config.get("tool_choice"),
+        "require_approval": config.get("require_approval") or None,
+    }
     overrides = {
         "llm": {kind: {k: v for k, v in flags_llm.items() if v is not None}},
         "agent": {k: v for k, v in recorded_agent.items() if v is not None},
@@ -158,15 +167,28 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
+    """The agent `name` as configured; calls that need approval are asked about on the terminal."""
     from .agent import Manus, ToolCallAgent
-    from .toolbox import Terminate, ask_on_terminal
+    from .terminal import TerminalApprover, ask_on_terminal
+    from .toolbox import Terminate
 
     options = settings.agent.agent_kwargs()
+    agent: ToolCallAgent
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
         ask = ask_on_terminal if sys.stdin.isatty() else None
-        return Manus(llm=llm, sandbox=settings.sandbox, ask_human=ask, name=name, **options)
-    return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+        agent = Manus(llm=llm, sandbox=settings.sandbox, ask_human=ask, name=name, **options)
+    else:
+        agent = ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+    unknown = sorted(agent.require_approval - set(agent.tools.names))
+    if unknown:
+        raise ConfigError(
+            f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
+            f"its tools: {', '.join(agent.tools.names)}"
+        )
+    if agent.approval_names:
+        agent.approver = TerminalApprover()
+    return agent
 
 
 def _diagram(args: argparse.Namespace) -> int:
@@ -253,6 +275,9 @@ def _drive(
     out = sys.stdout
     interrupted = False
     live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
+    approver = getattr(agent, "approver", None)
+    if approver is not None and hasattr(live, "suspended"):
+        approver.quiet = live.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace, checkpoint))

@@ -94,6 +94,12 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
     )
     run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+    run.add_argument(
+        "--require-approval",
+        metavar="TOOL",
+        action="append",
+        help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
+    )
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:

@@ -113,6 +113,8 @@ class AgentSettings(_Section):
     system_prompt: str | None = None
     next_step_prompt: str | None = None
     parallel_tool_calls: bool | None = None
+    require_approval: list[str] | None = None
+    """Tools whose calls a person approves first (the command line asks on the terminal)."""
 
     def agent_kwargs(self) -> dict[str, Any]:
         """The keyword arguments to pass to the agent: only what was configured."""

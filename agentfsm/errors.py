@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "LLMError",
     "MachineSetupError",
+    "PauseRun",
     "ScriptExhaustedError",
     "TokenLimitExceeded",
     "ToolSetupError",
@@ -42,6 +43,19 @@ class AgentBusyError(RuntimeError):
 
 class WrongPhaseError(RuntimeError):
     """An edit between steps was asked for while the machine is not in the phase it applies to."""
+
+
+class PauseRun(Exception):
+    """Raised by a phase's action to stop driving the machine and leave it in that state.
+
+    `run()` then returns a paused `RunResult` (state RUNNING, `stop_reason` = `reason`), and
+    `agent.resume()` runs the phase again. AWAITING_APPROVAL pauses this way when no approver
+    is set and calls are still undecided.
+    """
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
 
 
 class TokenLimitExceeded(Exception):

@@ -17,7 +17,7 @@ from .chat import LLMResponse
 from .machine import GuardOutcome
 from .messages import Message, ToolCall
 from .result import StopReason
-from .run_state import Observation
+from .run_state import Decision, Observation
 
 __all__ = ["AgentEvent", "Edit", "EditKind", "GuardOutcome", "LLMCall", "Transition"]
 
@@ -86,7 +86,7 @@ class LLMCall:
     duration_s: float = 0.0
 
 
-EditKind = Literal["pending_calls", "observation"]
+EditKind = Literal["pending_calls", "observation", "approval"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -96,6 +96,8 @@ class Edit:
     ``pending_calls``: `before`/`after` are the call tuples (in ACTING, before
     the tools run). ``observation``: `before`/`after` are the contents of the
     observation answering `call_id` (in OBSERVING, before it reaches memory).
+    ``approval``: `before` is the call (a 1-tuple) as the model made it, `after` the
+    `Decision` on it (in AWAITING_APPROVAL).
     """
 
     agent: str
@@ -103,7 +105,7 @@ class Edit:
     step: int
     kind: EditKind
     before: tuple[ToolCall, ...] | str
-    after: tuple[ToolCall, ...] | str
+    after: tuple[ToolCall, ...] | str | Decision
     call_id: str | None = None
 
 

@@ -8,6 +8,8 @@ terminal prints nothing of it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from .agent.base import BaseAgent
@@ -38,6 +40,15 @@ class LiveView:
     def __exit__(self, *exc: object) -> None:
         self._live.stop()
         self._unsubscribe()
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Stop drawing while someone is asked a question on the terminal."""
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._live.start()
 
     def __call__(self, transition: Transition) -> None:
         for call in transition.tool_calls:

@@ -6,7 +6,8 @@ guards and result) and it works on a trace cut short by a crash, which has
 no `result` record. Nothing is executed and no model is called. Each request
 the engine builds is checked against the one recorded, and each replayed
 edge against the recorded edge, so a replay that diverges says where.
-Edits recorded between two edges are re-applied between the same two edges.
+Edits recorded between two edges are re-applied between the same two edges,
+approvals among them: a run paused for approval and resumed replays as one run.
 
 Only tool-calling agents (`ToolCallAgent` and subclasses such as Manus)
 are replayed: the header's configuration rebuilds one, with the recorded
@@ -23,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from .agent.toolcall import ToolCallAgent
+from .approval import decide
 from .chat import LLMResponse, ToolChoice
 from .errors import TokenLimitExceeded, WrongPhaseError
 from .events import Transition
 from .memory import Memory
 from .messages import Message, ToolCall
 from .result import RunResult
-from .run_state import Observation
+from .run_state import Decision, Observation
 from .tool import ToolCollection
 from .trace import TRACE_SCHEMA, TracePath, transition_record
 
@@ -208,6 +210,7 @@ class _ReplayAgent(ToolCallAgent):
             memory=Memory(config.get("max_messages", 100)),
             special_tool_names=config.get("special_tool_names", ("terminate",)),
             parallel_tool_calls=config.get("parallel_tool_calls", False),
+            require_approval=config.get("require_approval", ()),
             name=header.get("agent"),
         )
         for message in header.get("history", []):
@@ -273,6 +276,8 @@ def _apply(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
     try:
         if edit["edit"] == "pending_calls":
             agent.replace_pending_calls(ToolCall.model_validate(call) for call in edit["after"])
+        elif edit["edit"] == "approval":
+            decide(agent, edit["call_id"], Decision.model_validate(edit["after"]))
         else:
             agent.edit_observation(edit["call_id"], edit["after"])
     except (WrongPhaseError, KeyError, IndexError, ValueError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from .messages import ToolCall
 from .serde import Serializable
 
 __all__ = ["AgentState", "RunResult", "StopReason", "Usage"]
@@ -29,6 +30,8 @@ class StopReason(StrEnum):
     STUCK = "stuck"
     ERROR = "error"
     CANCELLED = "cancelled"
+    AWAITING_APPROVAL = "awaiting_approval"
+    """Not an end: the run is paused in AWAITING_APPROVAL (see `agentfsm.approval`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -76,7 +79,7 @@ class RunResult(Serializable):
 
     run_id: str
     state: AgentState
-    """`FINISHED` or `ERROR`: the state the agent is left in."""
+    """`FINISHED` or `ERROR`: the state the agent is left in (`RUNNING` when the run is paused)."""
     stop_reason: StopReason
     steps: int
     """Steps used in this run (a step is one think, act, observe round)."""
@@ -85,6 +88,13 @@ class RunResult(Serializable):
     error: str | None = None
     """None, or ``"ExceptionType: message"``."""
     usage: Usage = field(default_factory=Usage)
+    pending_approval: tuple[ToolCall, ...] = ()
+    """When paused (`awaiting_approval`): the calls waiting for a decision, in call order."""
+
+    @property
+    def paused(self) -> bool:
+        """The run is paused, not ended: decide the `pending_approval` calls, then `agent.resume()`."""
+        return self.stop_reason is StopReason.AWAITING_APPROVAL
 
     @property
     def ok(self) -> bool:

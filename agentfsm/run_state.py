@@ -14,7 +14,7 @@ from .messages import ToolCall
 from .result import StopReason, Usage
 from .serde import Serializable
 
-__all__ = ["Observation", "RunState"]
+__all__ = ["Decision", "Observation", "RunState"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -26,6 +26,31 @@ class Observation(Serializable):
     base64_image: str | None = None
     is_error: bool = False
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision(Serializable):
+    """A person's answer to a call that needs approval: run it (maybe with other arguments) or not."""
+
+    approved: bool
+    arguments: str | None = None
+    """Approved with these JSON arguments instead of the model's (an edit)."""
+    reason: str | None = None
+    """Why it was rejected; the model reads it in the call's observation."""
+
+    @classmethod
+    def approve(cls, arguments: str | dict[str, object] | None = None) -> Decision:
+        """Run the call; with `arguments` (a dict or a JSON object text), run it with those instead."""
+        if isinstance(arguments, dict):
+            import json
+
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return cls(approved=True, arguments=arguments)
+
+    @classmethod
+    def reject(cls, reason: str | None = None) -> Decision:
+        """Do not run the call; the model is told it was rejected (and why, given `reason`)."""
+        return cls(approved=False, reason=reason)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,3 +89,5 @@ class RunState(Serializable):
     completed_calls: dict[str, Observation] = field(default_factory=dict)
     """This step's finished calls by id, checkpointed before their results enter memory, so a
     resumed ACTING runs only the calls not yet completed."""
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    """This step's approvals and rejections by call id (AWAITING_APPROVAL writes them)."""

@@ -59,7 +59,8 @@ class Tool:
     name: str = ""
     description: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
-    needs_approval: ClassVar[bool] = False
+    needs_approval: bool = False
+    """A person approves each call before it runs (see `agentfsm.approval`)."""
     idempotent: ClassVar[bool] = False
     """Safe to run twice. A resumed run re-runs such a call when a kill interrupted it, where
     it would otherwise report the call as interrupted (see `ToolCallAgent._run_once`)."""
@@ -70,9 +71,12 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         parameters: dict[str, Any] | None = None,
+        needs_approval: bool | None = None,
     ) -> None:
         if name is not None:
             self.name = name
+        if needs_approval is not None:
+            self.needs_approval = needs_approval
         if description is not None:
             self.description = description
         if parameters is not None:
@@ -131,6 +135,7 @@ class FunctionTool(Tool):
         *,
         name: str | None = None,
         description: str | None = None,
+        needs_approval: bool = False,
     ) -> None:
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
@@ -143,6 +148,7 @@ class FunctionTool(Tool):
             name=name or fn.__name__,
             description=description if description is not None else inspect.cleandoc(fn.__doc__ or ""),
             parameters=schema,
+            needs_approval=needs_approval,
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -186,16 +192,22 @@ def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, needs_approval: bool = False
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `Tool` from a function: name from the function, description from its
-    docstring, parameters from its type hints. Works on sync and async functions."""
+    docstring, parameters from its type hints. Works on sync and async functions.
+    `needs_approval`: each call waits for a person's decision (see `agentfsm.approval`)."""
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description)
-    return lambda f: FunctionTool(f, name=name, description=description)
+        return FunctionTool(fn, name=name, description=description, needs_approval=needs_approval)
+    return lambda f: FunctionTool(f, name=name, description=description, needs_approval=needs_approval)
 
 
 class ToolCollection:

@@ -21,9 +21,12 @@ Schema version `TRACE_SCHEMA` = 1. One JSON object per line; every one has a `ki
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
   ``observation``, ``base64_image``, ``is_error``, ``duration_s``; written just
   before the ``ACTING -> OBSERVING`` transition, as the tools returned them (before edits).
-- ``edit``: ``step``, ``edit`` (``pending_calls`` or ``observation``), ``call_id``,
-  ``before``, ``after`` (call lists, or observation texts).
-- ``result`` (last, when the run ended): ``result``, the `RunResult`.
+- ``edit``: ``step``, ``edit`` (``pending_calls``, ``observation`` or ``approval``),
+  ``call_id``, ``before``, ``after`` (call lists, or observation texts; for an
+  approval, the call as the model made it and the `Decision`).
+- ``result`` (last, when the run ended): ``result``, the `RunResult`. A run paused
+  for approval writes its paused result (``stop_reason`` ``awaiting_approval``);
+  `resume(trace=...)` appends the rest of the run after it.
 
 Messages, calls and results are the pydantic JSON dumps of the engine's types.
 """
@@ -37,6 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .events import AgentEvent, Edit, LLMCall, Transition
+from .run_state import Decision
 
 if TYPE_CHECKING:
     from .agent.base import BaseAgent
@@ -52,13 +56,16 @@ class TraceWriter:
 
     The file is opened at once, so a bad path fails before the run starts.
     Events before the run's `start` edge (the `reset` of the previous run) are
-    not part of this run and are skipped.
+    not part of this run and are skipped. `append`: the agent's run was paused
+    and is resumed; its records go on at the end of the file (no new header).
     """
 
-    def __init__(self, path: TracePath, agent: BaseAgent) -> None:
+    def __init__(self, path: TracePath, agent: BaseAgent, *, append: bool = False) -> None:
         self.agent = agent
-        self.run_id: str | None = None
-        self._out: TextIO = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.run_id: str | None = agent.run_state.run_id if append else None
+        self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        for edit in agent.paused_edits if append else ():
+            self._write(_edit_record(edit))
         self._unsubscribe = agent.on_event(self._on_event)
 
     def __enter__(self) -> TraceWriter:
@@ -162,7 +169,9 @@ def _llm_record(call: LLMCall) -> dict[str, Any]:
 
 
 def _edit_record(edit: Edit) -> dict[str, Any]:
-    def dump(value: tuple[Any, ...] | str) -> Any:
+    def dump(value: tuple[Any, ...] | str | Decision) -> Any:
+        if isinstance(value, Decision):
+            return value.model_dump(mode="json")
         return value if isinstance(value, str) else [c.model_dump(mode="json") for c in value]
 
     return {

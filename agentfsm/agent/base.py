@@ -16,9 +16,9 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentBusyError
+from ..errors import AgentBusyError, PauseRun
 from ..events import Edit, Transition
 from ..log import enabled as log_enabled
 from ..log import event
@@ -47,7 +47,10 @@ class BaseAgent(EventSource, ABC):
     extend `table` with states and edges of their own.
     """
 
-    table: ClassVar[MachineTable] = AGENT_TABLE
+    table: MachineTable = AGENT_TABLE
+    """The machine; an instance may switch to an extension of its class's table (approvals do)."""
+    paused_edits: tuple[Edit, ...] = ()
+    """Edits made while the run was paused (approvals), for the trace `resume(trace=...)` appends to."""
 
     def __init__(
         self,
@@ -106,6 +109,11 @@ class BaseAgent(EventSource, ABC):
     def current_step(self) -> int:
         return self.run_state.step
 
+    @property
+    def pending_approval(self) -> list[ToolCall]:
+        """While the run is paused for approval: the calls waiting for a decision (none here)."""
+        return []
+
     # -- edits between steps ------------------------------------------------------
 
     def replace_pending_calls(self, calls: Iterable[ToolCall]) -> Edit:
@@ -139,47 +147,75 @@ class BaseAgent(EventSource, ABC):
         """
         return await self._consume(self.iter(request, checkpoint=checkpoint), trace)
 
-    async def resume(self, checkpoint: TracePath) -> RunResult:
-        """Continue the run saved in `checkpoint` (by `run(..., checkpoint=...)`) to its end.
+    async def resume(
+        self, checkpoint: TracePath | None = None, *, trace: TracePath | None = None
+    ) -> RunResult:
+        """Continue a run to its end: the paused one (no `checkpoint`), or the one saved in `checkpoint`.
 
-        The agent must be built as the one that wrote it (same class and options;
-        the model may differ), else `CheckpointError`. The checkpoint keeps being
-        written. A finished run's checkpoint gives back its result and runs nothing.
-        (No `trace`: a trace starts at a run's `start` edge, which a resumed run does not take.)
+        A paused run (`result.paused`, e.g. awaiting approval) continues in place;
+        its checkpoint, if it had one, keeps being written, and `trace` (the run's
+        trace file) is appended to. From a `checkpoint` file (written by
+        `run(..., checkpoint=...)`), the agent must be built as the one that wrote
+        it (same class and options; the model may differ), else `CheckpointError`;
+        there `trace` is not accepted, since a trace starts at a run's `start`
+        edge. A finished run's checkpoint gives back its result and runs nothing.
         """
-        return await self._consume(self.resume_iter(checkpoint), None)
+        if checkpoint is not None and trace is not None:
+            raise ValueError(
+                "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
+            )
+        return await self._consume(self.resume_iter(checkpoint), trace, append=True)
 
     def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
-        return self._drive(request, checkpoint)
-
-    def resume_iter(self, checkpoint: TracePath) -> AsyncGenerator[Transition, None]:
-        """`resume`, step by step. The checkpoint is read and checked at once (`CheckpointError`).
-
-        The run continues in the checkpointed state: a phase runs its action again
-        (THINKING asks the model again; ACTING runs only the calls not recorded as
-        completed, see `ToolCallAgent._run_once`; OBSERVING records the observations).
-        """
-        from ..checkpoint import read_checkpoint, restore
-
         self._check_idle()
+        if self.phase is not None:
+            raise AgentBusyError(
+                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
+                "or `reset()` to cancel it, before starting another"
+            )
+        if checkpoint is None:
+            return self._drive(request, None)
+        from ..checkpoint import Checkpointer
+
+        return self._drive(request, Checkpointer(checkpoint, self))
+
+    def resume_iter(self, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
+        """`resume`, step by step. A checkpoint is read and checked at once (`CheckpointError`).
+
+        The run continues in its state: a phase runs its action again (THINKING
+        asks the model again; ACTING runs only the calls not recorded as completed,
+        see `ToolCallAgent._run_once`; OBSERVING records the observations).
+        """
+        self._check_idle()
+        if checkpoint is None:
+            if self.phase is None:
+                raise AgentBusyError(
+                    f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
+                    "pass the checkpoint file of the run to continue"
+                )
+            return self._drive(None, self._checkpointer)
+        from ..checkpoint import Checkpointer, read_checkpoint, restore
+
         restore(self, read_checkpoint(checkpoint))
         self._entered_at = time.perf_counter()
-        return self._drive(None, checkpoint)
+        return self._drive(None, Checkpointer(checkpoint, self))
 
     def save_checkpoint(self) -> None:
         """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
         if self._checkpointer is not None:
             self._checkpointer.write()
 
-    async def _consume(self, transitions: AsyncIterator[Transition], trace: TracePath | None) -> RunResult:
+    async def _consume(
+        self, transitions: AsyncIterator[Transition], trace: TracePath | None, *, append: bool = False
+    ) -> RunResult:
         if trace is None:
             async for _ in transitions:
                 pass
         else:
             from ..trace import TraceWriter
 
-            with TraceWriter(trace, self):
+            with TraceWriter(trace, self, append=append):
                 async for _ in transitions:
                     pass
         assert self.last_result is not None
@@ -193,16 +229,16 @@ class BaseAgent(EventSource, ABC):
             )
 
     async def _drive(
-        self, request: str | None, checkpoint: TracePath | None
+        self, request: str | None, checkpointer: Checkpointer | None
     ) -> AsyncGenerator[Transition, None]:
-        """The engine loop: start a run on `request` (None: continue the restored one), then
-        run each phase's action and fire its `done` trigger until a state has no action."""
+        """The engine loop: start a run on `request` (None: continue the current one), then
+        run each phase's action and fire its `done` trigger until a state has no action,
+        or an action pauses the run (`PauseRun`)."""
         self._check_idle()
         self._active = True
-        if checkpoint is not None:
-            from ..checkpoint import Checkpointer
-
-            self._checkpointer = Checkpointer(checkpoint, self)
+        self._checkpointer = checkpointer
+        self.paused_edits = ()
+        paused: str | None = None
         try:
             if request is not None:
                 if self.fsm_state != self.table.initial:
@@ -215,6 +251,9 @@ class BaseAgent(EventSource, ABC):
                 try:
                     self.phase_running = True
                     await spec.action(self)
+                except PauseRun as pause:
+                    paused = pause.reason
+                    break
                 except (asyncio.CancelledError, GeneratorExit):
                     self._abort("cancel", "CancelledError: the run was cancelled")
                     await self._finish()
@@ -233,17 +272,35 @@ class BaseAgent(EventSource, ABC):
             raise
         finally:
             if self._active:
-                await self._finish()
-            self._checkpointer = None
+                await self._finish(paused)
+            if paused is None:
+                self._checkpointer = None  # kept while paused: `resume()` goes on writing it
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
         if self._active:
             raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
+        if self.phase is not None:
+            raise AgentBusyError(
+                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
+                "or `await agent.cancel()` to end it, before `reset()`"
+            )
         if self.fsm_state != self.table.initial:
             self._fire("reset")
         if clear_memory:
             self.memory.clear()
+
+    async def cancel(self) -> RunResult:
+        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
+        self._check_idle()
+        if self.phase is None:
+            raise AgentBusyError(f"agent {self.name!r} has no paused run to cancel (it is {self.fsm_state})")
+        self._abort("cancel", "CancelledError: the paused run was cancelled")
+        if self._checkpointer is not None:
+            self._checkpointer = None
+        await self._finish()
+        assert self.last_result is not None
+        return self.last_result
 
     # -- the phases (subclasses) ------------------------------------------------------
 
@@ -311,9 +368,21 @@ class BaseAgent(EventSource, ABC):
         self.memory.close_open_calls(_INTERRUPTED)
         return self._fire(trigger)
 
-    async def _finish(self) -> None:
+    async def _finish(self, paused: str | None = None) -> None:
         self._active = False
         run = self.run_state
+        if paused is not None:
+            self.last_result = RunResult(
+                run_id=run.run_id,
+                state=self.state,
+                stop_reason=StopReason(paused),
+                steps=run.step,
+                output=run.output,
+                usage=run.usage.copy(),
+                pending_approval=tuple(self.pending_approval),
+            )
+            event("run_paused", agent=self.name, run_id=run.run_id, state=self.fsm_state, reason=paused)
+            return  # not the run's end: `on_run_end` runs when it ends
         if run.stop_reason is None:  # never started (e.g. add_request refused the request)
             return
         result = RunResult(

@@ -23,6 +23,7 @@ from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
 from .toolcall import ToolCallAgent
 
 if TYPE_CHECKING:
+    from ..approval import Approver
     from ..chat import ChatModel, ToolChoice
     from ..memory import Memory
     from ..sandbox.session import SandboxSession
@@ -79,6 +80,8 @@ class Manus(ToolCallAgent):
         finish_on_answer: bool = True,
         memory: Memory | None = None,
         parallel_tool_calls: bool = False,
+        require_approval: Iterable[str] = (),
+        approver: Approver | None = None,
         name: str | None = "manus",
     ) -> None:
         """`sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
@@ -111,6 +114,8 @@ class Manus(ToolCallAgent):
             finish_on_answer=finish_on_answer,
             memory=memory,
             parallel_tool_calls=parallel_tool_calls,
+            require_approval=require_approval,
+            approver=approver,
             name=name,
         )
         self.system_prompt_template = system_prompt

@@ -14,12 +14,14 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .. import approval
+from ..approval import Approver
 from ..chat import ChatModel, LLMResponse, ToolChoice
 from ..errors import TokenLimitExceeded
-from ..events import LLMCall
+from ..events import Edit, LLMCall
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..run_state import Observation
+from ..run_state import Decision, Observation
 from ..tool import ArgumentError, Tool, ToolCollection
 from ..toolbox.terminate import Terminate
 from .react import ReActAgent
@@ -56,6 +58,8 @@ class ToolCallAgent(ReActAgent):
         memory: Memory | None = None,
         special_tool_names: Iterable[str] = ("terminate",),
         parallel_tool_calls: bool = False,
+        require_approval: Iterable[str] = (),
+        approver: Approver | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(
@@ -80,14 +84,60 @@ class ToolCallAgent(ReActAgent):
         self.max_observe = max_observe
         self.special_tool_names = frozenset(special_tool_names)
         self.parallel_tool_calls = parallel_tool_calls
+        self.require_approval = frozenset(require_approval)
+        """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
+        self.approver = approver
+        """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.approval`)."""
         self._system_cache: tuple[str | None, tuple[Message, ...]] | None = None
+        self._sync_table()
+
+    # -- approvals --------------------------------------------------------------
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        """Whether `call` waits for a person's decision before it runs."""
+        if call.name in self.require_approval:
+            return True
+        tool = self.tools.get(call.name)
+        return tool is not None and tool.needs_approval
+
+    @property
+    def approval_names(self) -> list[str]:
+        """The tools whose calls need approval: named in `require_approval` or marked on the tool."""
+        return sorted(self.require_approval | {t.name for t in self.tools if t.needs_approval})
+
+    def _sync_table(self) -> None:
+        """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
+        if self.table is type(self).table and (
+            self.require_approval or any(t.needs_approval for t in self.tools)
+        ):
+            self.table = approval.with_approval(type(self).table)
+
+    @property
+    def pending_approval(self) -> list[ToolCall]:
+        """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
+        return approval.undecided(self) if self.fsm_state == approval.STATE else []
+
+    def approve(
+        self, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None
+    ) -> list[Edit]:
+        """Approve the waiting call `call_id` (None: every waiting call), optionally with other arguments."""
+        return self._decide_all(call_id, Decision.approve(arguments))
+
+    def reject(self, call_id: str | None = None, reason: str | None = None) -> list[Edit]:
+        """Reject the waiting call `call_id` (None: every waiting call); the model reads `reason`."""
+        return self._decide_all(call_id, Decision.reject(reason))
+
+    def _decide_all(self, call_id: str | None, decision: Decision) -> list[Edit]:
+        ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
+        return [approval.decide(self, i, decision) for i in ids]
 
     # -- THINKING -------------------------------------------------------------
 
     async def think(self) -> None:
         run = self.run_state
         run.reply, run.pending_calls, run.observations = None, [], []
-        run.started_calls, run.completed_calls = [], {}
+        run.started_calls, run.completed_calls, run.decisions = [], {}, {}
+        self._sync_table()
         run.token_limit, run.terminated_by = None, None
         prompt, run.nudge = _join(run.nudge, self.next_step_prompt), None
 
@@ -173,6 +223,7 @@ class ToolCallAgent(ReActAgent):
             "max_observe": self.max_observe,
             "special_tool_names": sorted(self.special_tool_names),
             "parallel_tool_calls": self.parallel_tool_calls,
+            "require_approval": self.approval_names,
             "tools": self.tools.to_params(),
         }
 
@@ -225,6 +276,15 @@ class ToolCallAgent(ReActAgent):
         recorded = run.completed_calls.get(call.id)
         if recorded is not None:
             return recorded
+        decision = run.decisions.get(call.id)
+        if decision is None and self.needs_approval(call):
+            decision = Decision.reject("it needs approval and none was given")
+        if decision is not None and not decision.approved:
+            observation = Observation(
+                call=call, content=approval.rejection_text(call, decision), is_error=True
+            )
+            run.completed_calls[call.id] = observation
+            return observation
         tool = self.tools.get(call.name)
         if call.id in run.started_calls and tool is not None and not tool.idempotent:
             observation = Observation(

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .terminate import Terminate
 
 if TYPE_CHECKING:
-    from .ask_human import AskFn, AskHuman, ask_on_terminal
+    from ..terminal import ask_on_terminal
+    from .ask_human import AskFn, AskHuman
     from .bash import Bash
     from .editor import StrReplaceEditor
     from .python_execute import PythonExecute

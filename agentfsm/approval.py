@@ -1,0 +1,155 @@
+"""Approvals: calls to tools marked as needing one wait in AWAITING_APPROVAL for a person's decision.
+
+Why a state of the machine, not a callback inside ACTING: a paused run must be
+visible (`agent.fsm_state`, the diagram, a checkpoint that survives a restart
+while nobody answers), and the decision must be an event like any edit, so a
+trace records it and replay re-applies it. The state is added to a table with
+`MachineTable.extend`, the mechanism users have for their own states:
+
+    THINKING --think_done [needs_approval]--> AWAITING_APPROVAL --decided--> ACTING
+
+It sits before the ``[has_tool_calls]`` edge, so a reply with a call that
+needs approval goes through it and every other reply is routed as before.
+In AWAITING_APPROVAL the engine asks the agent's `approver` (the CLI's asks
+on the terminal); with none, `run()` returns a paused `RunResult` listing the
+calls, and the app decides each one (`agent.approve`, `agent.reject`) and
+calls `agent.resume()`. ACTING then runs the approved calls, with edited
+arguments where given, and answers each rejected call with an error
+observation the model reads, so call/result pairs stay whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
+
+from .errors import PauseRun, WrongPhaseError
+from .events import Edit
+from .machine import Edge, Guard, MachineTable, StateSpec
+from .messages import ToolCall
+from .result import AgentState, StopReason
+from .run_state import Decision
+
+if TYPE_CHECKING:
+    from .agent.toolcall import ToolCallAgent
+
+__all__ = [
+    "AWAITING_APPROVAL",
+    "NEEDS_APPROVAL",
+    "Approver",
+    "Decision",
+    "decide",
+    "rejection_text",
+    "undecided",
+    "with_approval",
+]
+
+Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
+"""Given the calls that wait for a decision, returns one `Decision` per call, in the same order."""
+
+STATE = "AWAITING_APPROVAL"
+
+
+def undecided(agent: ToolCallAgent) -> list[ToolCall]:
+    """This step's calls that need approval and have no decision yet, in call order."""
+    decisions = agent.run_state.decisions
+    return [c for c in agent.run_state.pending_calls if c.id not in decisions and agent.needs_approval(c)]
+
+
+NEEDS_APPROVAL = Guard(
+    "needs_approval",
+    lambda agent: bool(undecided(agent)),
+    "a tool call of the reply is to a tool that needs approval",
+)
+
+
+async def _await_decisions(agent: ToolCallAgent) -> None:
+    waiting = undecided(agent)
+    if not waiting:  # decided by the app while paused (or re-entered after a resume)
+        return
+    if agent.approver is None:
+        names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
+        raise PauseRun(StopReason.AWAITING_APPROVAL.value, f"waiting for approval of {names}")
+    answers = list(await agent.approver(waiting))
+    if len(answers) != len(waiting) or not all(isinstance(a, Decision) for a in answers):
+        raise TypeError(
+            f"the approver must return one Decision per call ({len(waiting)}), in order; got {answers!r}"
+        )
+    for call, answer in zip(waiting, answers, strict=True):
+        decide(agent, call.id, answer, by_approver=True)
+
+
+AWAITING_APPROVAL = StateSpec(
+    STATE,
+    AgentState.RUNNING.value,
+    _await_decisions,
+    "decided",
+    "wait for a decision on each call that needs approval (the approver, or the app while paused)",
+)
+
+
+@cache
+def with_approval(table: MachineTable) -> MachineTable:
+    """`table` with AWAITING_APPROVAL between THINKING and ACTING (built once per table)."""
+    if STATE in table.by_name:
+        return table
+    return table.extend(
+        states=[AWAITING_APPROVAL],
+        edges=[
+            Edge("think_done", "THINKING", STATE, NEEDS_APPROVAL),
+            Edge("decided", STATE, "ACTING"),
+        ],
+        before=table.edge("THINKING", "ACTING", "think_done"),
+    )
+
+
+def decide(agent: ToolCallAgent, call_id: str, decision: Decision, *, by_approver: bool = False) -> Edit:
+    """Record `decision` for the pending call `call_id` (an `approval` edit, traced and checkpointed)."""
+    run = agent.run_state
+    if agent.fsm_state != STATE or (agent.phase_running and not by_approver):
+        where = f"{agent.fsm_state} (its phase is running)" if agent.phase_running else agent.fsm_state
+        raise WrongPhaseError(
+            f"approvals are decided only in {STATE}, while the run is paused there "
+            f"(result.paused); agent {agent.name!r} is in {where}"
+        )
+    index = next((i for i, c in enumerate(run.pending_calls) if c.id == call_id), None)
+    if index is None:
+        ids = [c.id for c in run.pending_calls]
+        raise KeyError(f"no pending call with id {call_id!r}; this step's calls: {ids!r}")
+    call = run.pending_calls[index]
+    if call_id in run.decisions:
+        raise ValueError(f"call {call_id!r} ({call.name}) is already decided: {run.decisions[call_id]!r}")
+    if decision.approved and decision.arguments is not None and decision.arguments != call.arguments:
+        try:
+            parsed = json.loads(decision.arguments)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"edited arguments for {call.name!r} are not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
+        calls = list(run.pending_calls)
+        calls[index] = ToolCall.create(call.id, call.name, decision.arguments)
+        agent.memory.replace_open_calls(calls)  # the model is shown the call that ran
+        run.pending_calls = calls
+    run.decisions[call_id] = decision
+    edit = Edit(
+        agent=agent.name,
+        run_id=run.run_id,
+        step=run.step,
+        kind="approval",
+        before=(call,),
+        after=decision,
+        call_id=call_id,
+    )
+    agent._emit(edit)
+    if not by_approver:  # made while paused: no trace is open to record it now
+        agent.paused_edits += (edit,)
+    agent.save_checkpoint()
+    return edit
+
+
+def rejection_text(call: ToolCall, decision: Decision) -> str:
+    """The observation of a rejected call: the model learns it did not run, and why."""
+    why = f" Reason: {decision.reason}" if decision.reason else ""
+    return f"Error: the user rejected the call to `{call.name}`; it was not run.{why}"

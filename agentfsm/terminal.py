@@ -1,0 +1,106 @@
+"""Questions to the person at the terminal: `ask_human`'s, and approvals of tool calls.
+
+Both read a line of stdin in a daemon thread, not `asyncio.to_thread`:
+`asyncio.run` waits for the default executor's threads when it shuts down, so
+a pending `input()` there would make Ctrl-C hang until Enter. A daemon thread
+is left behind instead, and ends with the process. Prompts go to stderr,
+because stdout carries only the command's result. Piped input works the same
+way (one answer a line), which is how the command line is tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+
+from .messages import ToolCall
+from .run_state import Decision
+
+__all__ = ["TerminalApprover", "ask_on_terminal", "read_line"]
+
+
+async def read_line(prompt: str) -> str:
+    """Write `prompt` on stderr and read one line of stdin without blocking the event loop.
+
+    Returns the line without its newline; raises `EOFError` when stdin is closed.
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def deliver(line: str) -> None:
+        if not answer.done():  # done: the run was cancelled while the human was typing
+            answer.set_result(line)
+
+    def read() -> None:
+        try:
+            sys.stderr.write(prompt)
+            sys.stderr.flush()
+            line = sys.stdin.readline()
+        except (OSError, ValueError):  # stdin closed or detached: as good as end of file
+            line = ""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(deliver, line)
+
+    threading.Thread(target=read, name="agentfsm-terminal", daemon=True).start()
+    line = await answer
+    if not line:
+        raise EOFError("stdin reached end of file")
+    return line.rstrip("\n")
+
+
+async def ask_on_terminal(question: str) -> str:
+    """`ask_human`'s callback for the command line: the model's question, the person's answer."""
+    return await read_line(f"\nBot: {question}\n\nYou: ")
+
+
+class TerminalApprover:
+    """An `Approver` that asks on the terminal, one call at a time: yes, no (with a reason), or edit.
+
+    When stdin is closed, the calls still waiting are rejected ("no answer"),
+    so a run without a person never runs a call that needs approval.
+    `quiet`, if set, is entered around the questions (the live view stops drawing).
+    """
+
+    CHOICES = "approve? [y]es / [n]o / [e]dit the arguments: "
+
+    def __init__(self) -> None:
+        self.quiet: Callable[[], AbstractContextManager[object]] | None = None
+
+    async def __call__(self, calls: Sequence[ToolCall]) -> list[Decision]:
+        with self.quiet() if self.quiet is not None else contextlib.nullcontext():
+            decisions: list[Decision] = []
+            for call in calls:
+                try:
+                    decisions.append(await self._ask(call))
+                except EOFError:
+                    sys.stderr.write("\n(input closed: the remaining calls are rejected)\n")
+                    closed = Decision.reject("no answer: nobody was there to approve it")
+                    decisions.extend(closed for _ in calls[len(decisions) :])
+            return decisions
+
+    async def _ask(self, call: ToolCall) -> Decision:
+        sys.stderr.write(f"\nApproval needed: {call.name}({call.arguments})  [{call.id}]\n")
+        while True:
+            choice = (await read_line(self.CHOICES)).strip().lower()
+            if choice in ("y", "yes"):
+                return Decision.approve()
+            if choice in ("n", "no"):
+                reason = (await read_line("reason for the model (optional): ")).strip()
+                return Decision.reject(reason or None)
+            if choice in ("e", "edit"):
+                text = (await read_line("new arguments (a JSON object): ")).strip()
+                try:
+                    parsed = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    sys.stderr.write(f"not JSON ({exc}); asking again\n")
+                    continue
+                if not isinstance(parsed, dict):
+                    sys.stderr.write("the arguments must be a JSON object; asking again\n")
+                    continue
+                return Decision.approve(text)
+            sys.stderr.write(f"answer y, n or e (got {choice!r})\n")
