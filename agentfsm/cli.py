@@ -192,11 +192,31 @@ def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from .diagram import render
+    from .approval import with_approval
+    from .diagram import path_of, render
 
     table = _agent_class(args.agent).table
+    path = None
+    if args.trace is not None:
+        from .replay import ReplayError, read_trace
+
+        try:
+            header, records = read_trace(args.trace)
+        except ReplayError as exc:
+            return _usage_error(str(exc))
+        table = _agent_class(
+            "manus" if str(header.get("agent_class")).endswith(".Manus") else "toolcall"
+        ).table
+        if header.get("config", {}).get("require_approval"):
+            table = with_approval(table)
+        try:
+            path = path_of(table, [r for r in records if r["kind"] == "transition"])
+        except ValueError as exc:
+            return _usage_error(f"{args.trace}: {exc}")
+    elif args.approvals:
+        table = with_approval(table)
     try:
-        data = render(table, args.format, highlight=args.highlight)
+        data = render(table, args.format, highlight=args.highlight, path=path)
     except (ValueError, ImportError) as exc:
         return _usage_error(str(exc))
     if args.output:

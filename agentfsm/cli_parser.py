@@ -82,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diagram.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     diagram.add_argument("--highlight", metavar="STATE", help="mark one state (or the RUNNING group)")
+    diagram.add_argument(
+        "--approvals",
+        action="store_true",
+        help="the machine of an agent with tools that need approval (AWAITING_APPROVAL)",
+    )
+    diagram.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="draw the path of the run in FILE (a `run --trace` file) over its agent's machine",
+    )
     return parser
 
 

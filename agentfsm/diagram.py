@@ -7,15 +7,56 @@ GitHub); SVG and PNG use pygraphviz, an optional extra, imported on use.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 from .machine import Edge, MachineTable
 
-__all__ = ["FORMATS", "render", "to_dot", "to_markdown", "to_mermaid"]
+__all__ = ["FORMATS", "Path", "path_of", "render", "to_dot", "to_markdown", "to_mermaid"]
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 
+Path = Sequence[Edge]
+"""The edges a run took, in order (`path_of` reads them from a trace's transitions)."""
 
-def to_mermaid(table: MachineTable, *, highlight: str | None = None) -> str:
-    """`stateDiagram-v2` with each group drawn as a composite state around its members."""
+
+def path_of(table: MachineTable, transitions: Iterable[dict[str, Any]]) -> list[Edge]:
+    """The table's edges taken by a run, from its trace's ``transition`` records.
+
+    The edge is told apart by the guards evaluated: the one whose guard held,
+    or the unguarded fallback when none did.
+    """
+    path = []
+    for t in transitions:
+        held = [g["name"] for g in t.get("guards", ()) if g["held"]]
+        for edge in table.edges:
+            if (
+                edge.trigger == t["trigger"]
+                and edge.dest == t["dest"]
+                and t["source"] in table.sources(edge)
+                and (edge.guard.name in held if edge.guard else not held)
+            ):
+                path.append(edge)
+                break
+        else:
+            raise ValueError(
+                f"the trace's edge {t['source']} -> {t['dest']} on {t['trigger']!r} is not in this "
+                "machine; draw it with the agent that wrote the trace"
+            )
+    return path
+
+
+def _taken(path: Path | None) -> Counter[Edge]:
+    return Counter(path or ())
+
+
+def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: Path | None = None) -> str:
+    """`stateDiagram-v2` with each group drawn as a composite state around its members.
+
+    With `path`, each edge taken is labelled with how often, the states visited
+    are shaded, and the run's last state is highlighted (unless `highlight` names another).
+    """
     lines = ["stateDiagram-v2", f"    [*] --> {table.initial}"]
     grouped = {member for members in table.groups.values() for member in members}
     for group, members in table.groups.items():
@@ -25,10 +66,16 @@ def to_mermaid(table: MachineTable, *, highlight: str | None = None) -> str:
     for state in table.states:
         if state.name not in grouped and state.name != table.initial:
             lines.append(f"    {state.name}")
+    taken = _taken(path)
     for edge, label in _labelled(table):
-        lines.append(f"    {edge.source} --> {edge.dest}: {label}")
+        lines.append(f"    {edge.source} --> {edge.dest}: {label}{_times(taken[edge])}")
     terminal = [s.name for s in table.states if s.name in ("FINISHED", "ERROR")]
     lines.extend(f"    {name} --> [*]" for name in terminal)
+    if path:
+        visited = sorted({edge.dest for edge in path} - {highlight or path[-1].dest})
+        lines.append("    classDef visited fill:#c8e6c9,stroke:#2e7d32")
+        lines.extend(f"    class {name} visited" for name in visited)
+        highlight = highlight or path[-1].dest
     if highlight is not None:
         _check_state(table, highlight)
         lines.append("    classDef current fill:#ffd54f,stroke:#e65100,stroke-width:3px")
@@ -52,8 +99,16 @@ def to_markdown(table: MachineTable) -> str:
     return "\n".join(rows) + "\n"
 
 
-def to_dot(table: MachineTable, *, highlight: str | None = None) -> str:
-    """Graphviz DOT: each group a cluster around its members, each edge labelled trigger [guard]."""
+def to_dot(table: MachineTable, *, highlight: str | None = None, path: Path | None = None) -> str:
+    """Graphviz DOT: each group a cluster around its members, each edge labelled trigger [guard].
+
+    With `path`, the edges taken are drawn thick and labelled with how often, the
+    others grey; visited states are shaded and the run's last state highlighted.
+    """
+    taken = _taken(path)
+    visited = {edge.dest for edge in path or ()}
+    if path and highlight is None:
+        highlight = path[-1].dest
     if highlight is not None:
         _check_state(table, highlight)
     lines = [
@@ -68,6 +123,8 @@ def to_dot(table: MachineTable, *, highlight: str | None = None) -> str:
 
     def node(name: str, indent: str) -> str:
         fill = ', fillcolor="#ffd54f", penwidth=3' if name == highlight else ""
+        if not fill and name in visited:
+            fill = ', fillcolor="#c8e6c9"'
         return f'{indent}"{name}" [label="{name}"{fill}];'
 
     clusters = {group: f"cluster_{index}" for index, group in enumerate(table.groups)}
@@ -79,20 +136,27 @@ def to_dot(table: MachineTable, *, highlight: str | None = None) -> str:
     lines.extend(node(state.name, "    ") for state in table.states if state.name not in grouped)
     lines.append(f'    __start__ -> "{table.initial}";')
     for edge, label in _labelled(table):
+        style = ""
+        if path:
+            times = taken[edge]
+            style = ', color="#e65100", penwidth=2.5' if times else ', color="#9e9e9e", fontcolor="#9e9e9e"'
+            label += _times(times)
         if edge.source in clusters:  # one edge leaving the group's box, not one per member
             first = table.groups[edge.source][0]
-            lines.append(f'    "{first}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}];')
+            lines.append(
+                f'    "{first}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}{style}];'
+            )
         else:
-            lines.append(f'    "{edge.source}" -> "{edge.dest}" [label="{label}"];')
+            lines.append(f'    "{edge.source}" -> "{edge.dest}" [label="{label}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def render(table: MachineTable, fmt: str, *, highlight: str | None = None) -> bytes:
-    """The diagram in `fmt` (one of `FORMATS`) as bytes."""
+def render(table: MachineTable, fmt: str, *, highlight: str | None = None, path: Path | None = None) -> bytes:
+    """The diagram in `fmt` (one of `FORMATS`) as bytes; `path`: a run's edges drawn over it."""
     if fmt == "mermaid":
-        return to_mermaid(table, highlight=highlight).encode()
-    dot = to_dot(table, highlight=highlight)
+        return to_mermaid(table, highlight=highlight, path=path).encode()
+    dot = to_dot(table, highlight=highlight, path=path)
     if fmt == "dot":
         return dot.encode()
     if fmt not in FORMATS:
@@ -120,6 +184,10 @@ def _labelled(table: MachineTable) -> list[tuple[Edge, str]]:
             label += f" / {edge.stop_reason.value}"
         labelled.append((edge, label))
     return labelled
+
+
+def _times(count: int) -> str:
+    return f" ({count}×)" if count else ""
 
 
 def _check_state(table: MachineTable, name: str) -> None:

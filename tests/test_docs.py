@@ -65,3 +65,50 @@ def test_diagram_command(tmp_path, capsysbinary):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["diagram", "--highlight", "NAPPING"]) == 2
     assert "cannot highlight unknown state 'NAPPING'" in capsysbinary.readouterr().err.decode()
+
+
+async def test_a_traces_path_is_drawn_over_its_agents_machine(tmp_path, capsysbinary):
+    from agentfsm import Terminate, ToolCallAgent, tool
+    from agentfsm.cli import main
+    from agentfsm.testing import ScriptedLLM, reply
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    trace = tmp_path / "run.jsonl"
+    steps = [reply(tool_calls=[("add", {"a": 1, "b": 2})])] * 2 + [
+        reply(tool_calls=[("terminate", {"status": "success"})])
+    ]
+    agent = ToolCallAgent(llm=ScriptedLLM(steps), tools=[add, Terminate()], stuck_limit=None)
+    await agent.run("add", trace=trace)
+
+    assert main(["diagram", "--trace", str(trace)]) == 0
+    text = capsysbinary.readouterr().out.decode()
+    assert "THINKING --> ACTING: think_done [has_tool_calls] (3×)" in text
+    assert "OBSERVING --> THINKING: observe_done [otherwise] (2×)" in text
+    assert "OBSERVING --> FINISHED: observe_done [terminated] / terminated (1×)" in text
+    assert "OBSERVING --> FINISHED: observe_done [max_steps] / max_steps\n" in text  # not taken
+    assert "class FINISHED current" in text and "class OBSERVING visited" in text
+    assert "class ERROR" not in text
+
+    assert main(["diagram", "--trace", str(trace), "--format", "dot"]) == 0
+    dot = capsysbinary.readouterr().out.decode()
+    assert '"ACTING" -> "OBSERVING" [label="act_done (3×)", color="#e65100", penwidth=2.5];' in dot
+    assert '"FINISHED" -> "IDLE" [label="reset", color="#9e9e9e", fontcolor="#9e9e9e"];' in dot
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(trace.read_text().replace('"dest": "OBSERVING"', '"dest": "NAPPING"', 1))
+    assert main(["diagram", "--trace", str(bad)]) == 2
+    assert "is not in this machine" in capsysbinary.readouterr().err.decode()
+    assert main(["diagram", "--trace", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_the_approval_machine_is_drawn_with_its_state(capsysbinary):
+    from agentfsm.cli import main
+
+    assert main(["diagram", "--approvals"]) == 0
+    text = capsysbinary.readouterr().out.decode()
+    assert "THINKING --> AWAITING_APPROVAL: think_done [needs_approval]" in text
+    assert "        AWAITING_APPROVAL\n" in text  # inside RUNNING

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentfsm import ToolCallAgent
 from agentfsm.agent.manus import Manus
+from agentfsm.approval import with_approval
 from agentfsm.diagram import render, to_markdown, to_mermaid
 from agentfsm.table import AGENT_TABLE
 
@@ -24,11 +25,13 @@ AGENTS = {"toolcall": ToolCallAgent, "manus": Manus}
 
 
 def expected() -> dict[Path, str]:
-    """Every generated file and its content: Mermaid and SVG for each built-in agent."""
+    """Every generated file and its content: Mermaid and SVG for each built-in agent, and for
+    each with tools that need approval (`agentfsm diagram --agent NAME --approvals`)."""
     files = {}
     for name, agent in AGENTS.items():
-        files[ROOT / "diagrams" / f"{name}.mmd"] = to_mermaid(agent.table)
-        files[ROOT / "diagrams" / f"{name}.svg"] = render(agent.table, "svg").decode()
+        for suffix, table in (("", agent.table), ("-approval", with_approval(agent.table))):
+            files[ROOT / "diagrams" / f"{name}{suffix}.mmd"] = to_mermaid(table)
+            files[ROOT / "diagrams" / f"{name}{suffix}.svg"] = render(table, "svg").decode()
     return files
 
 
