@@ -9,8 +9,8 @@ Why it is built this way:
   before argparse looks at the other options, so a wrong `--config` is
   reported even when other flags are wrong too.
 - The exit status says how the run ended (0 done, 3 stopped by a limit,
-  1 error, 2 bad usage or configuration, 130 interrupted), so scripts need
-  not parse the output.
+  1 error, 2 bad usage or configuration, 4 paused for approval, 130
+  interrupted), so scripts need not parse the output.
 - Importing this module does not import litellm (seconds): `LLM` loads it
   on the first model call. The configuration and logging modules (pydantic-
   settings, structlog with rich: a third of a second) are imported by the
@@ -46,6 +46,7 @@ EXIT_CODES: dict[StopReason, int] = {
     StopReason.STUCK: 3,
     StopReason.ERROR: 1,
     StopReason.CANCELLED: 1,
+    StopReason.AWAITING_APPROVAL: 4,  # `replay` of a trace that ends at a pause
 }
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

@@ -366,3 +366,16 @@ def test_cli_refuses_an_unknown_tool_name(clean_env, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "require_approval names tools the toolcall agent does not have: bsh; its tools: terminate" in err
+
+
+def test_replaying_a_trace_that_ends_at_a_pause_exits_4(clean_env, capsys):
+    import asyncio
+
+    from agentfsm import cli
+
+    agent, _ = build(DELETE_TWO)
+    asyncio.run(agent.run("clean", trace="paused.jsonl"))
+    assert cli.main(["replay", "paused.jsonl", "--json"]) == 4
+    result = json.loads(capsys.readouterr().out)
+    assert (result["state"], result["stop_reason"]) == ("RUNNING", "awaiting_approval")
+    assert [c["name"] for c in result["pending_approval"]] == ["delete", "delete"]
