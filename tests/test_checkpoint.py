@@ -8,6 +8,7 @@ on resume, the file's atomicity, and the errors.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -169,8 +170,9 @@ class Tools:
         recorder = self
 
         @tool
-        def record(n: int) -> str:
+        async def record(n: int) -> str:
             """Record n."""
+            await asyncio.sleep(0.001 * n)  # parallel calls overlap: both start before either ends
             recorder.ran.append(n)
             return f"recorded {n}"
 
@@ -188,7 +190,9 @@ def _script(request: ModelRequest) -> object:
     return reply("done", [ToolCall.create("c3", "terminate", {"status": "success"})])
 
 
-async def checkpoints_by_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+async def checkpoints_by_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> list[dict[str, Any]]:
     """Run to the end with checkpointing; every checkpoint as written (each read back right away)."""
     seen: list[dict[str, Any]] = []
     original = checkpoint.write_atomic
@@ -199,7 +203,7 @@ async def checkpoints_by_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         seen.append(read_checkpoint(path))
 
     monkeypatch.setattr(checkpoint, "write_atomic", write_and_read)
-    agent = Tools().agent()
+    agent = Tools().agent(**options)
     async for transition in agent.iter("go", checkpoint=tmp_path / "run.json"):
         assert seen[-1]["run_state"]["state"] == transition.dest  # written before the edge is yielded
         assert seen[-1]["run_state"]["step"] == agent.current_step
@@ -207,11 +211,13 @@ async def checkpoints_by_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     return seen
 
 
-async def resume_from(saved: dict[str, Any], tmp_path: Path) -> tuple[Tools, ToolCallAgent, Any]:
+async def resume_from(
+    saved: dict[str, Any], tmp_path: Path, **options: Any
+) -> tuple[Tools, ToolCallAgent, Any]:
     path = tmp_path / "resume.json"
     path.write_text(json.dumps(saved))
     tools = Tools()
-    agent = tools.agent()
+    agent = tools.agent(**options)
     result = await agent.resume(path)
     return tools, agent, result
 
@@ -247,6 +253,40 @@ async def test_resume_in_each_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert result.run_id == saved["run_state"]["run_id"]
         messages = agent.memory.messages
         assert [m.tool_call_id for m in messages if m.role is Role.TOOL] == ["c1", "c2", "c3"], label
+
+
+async def test_parallel_calls_resume_at_most_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parallel calls start together: a checkpoint can hold both started, none or one completed.
+
+    A resume runs again only what never started; a started call without a
+    completion record is reported interrupted, as in sequential ACTING.
+    """
+    written = await checkpoints_by_write(tmp_path, monkeypatch, parallel_tool_calls=True)
+    acting = [c["run_state"] for c in written if c["run_state"]["state"] == "ACTING"]
+    shapes = [(sorted(r["started_calls"]), sorted(r["completed_calls"])) for r in acting]
+    assert ([], []) in shapes and (["c1", "c2"], []) in shapes  # both started before either ended
+    assert (["c1", "c2"], ["c1"]) in shapes
+    cases = {  # (started, completed) -> (calls run again, calls reported interrupted)
+        ((), ()): ([1, 2], []),
+        (("c1", "c2"), ()): ([], ["c1", "c2"]),
+        (("c1", "c2"), ("c1",)): ([], ["c2"]),
+    }
+    for (started, completed), (reruns, interrupted) in cases.items():
+        saved = next(
+            c
+            for c in written
+            if c["run_state"]["state"] == "ACTING"
+            and sorted(c["run_state"]["started_calls"]) == list(started)
+            and sorted(c["run_state"]["completed_calls"]) == list(completed)
+        )
+        tools, agent, result = await resume_from(saved, tmp_path, parallel_tool_calls=True)
+        assert tools.ran == reruns, started
+        texts = {m.tool_call_id: m.content for m in agent.memory.messages if m.role is Role.TOOL}
+        assert [i for i, t in texts.items() if t == INTERRUPTED_CALL.format(name="record")] == interrupted
+        assert all(
+            texts[c] == f"Observed output of cmd `record` executed:\nrecorded {c[1]}" for c in completed
+        )
+        assert (result.stop_reason, result.steps) == ("terminated", 2)
 
 
 async def test_a_finished_checkpoint_gives_back_its_result(tmp_path: Path) -> None:

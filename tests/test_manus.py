@@ -9,6 +9,7 @@ The Docker variants are in test_manus_docker.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -198,3 +199,36 @@ async def test_keep_alive_still_destroys_the_sandbox_when_a_run_fails() -> None:
     assert (result.state, result.stop_reason) == (AgentState.ERROR, StopReason.ERROR)
     ws = observations(agent)[0].rsplit("\n", 1)[1]
     assert not agent.session.active and not os.path.exists(ws)
+
+
+async def test_a_manus_run_resumes_from_its_checkpoint_in_a_new_agent(tmp_path: Path) -> None:
+    """The prompt names the workspace at each think; the checkpoint check compares the configured one."""
+    settings = SandboxSettings(mode="local", local_dir=str(tmp_path / "ws"), timeout=20)
+    script = write_run_read()
+    first = Manus(llm=ScriptedLLM(script), sandbox=settings)
+    path, saved = tmp_path / "run.json", tmp_path / "saved.json"
+
+    def keep(t: Any) -> None:
+        if (t.source, t.dest, t.step) == ("OBSERVING", "THINKING", 3):  # the file: OBSERVING, step 2
+            saved.write_text(path.read_text())
+
+    first.on_transition(keep)
+    reference = await first.run("Compute 12 squared with a script.", checkpoint=path)
+    await first.aclose()
+    state = json.loads(saved.read_text())["run_state"]
+    assert (state["state"], state["step"]) == ("OBSERVING", 2)
+    llm = ScriptedLLM(script[2:])  # what the model answers after step 2
+    second = Manus(llm=llm, sandbox=settings)
+    try:
+        result = await second.resume(saved)
+    finally:
+        await second.aclose()
+    assert (result.stop_reason, result.steps, result.output) == (
+        reference.stop_reason,
+        reference.steps,
+        reference.output,
+    )
+    assert workspace_of(llm, 0) == os.path.realpath(tmp_path / "ws")
+    assert observations(second)[1] == "Observed output of cmd `python_execute` executed:\n144"
+    assert observations(second)[2].endswith("     1\tprint(12 ** 2)\n")
+    assert_pairs_complete(second.memory.messages)

@@ -138,6 +138,11 @@ class Manus(ToolCallAgent):
             self.system_prompt = template.replace("{directory}", await self.workspace())
         await super().think()
 
+    def trace_config(self) -> dict[str, Any]:
+        # The prompt as configured: the derived one names a workspace, which a resumed run's
+        # sandbox may place elsewhere, and the checkpoint check compares this configuration.
+        return {**super().trace_config(), "system_prompt": self.system_prompt_template}
+
     async def workspace(self) -> str:
         """The sandbox's working directory, without making the sandbox just to name it.
 
