@@ -78,3 +78,24 @@ def test_debug_refuses_an_unknown_breakpoint(llmock):
     proc = subprocess.run(cli(llmock, "--break", "NAPPING"), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "no trigger 'NAPPING'" in proc.stderr
+
+
+def test_debug_manus_with_an_approval_on_piped_input(llmock, tmp_path):
+    """Manus under the debugger, in a local sandbox; the approval question reads the same input."""
+    llmock.call_tool("python_execute", {"code": "print(6 * 7)"})
+    llmock.call_tool("terminate", {"status": "success"})
+    env = {**os.environ, "AGENTFSM_SANDBOX__MODE": "local"}
+    args = cli(llmock, "--agent", "manus", "--break", "OBSERVING", "--require-approval", "python_execute")
+    answers = "continue\ny\nstate\ncontinue\ncontinue\n"
+    proc = subprocess.run(
+        args, input=answers, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "source=THINKING dest=AWAITING_APPROVAL" in proc.stderr  # the transition log line
+    assert "Approval needed: python_execute(" in proc.stderr
+    assert "state RUNNING, phase OBSERVING, step 1 of 20" in proc.stdout
+    assert "stop_reason=terminated" in proc.stdout
+    observed = [m["content"] for m in llmock.requests[1].body["messages"] if m["role"] == "tool"]
+    assert observed == ["Observed output of cmd `python_execute` executed:\n42\n"] or observed == [
+        "Observed output of cmd `python_execute` executed:\n42"
+    ]
