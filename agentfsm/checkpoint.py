@@ -17,7 +17,9 @@ Schema version `CHECKPOINT_SCHEMA` = 1. One JSON object:
 The file is replaced atomically (a temporary file in the same directory,
 fsync, `os.replace`, then an fsync of the directory), so a reader, or a
 resume after a kill, sees the previous checkpoint or the new one, never a
-partial file. The engine holds no random state, so nothing else is needed.
+partial file. A kill in the middle of a write leaves the temporary file
+(``.<name>.<pid>.<random>.tmp``); the next run or resume on that checkpoint
+removes those of dead processes. The engine holds no random state, so nothing else is needed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "CheckpointError",
     "Checkpointer",
     "read_checkpoint",
+    "remove_stale_temporaries",
     "restore",
     "write_atomic",
 ]
@@ -49,11 +52,47 @@ _UNCHECKED = frozenset({"llm"})
 """Config keys a resume may change: the model and its settings (a run may resume on another server)."""
 
 
+def _temp_prefix(target: str, pid: int) -> str:
+    return f".{os.path.basename(target)}.{pid}."
+
+
+def remove_stale_temporaries(path: TracePath) -> list[str]:
+    """Delete the temporary files of `path` left by processes killed mid-write; return their names.
+
+    A temporary file is named after its checkpoint and the writing process, so
+    only those of dead processes are removed (a live writer's file is its own).
+    """
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    head = f".{os.path.basename(target)}."
+    removed = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if not (name.startswith(head) and name.endswith(".tmp")):
+                continue
+            pid = name[len(head) :].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(directory, name))
+                    removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 def write_atomic(path: TracePath, text: str) -> None:
     """Replace `path` with `text` so that the file is always either the old or the new content."""
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
-    fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
+    fd, temp = tempfile.mkstemp(prefix=_temp_prefix(target, os.getpid()), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
@@ -78,6 +117,7 @@ class Checkpointer:
         self.path = path
         self.agent = agent
         self.writes = 0
+        remove_stale_temporaries(path)
 
     def snapshot(self) -> dict[str, Any]:
         agent = self.agent

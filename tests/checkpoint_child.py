@@ -3,6 +3,7 @@
     python checkpoint_child.py run|resume WORKDIR KILL
 
 KILL is ``none``, ``write:K`` (SIGKILL right after the K-th checkpoint write),
+``torn:K`` (SIGKILL inside the K-th write, its temporary file written but not yet in place),
 ``before:N`` or ``after:N`` (SIGKILL inside ``record(n=N)``, before or after its
 side effect), or ``mark`` (print ``checkpoint`` after each write and let each
 call take 20 ms: the parent kills the process when it chooses). The run's result
@@ -75,6 +76,16 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
                 _die()
 
         checkpoint.write_atomic = write_then_maybe_die  # type: ignore[assignment]
+    if mode == "torn":
+        replace, writes = os.replace, [0]
+
+        def die_before_the_kth_replace(source: str, target: str) -> None:
+            writes[0] += 1
+            if writes[0] == int(arg):
+                _die()
+            replace(source, target)
+
+        os.replace = die_before_the_kth_replace  # type: ignore[assignment]
     if mode == "mark":
         plain = checkpoint.write_atomic
 

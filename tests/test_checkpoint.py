@@ -72,7 +72,7 @@ def kill_then_resume(base: Path, kill: str) -> tuple[dict[str, Any], dict[str, A
     killed = child("run", workdir, kill)
     assert killed.returncode == SIGKILLED, killed.stderr
     saved = read_checkpoint(workdir / "run.checkpoint.json")  # always a whole, valid checkpoint
-    assert not [p.name for p in workdir.iterdir() if p.name.startswith(".checkpoint-")]
+    assert not [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
     result = outcome(child("resume", workdir))
     final = read_checkpoint(workdir / "run.checkpoint.json")
     assert final["run_state"]["run_id"] == saved["run_state"]["run_id"]
@@ -119,6 +119,35 @@ def test_a_kill_inside_a_tool_call_never_runs_it_twice(reference: dict[str, Any]
             expected = ["1", "2", "3"] if when == "after" else [x for x in ("1", "2", "3") if x != str(n)]
             assert done == expected, (when, n)
             assert INTERRUPTED_CALL.format(name="record") in tool_texts
+
+
+def test_a_kill_inside_a_write_leaves_the_previous_checkpoint_and_resume_cleans_up(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    workdir = tmp_path / "torn"
+    workdir.mkdir()
+    killed = child("run", workdir, "torn:4")
+    assert killed.returncode == SIGKILLED, killed.stderr
+    torn = [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
+    assert len(torn) == 1 and torn[0].startswith(".run.checkpoint.json.")  # the 4th write, not in place
+    assert read_checkpoint(workdir / "run.checkpoint.json")  # the 3rd write: whole
+    assert outcome(child("resume", workdir)) == reference
+    assert not [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_only_the_temporaries_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    names = [
+        f".run.json.{dead.stdout.strip()}.abc.tmp",  # a writer killed mid-write: removed
+        f".run.json.{os.getpid()}.def.tmp",  # a live writer's: kept
+        f".other.json.{dead.stdout.strip()}.ghi.tmp",  # another checkpoint's: kept
+    ]
+    for name in names:
+        (tmp_path / name).write_text("{")
+    assert checkpoint.remove_stale_temporaries(tmp_path / "run.json") == names[:1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
 
 
 def parent_kill_then_resume(base: Path, k: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
