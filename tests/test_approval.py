@@ -379,3 +379,30 @@ def test_replaying_a_trace_that_ends_at_a_pause_exits_4(clean_env, capsys):
     result = json.loads(capsys.readouterr().out)
     assert (result["state"], result["stop_reason"]) == ("RUNNING", "awaiting_approval")
     assert [c["name"] for c in result["pending_approval"]] == ["delete", "delete"]
+
+
+async def test_the_terminal_approver_asks_each_call_and_keeps_the_live_view_quiet(monkeypatch, capsys):
+    import contextlib
+    import io
+
+    from agentfsm import ToolCall
+    from agentfsm.terminal import TerminalApprover
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO('x\ne\n[1]\ne\n{"a": 1}\nn\n\ny\n'))
+    quiet = []
+
+    @contextlib.contextmanager
+    def suspended():
+        quiet.append("stop")
+        yield
+        quiet.append("start")
+
+    approver = TerminalApprover()
+    approver.quiet = suspended
+    calls = [ToolCall.create(f"c{i}", "delete", {"path": str(i)}) for i in range(3)]
+    decisions = await approver(calls)
+    assert decisions == [Decision.approve('{"a": 1}'), Decision.reject(None), Decision.approve()]
+    assert quiet == ["stop", "start"]  # once around all the questions
+    err = capsys.readouterr().err
+    assert err.count("Approval needed: delete(") == 3
+    assert "answer y, n or e (got 'x')" in err and "must be a JSON object" in err
