@@ -260,6 +260,8 @@ def _replay(args: argparse.Namespace) -> int:
     from .demo import format_transition
     from .replay import ReplayError, replay
 
+    if args.step:
+        return _replay_step(args)
     with cli_logging.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
         try:
             replayed = asyncio.run(replay(args.trace))
@@ -278,6 +280,28 @@ def _replay(args: argparse.Namespace) -> int:
         return EXIT_CODES[StopReason.ERROR]
     _print_result(replayed.result, args.json, out)
     return EXIT_CODES[replayed.result.stop_reason]
+
+
+def _replay_step(args: argparse.Namespace) -> int:
+    """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
+    from . import cli_logging
+    from .debugger import debug_command
+    from .replay import Replayer, ReplayError
+
+    try:
+        replayer = Replayer(args.trace)
+        with cli_logging.configured(args.log_format):
+            status = debug_command(
+                replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
+            )
+    except ReplayError as exc:
+        return _usage_error(str(exc))
+    if replayer.ended_early is not None:
+        print(
+            f"{PROG}: {replayer.ended_early} (replayed {len(replayer.replayed)} transitions)", file=sys.stderr
+        )
+        return EXIT_CODES[StopReason.ERROR]
+    return status
 
 
 def _drive(

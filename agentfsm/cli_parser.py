@@ -43,14 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "transition; works on a terminal and with piped commands.",
     )
     _run_options(debug)
-    debug.add_argument(
-        "--break",
-        dest="breaks",
-        metavar="STATE",
-        action="append",
-        default=[],
-        help="pause on entering STATE (or after SOURCE->DEST, or a trigger); repeatable",
-    )
+    _break_option(debug)
     debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
 
     demo = commands.add_parser(
@@ -64,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Re-drive the machine from a trace: recorded replies and tool results, nothing executed.",
     )
     replay.add_argument("trace", metavar="TRACE", help="a JSON Lines trace written by `run --trace`")
+    replay.add_argument("--step", action="store_true", help="replay under the debugger's prompt")
+    _break_option(replay)
     _output_options(replay)
 
     diagram = commands.add_parser(
@@ -109,6 +104,17 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         metavar="TOOL",
         action="append",
         help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
+    )
+
+
+def _break_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--break",
+        dest="breaks",
+        metavar="STATE",
+        action="append",
+        default=[],
+        help="pause on entering STATE (or after SOURCE->DEST, or a trigger); repeatable",
     )
 
 

@@ -15,7 +15,7 @@ import contextlib
 import shlex
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TextIO
 
 from .agent.base import BaseAgent
@@ -80,9 +80,10 @@ class Debugger:
         read_line: ReadLine = read_stdin_line,
         out: TextIO | None = None,
         breakpoints: list[Breakpoint] | None = None,
+        transitions: AsyncIterator[Transition] | None = None,
     ) -> None:
         self.agent = agent
-        self.stepper = Stepper(agent, task, breakpoints=breakpoints)
+        self.stepper = Stepper(agent, task, breakpoints=breakpoints, transitions=transitions)
         self.read_line = read_line
         self.out = out if out is not None else sys.stdout
         self.last_call: LLMCall | None = None
@@ -224,12 +225,21 @@ class Debugger:
         self.out.flush()
 
 
-def debug_command(agent: BaseAgent, task: str, breaks: list[str], *, trace: str | None = None) -> int:
-    """`agentfsm debug`: serve the prompt on stdin/stdout, print the result, return the exit status."""
+def debug_command(
+    agent: BaseAgent,
+    task: str,
+    breaks: list[str],
+    *,
+    trace: str | None = None,
+    transitions: AsyncIterator[Transition] | None = None,
+) -> int:
+    """`agentfsm debug` (and `replay --step`, which passes the replayed `transitions`): serve the
+    prompt on stdin/stdout, print the result, return the exit status."""
     from .cli import EXIT_CODES, EXIT_USAGE, format_result
 
     try:
-        debugger = Debugger(agent, task, breakpoints=[_parse_breakpoint(text, agent) for text in breaks])
+        breakpoints = [_parse_breakpoint(text, agent) for text in breaks]
+        debugger = Debugger(agent, task, breakpoints=breakpoints, transitions=transitions)
     except ValueError as exc:
         sys.stderr.write(f"agentfsm: {exc}\n")
         return EXIT_USAGE
@@ -251,7 +261,7 @@ def debug_command(agent: BaseAgent, task: str, breaks: list[str], *, trace: str 
         result = asyncio.run(session())
     except KeyboardInterrupt:
         result = agent.last_result
-    if result is None:  # quit before the first transition: no run happened
+    if result is None:  # quit before the first transition, or a replay that ended early
         return 0
     print(format_result(result))
     return EXIT_CODES[result.stop_reason]

@@ -17,7 +17,7 @@ system prompt and tool declarations of each request.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ from .run_state import Decision, Observation
 from .tool import ToolCollection
 from .trace import TRACE_SCHEMA, TracePath, transition_record
 
-__all__ = ["Replay", "ReplayError", "read_trace", "replay"]
+__all__ = ["Replay", "ReplayError", "Replayer", "read_trace", "replay"]
 
 _COMPARED = ("source", "dest", "trigger", "step", "guards")
 
@@ -228,36 +228,64 @@ class _ReplayAgent(ToolCallAgent):
         return self.script.observation(self.run_state.step, call)
 
 
+class Replayer:
+    """One replay of the trace at `path`: `transitions()` re-drives it step by step (what
+    `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
+
+    def __init__(self, path: TracePath) -> None:
+        self.header, records = read_trace(path)
+        self.script = _Script(records)
+        self.agent: ToolCallAgent = _ReplayAgent(self.header, self.script)
+        self.recorded: list[dict[str, Any]] = []
+        self.edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits right after it
+        for record in records:
+            if record["kind"] == "transition":
+                self.recorded.append(record)
+            elif record["kind"] == "edit":
+                self.edits.setdefault(len(self.recorded) - 1, []).append(record)
+        self.replayed: list[Transition] = []
+        self.ended_early: str | None = None
+        """Why the replay stopped before the run's end (a trace cut short), or None."""
+
+    @property
+    def request(self) -> str:
+        return str(self.header["request"])
+
+    async def transitions(self) -> AsyncGenerator[Transition, None]:
+        """Each replayed edge, checked against the trace, with the edits made after it re-applied."""
+        try:
+            steps = self.agent.iter(self.request)
+            async with aclosing(steps):
+                async for transition in steps:
+                    index = len(self.replayed)
+                    self.replayed.append(transition)
+                    _compare(transition, self.recorded, index, self.script.complete)
+                    for edit in self.edits.get(index, ()):
+                        _apply(self.agent, edit)
+                    yield transition
+        except _Stop as stop:
+            if stop.error is not None:
+                raise stop.error from None
+            self.ended_early = stop.reason
+            return
+        if self.script.complete and len(self.replayed) != len(self.recorded):
+            raise ReplayError(
+                f"the replay took {len(self.replayed)} transitions, the trace has {len(self.recorded)}"
+            )
+
+    @property
+    def result(self) -> RunResult | None:
+        return self.agent.last_result if self.ended_early is None else None
+
+    async def run(self) -> Replay:
+        async for _ in self.transitions():
+            pass
+        return Replay(self.header, self.replayed, self.result, self.ended_early)
+
+
 async def replay(trace: TracePath) -> Replay:
     """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges."""
-    header, records = read_trace(trace)
-    script = _Script(records)
-    agent = _ReplayAgent(header, script)
-    recorded: list[dict[str, Any]] = []
-    edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits made right after it
-    for record in records:
-        if record["kind"] == "transition":
-            recorded.append(record)
-        elif record["kind"] == "edit":
-            edits.setdefault(len(recorded) - 1, []).append(record)
-    transitions: list[Transition] = []
-    ended_early: str | None = None
-    try:
-        steps = agent.iter(header["request"])
-        async with aclosing(steps):
-            async for transition in steps:
-                index = len(transitions)
-                transitions.append(transition)
-                _compare(transition, recorded, index, script.complete)
-                for edit in edits.get(index, ()):
-                    _apply(agent, edit)
-    except _Stop as stop:
-        if stop.error is not None:
-            raise stop.error from None
-        ended_early = stop.reason
-    if ended_early is None and script.complete and len(transitions) != len(recorded):
-        raise ReplayError(f"the replay took {len(transitions)} transitions, the trace has {len(recorded)}")
-    return Replay(header, transitions, agent.last_result if ended_early is None else None, ended_early)
+    return await Replayer(trace).run()
 
 
 def _compare(transition: Transition, recorded: list[dict[str, Any]], index: int, complete: bool) -> None:

@@ -59,9 +59,18 @@ class Stepper:
     `async with`) abandons an unfinished run: it ends `cancelled`.
     """
 
-    def __init__(self, agent: BaseAgent, task: str, *, breakpoints: list[Breakpoint] | None = None) -> None:
+    def __init__(
+        self,
+        agent: BaseAgent,
+        task: str,
+        *,
+        breakpoints: list[Breakpoint] | None = None,
+        transitions: AsyncIterator[Transition] | None = None,
+    ) -> None:
+        """`transitions`: the run to step through, when it is not `agent.iter(task)` (a replay)."""
         self.agent = agent
         self.task = task
+        self._source = transitions
         self.breakpoints: list[Breakpoint] = []
         for breakpoint in breakpoints or ():
             self.add_breakpoint(breakpoint)
@@ -90,7 +99,7 @@ class Stepper:
         if self.finished:
             return None
         if self._iter is None:
-            self._iter = self.agent.iter(self.task)
+            self._iter = self._source if self._source is not None else self.agent.iter(self.task)
         try:
             transition = await anext(self._iter)
         except StopAsyncIteration:

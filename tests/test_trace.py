@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -263,3 +265,38 @@ def test_replaying_never_runs_a_tool(tmp_path):
     assert len(ran) == 1
     assert asyncio.run(replay(tmp_path / "t.jsonl")).result.stop_reason == "terminated"
     assert len(ran) == 1
+
+
+def replay_step(path: Path, commands: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", "replay", str(path), "--step", "--break", "OBSERVING"],
+        input=commands,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_replay_step_puts_the_replayed_run_under_the_debugger(toolbox, tmp_path):
+    path = tmp_path / "run.jsonl"
+    asyncio.run(traced_run(toolbox, path, "terminated"))
+    proc = replay_step(path, "continue\nmemory\ncontinue\ncontinue\n")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("paused before the first transition of: do it\n")
+    assert "ACTING -> OBSERVING  act_done  step 1\n    result add: 5" in out
+    assert "  1 assistant adding -> add(" in out  # `memory` at the breakpoint
+    assert "run ended: FINISHED (terminated)" in out and "stop_reason=terminated  steps=2" in out
+
+    cut = tmp_path / "cut.jsonl"  # a trace cut short: the replay stops where it ends
+    lines = path.read_text().splitlines(keepends=True)
+    cut.write_text("".join(lines[:5]))
+    proc = replay_step(cut, "continue\n" * 4)
+    assert proc.returncode == 1
+    assert "the trace ends early" in proc.stderr
+
+    diverged = tmp_path / "diverged.jsonl"  # a trace whose edges the replay does not reproduce
+    diverged.write_text(path.read_text().replace('"dest": "OBSERVING"', '"dest": "FINISHED"', 1))
+    proc = replay_step(diverged, "continue\n" * 4)
+    assert proc.returncode == 2
+    assert "differs: replayed" in proc.stderr
