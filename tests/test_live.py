@@ -31,3 +31,15 @@ async def test_live_view_shows_tool_calls_and_status(toolbox):
     assert "[bold]ACTING[/] · step 1/9 · 100 in / 7 out tokens · 0 tool calls" in statuses
     assert statuses[-1].startswith("[bold]FINISHED[/] · step 2/9")
     assert len(agent._listeners) == 1  # the view unsubscribed itself
+
+
+async def test_the_view_stops_drawing_while_a_question_is_asked(toolbox):
+    agent = ToolCallAgent(llm=ScriptedLLM([]), tools=toolbox)
+    console = Console(file=io.StringIO(), force_terminal=True, width=120, color_system=None)
+    view = LiveView(agent, console=console)
+    with view:
+        assert view._live.is_started
+        with view.suspended():
+            assert not view._live.is_started  # the prompt is not drawn over
+        assert view._live.is_started
+    assert not view._live.is_started
