@@ -15,6 +15,7 @@ from .machine import Edge, Effect, Guard, MachineTable, StateSpec
 from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .result import AgentState, RunResult, StopReason, Usage
+from .run_state import Decision
 from .tool import Tool, ToolCollection, ToolResult, tool
 from .toolbox.terminate import Terminate
 
@@ -33,6 +34,7 @@ __all__ = [
     "BaseAgent",
     "Bash",
     "ChatModel",
+    "Decision",
     "Edge",
     "Effect",
     "Guard",
