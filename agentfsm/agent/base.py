@@ -16,7 +16,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..errors import AgentBusyError
 from ..events import Edit, Transition
@@ -79,6 +79,7 @@ class BaseAgent(EventSource, ABC):
         """True while a phase's action is awaited (edits wait for it to finish)."""
         self._entered_at = time.perf_counter()
         self._checkpointer: Checkpointer | None = None
+        self._yields = False
 
     # -- what callers read ------------------------------------------------------
 
@@ -137,7 +138,7 @@ class BaseAgent(EventSource, ABC):
         `checkpoint`: a file rewritten after every transition and tool call, for `resume`
         (see `agentfsm.checkpoint`).
         """
-        return await self._consume(self.iter(request, checkpoint=checkpoint), trace)
+        return await self._consume(self._drive(request, checkpoint, yields=False), trace)
 
     async def resume(self, checkpoint: TracePath) -> RunResult:
         """Continue the run saved in `checkpoint` (by `run(..., checkpoint=...)`) to its end.
@@ -151,7 +152,7 @@ class BaseAgent(EventSource, ABC):
 
     def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
-        return self._drive(request, checkpoint)
+        return cast("AsyncGenerator[Transition, None]", self._drive(request, checkpoint))
 
     def resume_iter(self, checkpoint: TracePath) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. The checkpoint is read and checked at once (`CheckpointError`).
@@ -165,14 +166,16 @@ class BaseAgent(EventSource, ABC):
         self._check_idle()
         restore(self, read_checkpoint(checkpoint))
         self._entered_at = time.perf_counter()
-        return self._drive(None, checkpoint)
+        return cast("AsyncGenerator[Transition, None]", self._drive(None, checkpoint))
 
     def save_checkpoint(self) -> None:
         """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
         if self._checkpointer is not None:
             self._checkpointer.write()
 
-    async def _consume(self, transitions: AsyncIterator[Transition], trace: TracePath | None) -> RunResult:
+    async def _consume(
+        self, transitions: AsyncIterator[Transition | None], trace: TracePath | None
+    ) -> RunResult:
         if trace is None:
             async for _ in transitions:
                 pass
@@ -193,12 +196,15 @@ class BaseAgent(EventSource, ABC):
             )
 
     async def _drive(
-        self, request: str | None, checkpoint: TracePath | None
-    ) -> AsyncGenerator[Transition, None]:
+        self, request: str | None, checkpoint: TracePath | None, *, yields: bool = True
+    ) -> AsyncGenerator[Transition | None, None]:
         """The engine loop: start a run on `request` (None: continue the restored one), then
-        run each phase's action and fire its `done` trigger until a state has no action."""
+        run each phase's action and fire its `done` trigger until a state has no action.
+        `yields`: the caller reads the transitions (`iter()`); else they are None unless
+        someone else listens (`run()`)."""
         self._check_idle()
         self._active = True
+        self._yields = yields
         if checkpoint is not None:
             from ..checkpoint import Checkpointer
 
@@ -235,6 +241,7 @@ class BaseAgent(EventSource, ABC):
             if self._active:
                 await self._finish()
             self._checkpointer = None
+            self._yields = False
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
@@ -274,39 +281,43 @@ class BaseAgent(EventSource, ABC):
 
     # -- internals ----------------------------------------------------------------------
 
-    def _fire(self, trigger: str) -> Transition:
-        source, run = self.fsm_state, self.run_state
-        started = self._entered_at
-        firing = self.table.fire(self, trigger)
-        edge = firing.edge
-        assert edge is not None
+    def _fire(self, trigger: str) -> Transition | None:
+        """Take the edge for `trigger`. The `Transition` event is built when someone reads it:
+        `iter()`'s caller, a listener or the `agentfsm` logger; else this returns None."""
+        run = self.run_state
+        source = run.state
+        edge, guards = self.table.take(self, trigger)
         now = time.perf_counter()
-        self._entered_at = now
+        started, self._entered_at = self._entered_at, now
         if edge.stop_reason is not None:
             run.stop_reason = edge.stop_reason
-        transition = Transition(
-            agent=self.name,
-            run_id=run.run_id,
-            trigger=trigger,
-            source=source,
-            dest=edge.dest,
-            step=run.step,
-            guards=tuple(firing.guards),
-            stop_reason=edge.stop_reason,
-            duration_s=now - started,
-            reply=run.reply if source == "THINKING" else None,
-            tool_calls=tuple(run.pending_calls) if edge.dest == "ACTING" else (),
-            observations=tuple(run.observations) if source == "ACTING" else (),
-            error=run.error if edge.dest == "ERROR" else None,
-        )
-        if log_enabled():
-            event("transition", **transition.log_fields())
-        self._emit(transition)
+        transition = None
+        logging = log_enabled()
+        if logging or self._yields or self._listeners or self._event_listeners:
+            dest = edge.dest
+            transition = Transition(
+                agent=self.name,
+                run_id=run.run_id,
+                trigger=trigger,
+                source=source,
+                dest=dest,
+                step=run.step,
+                guards=guards,
+                stop_reason=edge.stop_reason,
+                duration_s=now - started,
+                reply=run.reply if source == "THINKING" else None,
+                tool_calls=tuple(run.pending_calls) if dest == "ACTING" else (),
+                observations=tuple(run.observations) if source == "ACTING" else (),
+                error=run.error if dest == "ERROR" else None,
+            )
+            if logging:
+                event("transition", **transition.log_fields())
+            self._emit(transition)
         if self._checkpointer is not None and edge.dest != self.table.initial:
             self._checkpointer.write()  # after the listeners: an edit they made is in it
         return transition
 
-    def _abort(self, trigger: str, error: str) -> Transition:
+    def _abort(self, trigger: str, error: str) -> Transition | None:
         self.run_state.error = error
         self.memory.close_open_calls(_INTERRUPTED)
         return self._fire(trigger)
