@@ -83,7 +83,10 @@ class _Recorder:
         return request
 
     def _with_ids(self, response: LLMResponse) -> LLMResponse:
-        if not any(not call.id for call in response.tool_calls):
+        for call in response.tool_calls:
+            if not call.id:
+                break
+        else:
             return response
         calls = []
         for call in response.tool_calls:

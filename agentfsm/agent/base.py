@@ -337,14 +337,15 @@ class BaseAgent(EventSource, ABC):
             usage=run.usage.copy(),
         )
         self.last_result = result
-        event(
-            "run_finished",
-            agent=self.name,
-            run_id=run.run_id,
-            state=result.state.value,
-            stop_reason=result.stop_reason.value,
-            steps=result.steps,
-        )
+        if log_enabled():
+            event(
+                "run_finished",
+                agent=self.name,
+                run_id=run.run_id,
+                state=result.state.value,
+                stop_reason=result.stop_reason.value,
+                steps=result.steps,
+            )
         await self.on_run_end(result)
 
     def _output(self, reason: StopReason) -> str | None:
