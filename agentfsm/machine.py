@@ -196,13 +196,10 @@ class MachineTable:
         reads of the run, evaluated in table order up to the first that holds, so
         the outcomes are fixed by the edge taken: each edge carries them, built once.
         """
-        try:
-            event = self._events[trigger]
-        except KeyError:
-            raise MachineSetupError(
-                f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}"
-            ) from None
-        taken = event.take(model)
+        event = self._events.get(trigger)
+        if event is None:
+            raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
+        taken = event.take(model, model.fsm_state)
         if taken is None:
             state = model.fsm_state
             if not event.transitions.get(state):
@@ -329,9 +326,9 @@ class _EdgeEvent(Event):
                 if guard is not None:
                     failed += (GuardOutcome(guard.name, False),)
 
-    def take(self, model: Any) -> _EdgeTransition | None:
-        """The transition that fired from the model's state, or None (no edge, or no guard held)."""
-        candidates = self.transitions.get(model.fsm_state)
+    def take(self, model: Any, state: str) -> _EdgeTransition | None:
+        """The transition that fired from `state` (the model's), or None (no edge, or no guard held)."""
+        candidates = self.transitions.get(state)
         if candidates:
             for transition in candidates:
                 if transition.take(model):

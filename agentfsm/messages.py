@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .serde import Serializable
+from .serde import Serializable, slot_builder
 
 __all__ = ["Message", "Role", "ToolCall"]
 
@@ -115,11 +115,7 @@ class Message(Serializable):
         return data
 
 
-_new = object.__new__
-_SETTERS = tuple(
-    Message.__dict__[name].__set__
-    for name in ("role", "content", "tool_calls", "name", "tool_call_id", "base64_image")
-)
+_new_message = slot_builder(Message)
 
 
 def _build(
@@ -131,9 +127,8 @@ def _build(
     tool_call_id: str | None,
     base64_image: str | None,
 ) -> Message:
-    """What `cls(role=..., ...)` builds, for the factories: they pass the fields already
-    normalised, so the slots are set directly (a frozen dataclass's `__init__` sets each
-    through `object.__setattr__`, at twice the cost; messages are made on every step)."""
+    """What `cls(role=..., ...)` builds, for the factories, which pass the fields already
+    normalised (messages are made on every step; see `slot_builder`)."""
     if cls is not Message:  # a subclass may have fields and checks of its own
         return cls(
             role=role,
@@ -143,12 +138,4 @@ def _build(
             tool_call_id=tool_call_id,
             base64_image=base64_image,
         )
-    set_role, set_content, set_calls, set_name, set_call_id, set_image = _SETTERS
-    message: Message = _new(cls)
-    set_role(message, role)
-    set_content(message, content)
-    set_calls(message, tool_calls)
-    set_name(message, name)
-    set_call_id(message, tool_call_id)
-    set_image(message, base64_image)
-    return message
+    return _new_message(role, content, tool_calls, name, tool_call_id, base64_image)

@@ -16,17 +16,19 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from logging import INFO
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..errors import AgentBusyError
 from ..events import Edit, Transition
+from ..log import STDLIB_LOGGER, event
 from ..log import enabled as log_enabled
-from ..log import event
 from ..machine import MachineTable
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult, StopReason
 from ..run_state import RunState
+from ..serde import slot_builder
 from ..table import AGENT_TABLE
 from .event_source import EventListener, EventSource, TransitionListener
 
@@ -38,6 +40,8 @@ __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
+_run_result = slot_builder(RunResult)
+_log_enabled = STDLIB_LOGGER.isEnabledFor
 
 
 class BaseAgent(EventSource, ABC):
@@ -292,7 +296,7 @@ class BaseAgent(EventSource, ABC):
         if edge.stop_reason is not None:
             run.stop_reason = edge.stop_reason
         transition = None
-        logging = log_enabled()
+        logging = _log_enabled(INFO)
         if logging or self._yields or self._listeners or self._event_listeners:
             dest = edge.dest
             transition = Transition(
@@ -327,7 +331,7 @@ class BaseAgent(EventSource, ABC):
         run = self.run_state
         if run.stop_reason is None:  # never started (e.g. add_request refused the request)
             return
-        result = RunResult(
+        result = _run_result(
             run_id=run.run_id,
             state=self.state,
             stop_reason=run.stop_reason,
