@@ -22,6 +22,7 @@ from .chat import LLMResponse, ToolChoice
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
 from .result import Usage
+from .serde import slot_builder
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]
 
@@ -46,7 +47,7 @@ def reply(
     return LLMResponse(content=content, tool_calls=calls, usage=usage, model="scripted")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What the agent sent on one call."""
 
@@ -59,6 +60,9 @@ class ModelRequest:
     @property
     def tool_names(self) -> list[str]:
         return [t["function"]["name"] for t in self.tools]
+
+
+_model_request = slot_builder(ModelRequest)
 
 
 @dataclass
@@ -77,7 +81,7 @@ class _Recorder:
         tool_choice: ToolChoice,
     ) -> ModelRequest:
         if not self.record:
-            return ModelRequest(messages, system_msgs, tools, tool_choice)
+            return _model_request(messages, system_msgs, tools, tool_choice)
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request

@@ -15,7 +15,7 @@ import asyncio
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from logging import INFO
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -23,7 +23,7 @@ from ..errors import AgentBusyError
 from ..events import Edit, Transition
 from ..log import STDLIB_LOGGER, event
 from ..log import enabled as log_enabled
-from ..machine import MachineTable
+from ..machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult, StopReason
@@ -142,7 +142,15 @@ class BaseAgent(EventSource, ABC):
         `checkpoint`: a file rewritten after every transition and tool call, for `resume`
         (see `agentfsm.checkpoint`).
         """
-        return await self._consume(self._drive(request, checkpoint, yields=False), trace)
+        if trace is None:
+            await self._run_to_end(request, checkpoint)
+        else:
+            from ..trace import TraceWriter
+
+            with TraceWriter(trace, self):
+                await self._run_to_end(request, checkpoint)
+        assert self.last_result is not None
+        return self.last_result
 
     async def resume(self, checkpoint: TracePath) -> RunResult:
         """Continue the run saved in `checkpoint` (by `run(..., checkpoint=...)`) to its end.
@@ -152,11 +160,14 @@ class BaseAgent(EventSource, ABC):
         written. A finished run's checkpoint gives back its result and runs nothing.
         (No `trace`: a trace starts at a run's `start` edge, which a resumed run does not take.)
         """
-        return await self._consume(self.resume_iter(checkpoint), None)
+        async for _ in self.resume_iter(checkpoint):
+            pass
+        assert self.last_result is not None
+        return self.last_result
 
     def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
-        return cast("AsyncGenerator[Transition, None]", self._drive(request, checkpoint))
+        return self._drive(request, checkpoint)
 
     def resume_iter(self, checkpoint: TracePath) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. The checkpoint is read and checked at once (`CheckpointError`).
@@ -170,27 +181,12 @@ class BaseAgent(EventSource, ABC):
         self._check_idle()
         restore(self, read_checkpoint(checkpoint))
         self._entered_at = time.perf_counter()
-        return cast("AsyncGenerator[Transition, None]", self._drive(None, checkpoint))
+        return self._drive(None, checkpoint)
 
     def save_checkpoint(self) -> None:
         """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
         if self._checkpointer is not None:
             self._checkpointer.write()
-
-    async def _consume(
-        self, transitions: AsyncIterator[Transition | None], trace: TracePath | None
-    ) -> RunResult:
-        if trace is None:
-            async for _ in transitions:
-                pass
-        else:
-            from ..trace import TraceWriter
-
-            with TraceWriter(trace, self):
-                async for _ in transitions:
-                    pass
-        assert self.last_result is not None
-        return self.last_result
 
     def _check_idle(self) -> None:
         if self._active:
@@ -200,12 +196,47 @@ class BaseAgent(EventSource, ABC):
             )
 
     async def _drive(
-        self, request: str | None, checkpoint: TracePath | None, *, yields: bool = True
-    ) -> AsyncGenerator[Transition | None, None]:
-        """The engine loop: start a run on `request` (None: continue the restored one), then
-        run each phase's action and fire its `done` trigger until a state has no action.
-        `yields`: the caller reads the transitions (`iter()`); else they are None unless
-        someone else listens (`run()`)."""
+        self, request: str | None, checkpoint: TracePath | None
+    ) -> AsyncGenerator[Transition, None]:
+        """The engine loop, step by step (`iter()`): start a run on `request` (None: continue
+        the restored one), then run each phase's action and fire its `done` trigger until a
+        state has no action, yielding each transition."""
+        self._enter(checkpoint, yields=True)
+        try:
+            if request is not None:
+                if self.fsm_state != self.table.initial:
+                    yield cast(Transition, self._fire("reset"))
+                self._open_run(request)
+                yield cast(Transition, self._fire("start"))
+            while (spec := self.table.by_name[self.fsm_state]).action is not None:
+                transition, failed = await self._advance(spec)
+                yield cast(Transition, transition)
+                if failed:
+                    break
+        except GeneratorExit:
+            # The consumer stopped iterating mid-run: treat it as a cancellation.
+            if self.phase is not None:
+                self._abort("cancel", "CancelledError: iteration stopped before the run ended")
+            raise
+        finally:
+            await self._leave()
+
+    async def _run_to_end(self, request: str, checkpoint: TracePath | None) -> None:
+        """The same loop as `_drive`, for `run()`: nobody reads the transitions between
+        steps, so no generator (and no `Transition` unless a listener or the logger wants it)."""
+        self._enter(checkpoint, yields=False)
+        try:
+            if self.fsm_state != self.table.initial:
+                self._fire("reset")
+            self._open_run(request)
+            self._fire("start")
+            while (spec := self.table.by_name[self.fsm_state]).action is not None:
+                if (await self._advance(spec))[1]:
+                    break
+        finally:
+            await self._leave()
+
+    def _enter(self, checkpoint: TracePath | None, *, yields: bool) -> None:
         self._check_idle()
         self._active = True
         self._yields = yields
@@ -213,39 +244,35 @@ class BaseAgent(EventSource, ABC):
             from ..checkpoint import Checkpointer
 
             self._checkpointer = Checkpointer(checkpoint, self)
+
+    async def _leave(self) -> None:
+        if self._active:
+            await self._finish()
+        self._checkpointer = None
+        self._yields = False
+
+    def _open_run(self, request: str) -> None:
+        self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
+        self.memory.add_request(Message.user_message(request))
+
+    async def _advance(self, spec: StateSpec) -> tuple[Transition | None, bool]:
+        """Run the phase `spec`, then fire its `done` trigger (or `fail`, when it raised: then
+        the second item is True). Cancellation ends the run in ERROR and propagates."""
+        action = spec.action
+        assert action is not None and spec.done is not None
         try:
-            if request is not None:
-                if self.fsm_state != self.table.initial:
-                    yield self._fire("reset")
-                self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
-                self.memory.add_request(Message.user_message(request))
-                yield self._fire("start")
-            while (spec := self.table.by_name[self.fsm_state]).action is not None:
-                assert spec.done is not None
-                try:
-                    self.phase_running = True
-                    await spec.action(self)
-                except (asyncio.CancelledError, GeneratorExit):
-                    self._abort("cancel", "CancelledError: the run was cancelled")
-                    await self._finish()
-                    raise
-                except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
-                    self.phase_running = False
-                    yield self._abort("fail", f"{type(exc).__name__}: {exc}")
-                    break
-                finally:
-                    self.phase_running = False
-                yield self._fire(spec.done)
-        except GeneratorExit:
-            # The consumer stopped iterating mid-run: treat it as a cancellation.
-            if self.phase is not None:
-                self._abort("cancel", "CancelledError: iteration stopped before the run ended")
+            self.phase_running = True
+            await action(self)
+        except (asyncio.CancelledError, GeneratorExit):
+            self._abort("cancel", "CancelledError: the run was cancelled")
+            await self._finish()
             raise
+        except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
+            self.phase_running = False
+            return self._abort("fail", f"{type(exc).__name__}: {exc}"), True
         finally:
-            if self._active:
-                await self._finish()
-            self._checkpointer = None
-            self._yields = False
+            self.phase_running = False
+        return self._fire(spec.done), False
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
