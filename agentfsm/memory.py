@@ -241,7 +241,7 @@ class MessagesView(Sequence[Message]):
         return chain.from_iterable(self._parts)
 
     def __reversed__(self) -> Iterator[Message]:
-        return chain(*map(reversed, self._parts[::-1]))
+        return chain.from_iterable(map(reversed, self._parts[::-1]))
 
     @overload
     def __getitem__(self, index: int) -> Message: ...

@@ -173,7 +173,10 @@ class FunctionLLM(_Recorder):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
     ) -> LLMResponse:
-        request = self._record(messages, system_msgs, tools, tool_choice)
+        if self.record:
+            request = self._record(messages, system_msgs, tools, tool_choice)
+        else:  # the live view, not a copy (see `record`)
+            request = _model_request(messages, system_msgs, tools, tool_choice)
         result = self.fn(request)
         if self._is_async or not isinstance(result, LLMResponse):
             result = await result  # type: ignore[misc]

@@ -226,11 +226,13 @@ class BaseAgent(EventSource, ABC):
         steps, so no generator (and no `Transition` unless a listener or the logger wants it)."""
         self._enter(checkpoint, yields=False)
         try:
-            if self.fsm_state != self.table.initial:
+            table = self.table
+            if self.run_state.state != table.initial:
                 self._fire("reset")
             self._open_run(request)
             self._fire("start")
-            while (spec := self.table.by_name[self.fsm_state]).action is not None:
+            by_name = table.by_name
+            while (spec := by_name[self.run_state.state]).action is not None:
                 if (await self._advance(spec))[1]:
                     break
         finally:
@@ -252,7 +254,7 @@ class BaseAgent(EventSource, ABC):
         self._yields = False
 
     def _open_run(self, request: str) -> None:
-        self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
+        self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
         self.memory.add_request(Message.user_message(request))
 
     async def _advance(self, spec: StateSpec) -> tuple[Transition | None, bool]:

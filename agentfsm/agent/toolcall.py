@@ -112,7 +112,7 @@ class ToolCallAgent(ReActAgent):
                 raise
             run.token_limit = str(exc)
             return
-        if self.has_event_listeners:
+        if self._event_listeners:
             self._emit_llm_call(messages, system, tools, started, reply=reply)
         run.reply = reply
         run.usage.add(reply.usage)
@@ -232,12 +232,13 @@ class ToolCallAgent(ReActAgent):
         if recorded is not None:
             return recorded
         tool = self.tools.get(call.name)
-        if call.id in run.started_calls and tool is not None and not tool.idempotent:
+        started = call.id in run.started_calls
+        if started and tool is not None and not tool.idempotent:
             observation = Observation(
                 call=call, content=INTERRUPTED_CALL.format(name=call.name), is_error=True
             )
         else:
-            if call.id not in run.started_calls:
+            if not started:
                 run.started_calls.append(call.id)
                 self.save_checkpoint()
             observation = await self.execute_tool(call)
