@@ -4,7 +4,9 @@ The table is declared once (see `table.py`) and read by the engine, the
 diagram renderer and the docs. A table compiles to one `transitions.Machine`
 that every agent using it shares: agents are not registered with the machine
 (no per-agent build cost, no references kept), the engine fires events on an
-agent explicitly with ``Event.trigger(agent, firing=...)``.
+agent explicitly: `MachineTable.take` walks the transitions the machine's
+`Event` holds for the agent's state (``Event.trigger(agent, firing=...)`` does
+the same through transitions' `EventData`).
 
 This is the only module that talks to `transitions`.
 """
@@ -199,20 +201,25 @@ class MachineTable:
         event = self._events.get(trigger)
         if event is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
-        taken = event.take(model, model.fsm_state)
-        if taken is None:
-            state = model.fsm_state
-            if not event.transitions.get(state):
-                raise MachineSetupError(
-                    f"trigger {trigger!r} has no edge from state {state!r}: "
-                    f"Can't trigger event {trigger} from state {state}!"
-                )
-            evaluated = [GuardOutcome(t.guard.name, False) for t in event.transitions[state] if t.guard]
+        state = model.fsm_state
+        candidates = event.transitions.get(state)
+        if candidates:
+            # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`
+            # without `EventData`); the first whose guard holds moves the model.
+            for transition in candidates:
+                guard = transition.guard
+                if guard is None or guard.check(model):
+                    transition.enter(model)
+                    return transition.taken
+            evaluated = [GuardOutcome(t.guard.name, False) for t in candidates if t.guard]
             raise MachineSetupError(
                 f"no guard held for trigger {trigger!r} from state {state!r} "
                 f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
             )
-        return taken.taken
+        raise MachineSetupError(
+            f"trigger {trigger!r} has no edge from state {state!r}: "
+            f"Can't trigger event {trigger} from state {state}!"
+        )
 
     # -- validation -------------------------------------------------------------
 
@@ -286,11 +293,15 @@ class _EdgeTransition(Transition):
         guard = self.guard
         if guard is not None and not guard.check(model):
             return False
+        self.enter(model)
+        return True
+
+    def enter(self, model: Any) -> None:
+        """Move the model to `dest` and apply the edge's effect (the guard held)."""
         model.fsm_state = self.dest
         effect = self.effect
         if effect is not None:
             effect.apply(model)
-        return True
 
     def execute(self, event_data: EventData) -> bool:
         if not self.take(event_data.model):
@@ -309,7 +320,9 @@ class _EdgeEvent(Event):
     order and stops at the first that executes, as the generic one does; it
     skips the machine-wide callback lists (prepare_event, finalize_event,
     on_exception) and the event queue, which tables never declare, and the
-    generic path's debug logging and `EventData` record (see BENCHMARKS.md).
+    generic path's debug logging (see BENCHMARKS.md). The engine's own path,
+    `MachineTable.take`, walks the same per-state `transitions` lists without
+    building an `EventData`.
     """
 
     transitions: defaultdict[str, list[_EdgeTransition]]  # type: ignore[assignment]
@@ -325,15 +338,6 @@ class _EdgeEvent(Event):
                 transition.taken = (transition.edge, failed + held)
                 if guard is not None:
                     failed += (GuardOutcome(guard.name, False),)
-
-    def take(self, model: Any, state: str) -> _EdgeTransition | None:
-        """The transition that fired from `state` (the model's), or None (no edge, or no guard held)."""
-        candidates = self.transitions.get(state)
-        if candidates:
-            for transition in candidates:
-                if transition.take(model):
-                    return transition
-        return None
 
     def trigger(self, model: object, *args: Any, **kwargs: Any) -> bool:
         state: str = model.fsm_state  # type: ignore[attr-defined]
