@@ -4,13 +4,16 @@ The table is declared once (see `table.py`) and read by the engine, the
 diagram renderer and the docs. A table compiles to one `transitions.Machine`
 that every agent using it shares: agents are not registered with the machine
 (no per-agent build cost, no references kept), the engine fires events on an
-agent explicitly with ``Event.trigger(agent, firing=...)``.
+agent explicitly: `MachineTable.take` walks the transitions the machine's
+`Event` holds for the agent's state (``Event.trigger(agent, firing=...)`` does
+the same through transitions' `EventData`).
 
 This is the only module that talks to `transitions`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -166,7 +169,7 @@ class MachineTable:
             {"trigger": edge.trigger, "source": list(self.sources(edge)), "dest": edge.dest, "edge": edge}
             for edge in self.edges
         ]
-        return _TableMachine(
+        machine = _TableMachine(
             model=None,
             states=[state.name for state in self.states],
             initial=self.initial,
@@ -175,28 +178,48 @@ class MachineTable:
             send_event=True,
             model_attribute="fsm_state",
         )
+        for event in machine.events.values():
+            event.link()  # type: ignore[attr-defined]
+        return machine
+
+    @cached_property
+    def _events(self) -> dict[str, _EdgeEvent]:
+        return self.machine.events  # type: ignore[return-value]
 
     def fire(self, model: Any, trigger: str) -> Firing:
         """Fire `trigger` on `model`; return the guards evaluated and the edge taken."""
-        firing = Firing()
-        try:
-            event = self.machine.events[trigger]
-        except KeyError:
+        edge, guards = self.take(model, trigger)
+        return Firing(list(guards), edge)
+
+    def take(self, model: Any, trigger: str) -> tuple[Edge, tuple[GuardOutcome, ...]]:
+        """Fire `trigger` on `model`; return the edge taken and the guards evaluated, in order.
+
+        The engine's path (`fire` without the `Firing` record). Guards are pure
+        reads of the run, evaluated in table order up to the first that holds, so
+        the outcomes are fixed by the edge taken: each edge carries them, built once.
+        """
+        event = self._events.get(trigger)
+        if event is None:
+            raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
+        state = model.fsm_state
+        candidates = event.transitions.get(state)
+        if candidates:
+            # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`
+            # without `EventData`); the first whose guard holds moves the model.
+            for transition in candidates:
+                guard = transition.guard
+                if guard is None or guard.check(model):
+                    transition.enter(model)
+                    return transition.taken
+            evaluated = [GuardOutcome(t.guard.name, False) for t in candidates if t.guard]
             raise MachineSetupError(
-                f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}"
-            ) from None
-        try:
-            event.trigger(model, firing=firing)
-        except MachineError as exc:
-            raise MachineSetupError(
-                f"trigger {trigger!r} has no edge from state {model.fsm_state!r}: {exc.value}"
-            ) from None
-        if firing.edge is None:
-            raise MachineSetupError(
-                f"no guard held for trigger {trigger!r} from state {model.fsm_state!r} "
-                f"(evaluated: {firing.guards!r}); add an unguarded fallback edge"
+                f"no guard held for trigger {trigger!r} from state {state!r} "
+                f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
             )
-        return firing
+        raise MachineSetupError(
+            f"trigger {trigger!r} has no edge from state {state!r}: "
+            f"Can't trigger event {trigger} from state {state}!"
+        )
 
     # -- validation -------------------------------------------------------------
 
@@ -253,28 +276,40 @@ class _EdgeTransition(Transition):
     `execute` returns True. The generic version runs callback lists this
     engine never declares (prepare, before, after, on_enter, on_exit) and
     logs a dozen debug lines per trigger, which made a trigger cost twice
-    the plain machine's; this one evaluates the named guard, records it,
-    moves the model and applies the edge's effect.
+    the plain machine's; this one evaluates the named guard, moves the model
+    and applies the edge's effect.
     """
 
     def __init__(self, source: str, dest: str, *args: Any, edge: Edge, **kwargs: Any) -> None:
         super().__init__(source, dest, *args, **kwargs)
         self.edge = edge
         self.guard = edge.guard
+        self.effect = edge.effect
+        self.taken: tuple[Edge, tuple[GuardOutcome, ...]] = (edge, ())
+        """The edge and the guards evaluated when this transition fires (`_EdgeEvent.link`)."""
+
+    def take(self, model: Any) -> bool:
+        """Fire if the guard holds: move the model and apply the edge's effect."""
+        guard = self.guard
+        if guard is not None and not guard.check(model):
+            return False
+        self.enter(model)
+        return True
+
+    def enter(self, model: Any) -> None:
+        """Move the model to `dest` and apply the edge's effect (the guard held)."""
+        model.fsm_state = self.dest
+        effect = self.effect
+        if effect is not None:
+            effect.apply(model)
 
     def execute(self, event_data: EventData) -> bool:
-        firing: Firing = event_data.kwargs["firing"]
-        model = event_data.model
-        guard = self.guard
-        if guard is not None:
-            held = bool(guard.check(model))
-            firing.guards.append(GuardOutcome(guard.name, held))
-            if not held:
-                return False
-        model.fsm_state = self.dest  # type: ignore[attr-defined]
-        firing.edge = edge = self.edge
-        if edge.effect is not None:
-            edge.effect.apply(model)
+        if not self.take(event_data.model):
+            return False
+        firing: Firing | None = event_data.kwargs.get("firing")
+        if firing is not None:
+            firing.edge, guards = self.taken
+            firing.guards = list(guards)
         return True
 
 
@@ -285,9 +320,24 @@ class _EdgeEvent(Event):
     order and stops at the first that executes, as the generic one does; it
     skips the machine-wide callback lists (prepare_event, finalize_event,
     on_exception) and the event queue, which tables never declare, and the
-    generic path's debug logging: together about 4 µs of a trigger that
-    otherwise costs 5 (see BENCHMARKS.md).
+    generic path's debug logging (see BENCHMARKS.md). The engine's own path,
+    `MachineTable.take`, walks the same per-state `transitions` lists without
+    building an `EventData`.
     """
+
+    transitions: defaultdict[str, list[_EdgeTransition]]  # type: ignore[assignment]
+
+    def link(self) -> None:
+        """Give each transition the guard outcomes of its firing: the guards of the
+        transitions tried before it from the same state (all failed), then its own."""
+        for candidates in self.transitions.values():
+            failed: tuple[GuardOutcome, ...] = ()
+            for transition in candidates:
+                guard = transition.guard
+                held = (GuardOutcome(guard.name, True),) if guard is not None else ()
+                transition.taken = (transition.edge, failed + held)
+                if guard is not None:
+                    failed += (GuardOutcome(guard.name, False),)
 
     def trigger(self, model: object, *args: Any, **kwargs: Any) -> bool:
         state: str = model.fsm_state  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ they never do I/O.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from .machine import Edge, Effect, Guard, MachineTable, StateSpec
@@ -87,16 +88,19 @@ RECORD_REQUIRED_ERROR = Effect("error := 'Tool calls required but none provided'
 # -- phases: the engine's I/O, awaited between triggers ------------------------
 
 
-async def _think(agent: BaseAgent) -> None:
-    await agent.think()
+# Each returns the phase's coroutine rather than awaiting it: one coroutine per phase, not two.
 
 
-async def _act(agent: BaseAgent) -> None:
-    await agent.act()
+def _think(agent: BaseAgent) -> Awaitable[None]:
+    return agent.think()
 
 
-async def _observe(agent: BaseAgent) -> None:
-    await agent.observe()
+def _act(agent: BaseAgent) -> Awaitable[None]:
+    return agent.act()
+
+
+def _observe(agent: BaseAgent) -> Awaitable[None]:
+    return agent.observe()
 
 
 RUNNING = AgentState.RUNNING.value

@@ -22,6 +22,7 @@ from .chat import LLMResponse, ToolChoice
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
 from .result import Usage
+from .serde import slot_builder
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]
 
@@ -46,7 +47,7 @@ def reply(
     return LLMResponse(content=content, tool_calls=calls, usage=usage, model="scripted")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What the agent sent on one call."""
 
@@ -59,6 +60,9 @@ class ModelRequest:
     @property
     def tool_names(self) -> list[str]:
         return [t["function"]["name"] for t in self.tools]
+
+
+_model_request = slot_builder(ModelRequest)
 
 
 @dataclass
@@ -77,13 +81,16 @@ class _Recorder:
         tool_choice: ToolChoice,
     ) -> ModelRequest:
         if not self.record:
-            return ModelRequest(messages, system_msgs, tools, tool_choice)
+            return _model_request(messages, system_msgs, tools, tool_choice)
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request
 
     def _with_ids(self, response: LLMResponse) -> LLMResponse:
-        if not any(not call.id for call in response.tool_calls):
+        for call in response.tool_calls:
+            if not call.id:
+                break
+        else:
             return response
         calls = []
         for call in response.tool_calls:
@@ -166,7 +173,10 @@ class FunctionLLM(_Recorder):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
     ) -> LLMResponse:
-        request = self._record(messages, system_msgs, tools, tool_choice)
+        if self.record:
+            request = self._record(messages, system_msgs, tools, tool_choice)
+        else:  # the live view, not a copy (see `record`)
+            request = _model_request(messages, system_msgs, tools, tool_choice)
         result = self.fn(request)
         if self._is_async or not isinstance(result, LLMResponse):
             result = await result  # type: ignore[misc]

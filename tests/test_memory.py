@@ -145,3 +145,30 @@ def test_run_data_round_trips_through_pydantic():
     )
     assert result.model_dump(mode="json")["stop_reason"] == "terminated"
     assert Message.model_validate({"role": "user", "content": "hi"}).role is Role.USER
+
+
+def test_message_factories_build_what_the_constructor_builds():
+    import dataclasses
+
+    call = ToolCall(id="c1", name="t")
+    pairs = [
+        (Message.user_message("u", "img"), Message(role=Role.USER, content="u", base64_image="img")),
+        (Message.system_message("s"), Message(role="system", content="s")),
+        (Message.assistant_message("a"), Message(role=Role.ASSISTANT, content="a")),
+        (Message.from_tool_calls([call], "c"), Message(role=Role.ASSISTANT, content="c", tool_calls=[call])),
+        (
+            Message.tool_message("r", name="t", tool_call_id="c1"),
+            Message(role=Role.TOOL, content="r", name="t", tool_call_id="c1"),
+        ),
+    ]
+    for built, expected in pairs:
+        assert built == expected and hash(built) == hash(expected) and type(built.tool_calls) is tuple
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            built.content = "changed"  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Tagged(Message):
+        tag: str = "t"
+
+    tagged = Tagged.user_message("u")
+    assert type(tagged) is Tagged and tagged.tag == "t" and tagged.content == "u"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -277,3 +278,64 @@ async def test_tool_called_directly_validates_and_runs():
 
     assert (await double(n=4)).output == 8
     assert asyncio.iscoroutinefunction(double.execute)
+
+
+def test_plain_argument_fast_path_agrees_with_pydantic():
+    @tool
+    def mixed(a: int, b: float = 1.0, s: str = "x", flag: bool = False) -> str:
+        """Plain fields only: the fast path applies."""
+        return ""
+
+    @tool
+    def optional(a: int | None = None) -> int:
+        """Not a plain type: no fast path, pydantic decides."""
+        return a or 0
+
+    assert mixed._plain is not None and optional._plain is None
+    cases = [
+        {"a": 1},
+        {"a": 1, "b": 2.5, "s": "y", "flag": True},
+        {"a": True},  # pydantic coerces: not the exact type, so not the fast path
+        {"a": 1.0},
+        {"a": "1"},
+        {"a": 1, "b": 2},
+        {"a": 1, "extra": 1},
+        {},
+        {"b": 1.0},
+    ]
+    for arguments in cases:
+        try:
+            via_pydantic: object = mixed._model.__pydantic_validator__.validate_python(arguments).__dict__
+        except Exception:
+            via_pydantic = "error"
+        try:
+            fast: object = mixed.validate(arguments)
+        except Exception:
+            fast = "error"
+        assert fast == via_pydantic, arguments
+        if fast != "error":
+            assert [type(v) for v in fast.values()] == [type(v) for v in via_pydantic.values()]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', "ok"),
+        ('  {"a": 1}  ', "ok"),
+        ('{"a": 1} {"b": 2}', "Error: Error parsing arguments for add: Invalid JSON format"),
+        ('{"a": 1}}', "Error: Error parsing arguments for add: Invalid JSON format"),
+        ("{a: 1}", "Error: Error parsing arguments for add: Invalid JSON format"),
+        ('{"a": [1, {"b": 2}]}', "ok"),
+    ],
+)
+def test_argument_json_parsing_matches_json_loads(text, expected):
+    from agentfsm.agent.toolcall import _loads
+
+    try:
+        want: object = json.loads(text)
+    except json.JSONDecodeError:
+        with pytest.raises(json.JSONDecodeError):
+            _loads(text)
+        assert expected.startswith("Error")
+    else:
+        assert _loads(text) == want and expected == "ok"

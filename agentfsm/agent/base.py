@@ -15,19 +15,21 @@ import asyncio
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator
+from logging import INFO
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentBusyError, PauseRun
 from ..events import Edit, Transition
+from ..log import STDLIB_LOGGER, event
 from ..log import enabled as log_enabled
-from ..log import event
-from ..machine import MachineTable
+from ..machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..result import AgentState, RunResult, StopReason
+from ..result import AgentState, RunResult
 from ..run_state import RunState
 from ..table import AGENT_TABLE
+from . import edits, outcome, resuming
 from .event_source import EventListener, EventSource, TransitionListener
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
+_log_enabled = STDLIB_LOGGER.isEnabledFor
+_CALLS_SHOWN = frozenset({"ACTING", "AWAITING_APPROVAL"})
+"""Edges into these states carry the pending tool calls."""
 
 
 class BaseAgent(EventSource, ABC):
@@ -82,6 +87,8 @@ class BaseAgent(EventSource, ABC):
         """True while a phase's action is awaited (edits wait for it to finish)."""
         self._entered_at = time.perf_counter()
         self._checkpointer: Checkpointer | None = None
+        self._yields = False
+        self._paused: str | None = None
 
     # -- what callers read ------------------------------------------------------
 
@@ -114,23 +121,10 @@ class BaseAgent(EventSource, ABC):
         """While the run is paused for approval: the calls waiting for a decision (none here)."""
         return []
 
-    # -- edits between steps ------------------------------------------------------
+    # -- edits between steps (see `edits`): in ACTING the pending calls, in OBSERVING a result
 
-    def replace_pending_calls(self, calls: Iterable[ToolCall]) -> Edit:
-        """In ACTING, before the tools run: run `calls` instead of the model's.
-
-        Memory's last assistant message is rewritten to the same calls, so each
-        result still answers a call the model is shown to have made.
-        """
-        from .edits import replace_pending_calls
-
-        return replace_pending_calls(self, calls)
-
-    def edit_observation(self, call: int | str, content: str) -> Edit:
-        """In OBSERVING, before memory: replace the content of an observation (index or call id)."""
-        from .edits import edit_observation
-
-        return edit_observation(self, call, content)
+    replace_pending_calls = edits.replace_pending_calls
+    edit_observation = edits.edit_observation
 
     # -- driving the machine --------------------------------------------------------
 
@@ -145,81 +139,53 @@ class BaseAgent(EventSource, ABC):
         `checkpoint`: a file rewritten after every transition and tool call, for `resume`
         (see `agentfsm.checkpoint`).
         """
-        return await self._consume(self.iter(request, checkpoint=checkpoint), trace)
+        self._check_startable()
+        return await self._consume(request, self._checkpointer_for(checkpoint), trace)
 
     async def resume(
         self, checkpoint: TracePath | None = None, *, trace: TracePath | None = None
     ) -> RunResult:
         """Continue a run to its end: the paused one (no `checkpoint`), or the one saved in `checkpoint`.
 
-        A paused run (`result.paused`, e.g. awaiting approval) continues in place;
-        its checkpoint, if it had one, keeps being written, and `trace` (the run's
-        trace file) is appended to. From a `checkpoint` file (written by
-        `run(..., checkpoint=...)`), the agent must be built as the one that wrote
-        it (same class and options; the model may differ), else `CheckpointError`;
-        there `trace` is not accepted, since a trace starts at a run's `start`
-        edge. A finished run's checkpoint gives back its result and runs nothing.
+        A paused run (`result.paused`, e.g. awaiting approval) continues in place; its
+        checkpoint, if it had one, keeps being written, and `trace` (the run's trace file)
+        is appended to. From a `checkpoint` file (written by `run(..., checkpoint=...)`),
+        the agent must be built as the one that wrote it (same class and options; the
+        model may differ), else `CheckpointError`; `trace` is not accepted there, since a
+        trace starts at a run's `start` edge. A finished run's checkpoint gives back its
+        result and runs nothing.
         """
         if checkpoint is not None and trace is not None:
             raise ValueError(
                 "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
             )
-        return await self._consume(self.resume_iter(checkpoint), trace, append=True)
+        return await self._consume(None, self._prepare_resume(checkpoint), trace)
 
     def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
-        self._check_idle()
-        if self.phase is not None:
-            raise AgentBusyError(
-                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
-                "or `reset()` to cancel it, before starting another"
-            )
-        if checkpoint is None:
-            return self._drive(request, None)
-        from ..checkpoint import Checkpointer
-
-        return self._drive(request, Checkpointer(checkpoint, self))
+        self._check_startable()
+        return self._drive(request, self._checkpointer_for(checkpoint))
 
     def resume_iter(self, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. A checkpoint is read and checked at once (`CheckpointError`).
 
-        The run continues in its state: a phase runs its action again (THINKING
-        asks the model again; ACTING runs only the calls not recorded as completed,
-        see `ToolCallAgent._run_once`; OBSERVING records the observations).
+        The run continues in its state: a phase runs its action again (THINKING asks
+        the model again; ACTING runs only the calls not recorded as completed, see
+        `ToolCallAgent._run_once`; OBSERVING records the observations).
         """
-        self._check_idle()
-        if checkpoint is None:
-            if self.phase is None:
-                raise AgentBusyError(
-                    f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
-                    "pass the checkpoint file of the run to continue"
-                )
-            return self._drive(None, self._checkpointer)
-        from ..checkpoint import Checkpointer, read_checkpoint, restore
+        return self._drive(None, self._prepare_resume(checkpoint))
 
-        restore(self, read_checkpoint(checkpoint))
-        self._entered_at = time.perf_counter()
-        return self._drive(None, Checkpointer(checkpoint, self))
+    # -- pausing and resuming (see `resuming`)
+
+    cancel = resuming.cancel
+    _check_startable = resuming.check_startable
+    _checkpointer_for = resuming.checkpointer_for
+    _prepare_resume = resuming.prepare_resume
 
     def save_checkpoint(self) -> None:
         """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
         if self._checkpointer is not None:
             self._checkpointer.write()
-
-    async def _consume(
-        self, transitions: AsyncIterator[Transition], trace: TracePath | None, *, append: bool = False
-    ) -> RunResult:
-        if trace is None:
-            async for _ in transitions:
-                pass
-        else:
-            from ..trace import TraceWriter
-
-            with TraceWriter(trace, self, append=append):
-                async for _ in transitions:
-                    pass
-        assert self.last_result is not None
-        return self.last_result
 
     def _check_idle(self) -> None:
         if self._active:
@@ -228,79 +194,115 @@ class BaseAgent(EventSource, ABC):
                 "await the run in progress, or use another agent instance"
             )
 
+    async def _consume(
+        self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath | None
+    ) -> RunResult:
+        if trace is None:
+            await self._run_to_end(request, checkpointer)
+        else:
+            from ..trace import TraceWriter
+
+            with TraceWriter(trace, self, append=request is None):
+                await self._run_to_end(request, checkpointer)
+        assert self.last_result is not None
+        return self.last_result
+
     async def _drive(
         self, request: str | None, checkpointer: Checkpointer | None
     ) -> AsyncGenerator[Transition, None]:
-        """The engine loop: start a run on `request` (None: continue the current one), then
-        run each phase's action and fire its `done` trigger until a state has no action,
-        or an action pauses the run (`PauseRun`)."""
-        self._check_idle()
-        self._active = True
-        self._checkpointer = checkpointer
-        self.paused_edits = ()
-        paused: str | None = None
+        """The engine loop, step by step (`iter()`): start a run on `request` (None: continue
+        the current one), then run each phase's action and fire its `done` trigger until a
+        state has no action, or an action pauses the run, yielding each transition."""
+        self._enter(checkpointer, yields=True)
         try:
             if request is not None:
                 if self.fsm_state != self.table.initial:
-                    yield self._fire("reset")
-                self.run_state = RunState(state=self.fsm_state, run_id=os.urandom(6).hex(), request=request)
-                self.memory.add_request(Message.user_message(request))
-                yield self._fire("start")
+                    yield cast(Transition, self._fire("reset"))
+                self._open_run(request)
+                yield cast(Transition, self._fire("start"))
             while (spec := self.table.by_name[self.fsm_state]).action is not None:
-                assert spec.done is not None
-                try:
-                    self.phase_running = True
-                    await spec.action(self)
-                except PauseRun as pause:
-                    paused = pause.reason
+                transition, stop = await self._advance(spec)
+                if transition is not None:  # None: the run paused
+                    yield transition
+                if stop:
                     break
-                except (asyncio.CancelledError, GeneratorExit):
-                    self._abort("cancel", "CancelledError: the run was cancelled")
-                    await self._finish()
-                    raise
-                except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
-                    self.phase_running = False
-                    yield self._abort("fail", f"{type(exc).__name__}: {exc}")
-                    break
-                finally:
-                    self.phase_running = False
-                yield self._fire(spec.done)
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
             if self.phase is not None:
                 self._abort("cancel", "CancelledError: iteration stopped before the run ended")
             raise
         finally:
-            if self._active:
-                await self._finish(paused)
-            if paused is None:
-                self._checkpointer = None  # kept while paused: `resume()` goes on writing it
+            await self._leave()
+
+    async def _run_to_end(self, request: str | None, checkpointer: Checkpointer | None) -> None:
+        """The same loop as `_drive`, for `run()` and `resume()`: nobody reads the transitions
+        between steps, so no generator (and no `Transition` unless a listener or the logger wants it)."""
+        self._enter(checkpointer, yields=False)
+        try:
+            table = self.table
+            if request is not None:
+                if self.run_state.state != table.initial:
+                    self._fire("reset")
+                self._open_run(request)
+                self._fire("start")
+            by_name = table.by_name
+            while (spec := by_name[self.run_state.state]).action is not None:
+                if (await self._advance(spec))[1]:
+                    break
+        finally:
+            await self._leave()
+
+    def _enter(self, checkpointer: Checkpointer | None, *, yields: bool) -> None:
+        self._check_idle()
+        self._active = True
+        self._yields = yields
+        self._checkpointer = checkpointer
+        self._paused = None
+        self.paused_edits = ()
+
+    async def _leave(self) -> None:
+        if self._active:
+            await self._finish()
+        if self._paused is None:
+            self._checkpointer = None  # kept while paused: `resume()` goes on writing it
+        self._yields = False
+
+    def _open_run(self, request: str) -> None:
+        self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
+        self.memory.add_request(Message.user_message(request))
+
+    async def _advance(self, spec: StateSpec) -> tuple[Transition | None, bool]:
+        """Run the phase `spec`, then fire its `done` trigger (or `fail`, when it raised). The
+        second item is True when the loop must stop: the run failed, or paused (`PauseRun`:
+        no edge, the machine stays). Cancellation ends the run in ERROR and propagates."""
+        action = spec.action
+        assert action is not None and spec.done is not None
+        try:
+            self.phase_running = True
+            await action(self)
+        except PauseRun as pause:
+            self._paused = pause.reason
+            return None, True
+        except (asyncio.CancelledError, GeneratorExit):
+            self._abort("cancel", "CancelledError: the run was cancelled")
+            await self._finish()
+            raise
+        except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
+            self.phase_running = False
+            return self._abort("fail", f"{type(exc).__name__}: {exc}"), True
+        finally:
+            self.phase_running = False
+        return self._fire(spec.done), False
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
         if self._active:
             raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
-        if self.phase is not None:
-            raise AgentBusyError(
-                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
-                "or `await agent.cancel()` to end it, before `reset()`"
-            )
+        self._check_startable()
         if self.fsm_state != self.table.initial:
             self._fire("reset")
         if clear_memory:
             self.memory.clear()
-
-    async def cancel(self) -> RunResult:
-        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
-        self._check_idle()
-        if self.phase is None:
-            raise AgentBusyError(f"agent {self.name!r} has no paused run to cancel (it is {self.fsm_state})")
-        self._abort("cancel", "CancelledError: the paused run was cancelled")
-        if self._checkpointer is not None:
-            self._checkpointer = None
-        await self._finish()
-        assert self.last_result is not None
-        return self.last_result
 
     # -- the phases (subclasses) ------------------------------------------------------
 
@@ -331,88 +333,64 @@ class BaseAgent(EventSource, ABC):
 
     # -- internals ----------------------------------------------------------------------
 
-    def _fire(self, trigger: str) -> Transition:
-        source, run = self.fsm_state, self.run_state
-        started = self._entered_at
-        firing = self.table.fire(self, trigger)
-        edge = firing.edge
-        assert edge is not None
+    def _fire(self, trigger: str) -> Transition | None:
+        """Take the edge for `trigger`. The `Transition` event is built when someone reads it:
+        `iter()`'s caller, a listener or the `agentfsm` logger; else this returns None."""
+        run = self.run_state
+        source = run.state
+        edge, guards = self.table.take(self, trigger)
         now = time.perf_counter()
-        self._entered_at = now
+        started, self._entered_at = self._entered_at, now
         if edge.stop_reason is not None:
             run.stop_reason = edge.stop_reason
-        transition = Transition(
-            agent=self.name,
-            run_id=run.run_id,
-            trigger=trigger,
-            source=source,
-            dest=edge.dest,
-            step=run.step,
-            guards=tuple(firing.guards),
-            stop_reason=edge.stop_reason,
-            duration_s=now - started,
-            reply=run.reply if source == "THINKING" else None,
-            tool_calls=tuple(run.pending_calls) if edge.dest == "ACTING" else (),
-            observations=tuple(run.observations) if source == "ACTING" else (),
-            error=run.error if edge.dest == "ERROR" else None,
-        )
-        if log_enabled():
-            event("transition", **transition.log_fields())
-        self._emit(transition)
+        transition = None
+        logging = _log_enabled(INFO)
+        if logging or self._yields or self._listeners or self._event_listeners:
+            dest = edge.dest
+            transition = Transition(
+                agent=self.name,
+                run_id=run.run_id,
+                trigger=trigger,
+                source=source,
+                dest=dest,
+                step=run.step,
+                guards=guards,
+                stop_reason=edge.stop_reason,
+                duration_s=now - started,
+                reply=run.reply if source == "THINKING" else None,
+                tool_calls=tuple(run.pending_calls) if dest in _CALLS_SHOWN else (),
+                observations=tuple(run.observations) if source == "ACTING" else (),
+                error=run.error if dest == "ERROR" else None,
+            )
+            if logging:
+                event("transition", **transition.log_fields())
+            self._emit(transition)
         if self._checkpointer is not None and edge.dest != self.table.initial:
             self._checkpointer.write()  # after the listeners: an edit they made is in it
         return transition
 
-    def _abort(self, trigger: str, error: str) -> Transition:
+    def _abort(self, trigger: str, error: str) -> Transition | None:
         self.run_state.error = error
         self.memory.close_open_calls(_INTERRUPTED)
         return self._fire(trigger)
 
-    async def _finish(self, paused: str | None = None) -> None:
+    async def _finish(self) -> None:
         self._active = False
         run = self.run_state
-        if paused is not None:
-            self.last_result = RunResult(
-                run_id=run.run_id,
-                state=self.state,
-                stop_reason=StopReason(paused),
-                steps=run.step,
-                output=run.output,
-                usage=run.usage.copy(),
-                pending_approval=tuple(self.pending_approval),
-            )
-            event("run_paused", agent=self.name, run_id=run.run_id, state=self.fsm_state, reason=paused)
-            return  # not the run's end: `on_run_end` runs when it ends
+        if self._paused is not None:  # not the run's end: `on_run_end` runs when it ends
+            self.last_result = outcome.paused(self, self._paused)
+            event("run_paused", agent=self.name, run_id=run.run_id, state=run.state, reason=self._paused)
+            return
         if run.stop_reason is None:  # never started (e.g. add_request refused the request)
             return
-        result = RunResult(
-            run_id=run.run_id,
-            state=self.state,
-            stop_reason=run.stop_reason,
-            steps=run.step,
-            output=self._output(run.stop_reason),
-            error=run.error,
-            usage=run.usage.copy(),
-        )
-        self.last_result = result
-        event(
-            "run_finished",
-            agent=self.name,
-            run_id=run.run_id,
-            state=result.state.value,
-            stop_reason=result.stop_reason.value,
-            steps=result.steps,
-        )
+        result = self.last_result = outcome.ended(self, run.stop_reason)
+        if log_enabled():
+            event(
+                "run_finished",
+                agent=self.name,
+                run_id=run.run_id,
+                state=result.state.value,
+                stop_reason=result.stop_reason.value,
+                steps=result.steps,
+            )
         await self.on_run_end(result)
-
-    def _output(self, reason: StopReason) -> str | None:
-        if self.run_state.output:
-            return self.run_state.output
-        notes = {
-            StopReason.MAX_STEPS: f"Terminated: Reached max steps ({self.max_steps})",
-            StopReason.TOKEN_LIMIT: f"Stopped: token limit reached ({self.run_state.token_limit})",
-            StopReason.STUCK: "Stopped: the model kept repeating itself",
-        }
-        if reason is StopReason.TERMINATED and self.run_state.observations:
-            return self.run_state.observations[-1].content
-        return notes.get(reason)

@@ -31,6 +31,11 @@ def _require(agent: BaseAgent, phase: str, what: str, when: str) -> None:
 
 
 def replace_pending_calls(agent: BaseAgent, calls: Iterable[ToolCall]) -> Edit:
+    """In ACTING, before the tools run: run `calls` instead of the model's.
+
+    Memory's last assistant message is rewritten to the same calls, so each
+    result still answers a call the model is shown to have made.
+    """
     _require(
         agent,
         "ACTING",
@@ -56,6 +61,7 @@ def replace_pending_calls(agent: BaseAgent, calls: Iterable[ToolCall]) -> Edit:
 
 
 def edit_observation(agent: BaseAgent, key: int | str, content: str) -> Edit:
+    """In OBSERVING, before memory: replace the content of an observation (`key`: index or call id)."""
     _require(
         agent,
         "OBSERVING",

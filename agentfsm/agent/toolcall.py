@@ -9,9 +9,11 @@ at every transition.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Iterable, Sequence
+from json.scanner import make_scanner
 from typing import Any
 
 from .. import approval
@@ -88,7 +90,7 @@ class ToolCallAgent(ReActAgent):
         """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
         self.approver = approver
         """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.approval`)."""
-        self._system_cache: tuple[str | None, tuple[Message, ...]] | None = None
+        self._tools_seen: list[dict[str, Any]] | None = None
         self._sync_table()
 
     # -- approvals --------------------------------------------------------------
@@ -137,9 +139,10 @@ class ToolCallAgent(ReActAgent):
         run = self.run_state
         run.reply, run.pending_calls, run.observations = None, [], []
         run.started_calls, run.completed_calls, run.decisions = [], {}, {}
-        self._sync_table()
         run.token_limit, run.terminated_by = None, None
-        prompt, run.nudge = _join(run.nudge, self.next_step_prompt), None
+        nudge, next_step = run.nudge, self.next_step_prompt
+        prompt = f"{nudge}\n{next_step}" if nudge and next_step else nudge or next_step or None
+        run.nudge = None
 
         budget = self.llm.token_budget
         if budget is not None and run.usage.total_tokens >= budget:
@@ -147,6 +150,9 @@ class ToolCallAgent(ReActAgent):
             return
         messages = self.memory.view(Message.user_message(prompt)) if prompt else self.memory.view()
         system, tools = self._system_messages(), self.tools.to_params()
+        if tools is not self._tools_seen:  # the tool set changed (a new list): re-check approvals
+            self._tools_seen = tools
+            self._sync_table()
         started = time.perf_counter()
         try:
             reply = await self.llm.ask_tool(
@@ -159,7 +165,7 @@ class ToolCallAgent(ReActAgent):
                 raise
             run.token_limit = str(exc)
             return
-        if self.has_event_listeners:
+        if self._event_listeners:
             self._emit_llm_call(messages, system, tools, started, reply=reply)
         run.reply = reply
         run.usage.add(reply.usage)
@@ -228,25 +234,28 @@ class ToolCallAgent(ReActAgent):
         }
 
     def _system_messages(self) -> tuple[Message, ...]:
-        """The system prompt as messages, rebuilt only when `system_prompt` changes."""
-        cached = self._system_cache
-        if cached is None or cached[0] != self.system_prompt:
-            messages = (Message.system_message(self.system_prompt),) if self.system_prompt else ()
-            self._system_cache = cached = (self.system_prompt, messages)
-        return cached[1]
+        """The system prompt as messages (messages are immutable: built once per prompt text)."""
+        return _system_messages(self.system_prompt)
 
     # -- ACTING ---------------------------------------------------------------
 
     async def act(self) -> None:
         run = self.run_state
         calls = run.pending_calls
-        cut = next((i + 1 for i, c in enumerate(calls) if c.name in self.special_tool_names), len(calls))
+        specials = self.special_tool_names
+        cut = len(calls)
+        for i, call in enumerate(calls):
+            if call.name in specials:
+                cut = i + 1
+                break
         to_run, skipped = calls[:cut], calls[cut:]
         if self.parallel_tool_calls:
             done = list(await asyncio.gather(*(self._run_once(call) for call in to_run)))
         else:
-            done = [await self._run_once(call) for call in to_run]
-        special = to_run[-1] if to_run and to_run[-1].name in self.special_tool_names else None
+            done = []
+            for call in to_run:
+                done.append(await self._run_once(call))
+        special = to_run[-1] if to_run and to_run[-1].name in specials else None
         if special is not None:
             note = f"Not executed: `{special.name}` was called earlier in this reply."
             done += [Observation(call=call, content=note, is_error=True) for call in skipped]
@@ -286,12 +295,13 @@ class ToolCallAgent(ReActAgent):
             run.completed_calls[call.id] = observation
             return observation
         tool = self.tools.get(call.name)
-        if call.id in run.started_calls and tool is not None and not tool.idempotent:
+        started = call.id in run.started_calls
+        if started and tool is not None and not tool.idempotent:
             observation = Observation(
                 call=call, content=INTERRUPTED_CALL.format(name=call.name), is_error=True
             )
         else:
-            if call.id not in run.started_calls:
+            if not started:
                 run.started_calls.append(call.id)
                 self.save_checkpoint()
             observation = await self.execute_tool(call)
@@ -320,7 +330,7 @@ class ToolCallAgent(ReActAgent):
         if tool is None:
             return f"Error: Unknown tool '{name}'", None, True
         try:
-            arguments: Any = json.loads(call.arguments or "{}")
+            arguments: Any = _loads(call.arguments or "{}")
         except json.JSONDecodeError:
             return f"Error: Error parsing arguments for {name}: Invalid JSON format", None, True
         if not isinstance(arguments, dict):
@@ -348,6 +358,22 @@ class ToolCallAgent(ReActAgent):
         return True
 
 
-def _join(*parts: str | None) -> str | None:
-    text = "\n".join(p for p in parts if p)
-    return text or None
+@functools.lru_cache(maxsize=64)
+def _system_messages(prompt: str | None) -> tuple[Message, ...]:
+    return (Message.system_message(prompt),) if prompt else ()
+
+
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: the C scanner takes a decoder
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, with a direct path for the common case of a bare JSON object."""
+    if text[:1] == "{" and text[-1:] == "}":
+        try:
+            value, end = _scan(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass  # json.loads below raises the canonical error
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
