@@ -268,6 +268,7 @@ class ToolCollection:
     def __init__(self, *tools: Tool) -> None:
         self._tools: dict[str, Tool] = {}
         self._params: list[dict[str, Any]] | None = None
+        self._approval: frozenset[str] | None = None
         self.add(*tools)
 
     def add(self, *tools: Tool) -> ToolCollection:
@@ -280,7 +281,7 @@ class ToolCollection:
                     "give one of them another name"
                 )
             self._tools[item.name] = item
-        self._params = None
+        self._params = self._approval = None
         return self
 
     def remove(self, name: str) -> Tool:
@@ -288,7 +289,7 @@ class ToolCollection:
             removed = self._tools.pop(name)
         except KeyError:
             raise KeyError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
-        self._params = None
+        self._params = self._approval = None
         return removed
 
     def get(self, name: str) -> Tool | None:
@@ -306,6 +307,13 @@ class ToolCollection:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    @property
+    def approval_names(self) -> frozenset[str]:
+        """Names of the tools marked `needs_approval` (read when added: mark a tool before adding it)."""
+        if self._approval is None:
+            self._approval = frozenset(name for name, item in self._tools.items() if item.needs_approval)
+        return self._approval
 
     def to_params(self) -> list[dict[str, Any]]:
         """The declarations sent to the model (built once per change of the set; do not mutate)."""

@@ -97,21 +97,16 @@ class ToolCallAgent(ReActAgent):
 
     def needs_approval(self, call: ToolCall) -> bool:
         """Whether `call` waits for a person's decision before it runs."""
-        if call.name in self.require_approval:
-            return True
-        tool = self.tools.get(call.name)
-        return tool is not None and tool.needs_approval
+        return call.name in self.require_approval or call.name in self.tools.approval_names
 
     @property
     def approval_names(self) -> list[str]:
         """The tools whose calls need approval: named in `require_approval` or marked on the tool."""
-        return sorted(self.require_approval | {t.name for t in self.tools if t.needs_approval})
+        return sorted(self.require_approval | self.tools.approval_names)
 
     def _sync_table(self) -> None:
         """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
-        if self.table is type(self).table and (
-            self.require_approval or any(t.needs_approval for t in self.tools)
-        ):
+        if self.table is type(self).table and (self.require_approval or self.tools.approval_names):
             self.table = approval.with_approval(type(self).table)
 
     @property
