@@ -29,7 +29,7 @@ def ended(agent: BaseAgent, reason: StopReason) -> RunResult:
         steps=run.step,
         output=_output(agent, reason),
         error=run.error,
-        usage=run.usage.copy(),
+        usage=run.usage,  # not a copy: the run is over, and the next one starts a new `RunState`
         pending_approval=(),
     )
 
