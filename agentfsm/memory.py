@@ -105,7 +105,8 @@ class Memory:
         self._pinned = None
         self._check_add(message)
         self._pinned = message
-        self._trim()
+        if len(self._head) >= self.max_messages:  # the head, the request and an empty tail
+            self._trim()
 
     def add_message(self, message: Message) -> None:
         self._check_add(message)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import AgentBusyError, PauseRun
 from ..events import Edit, Transition
 from ..log import STDLIB_LOGGER, event
-from ..log import enabled as log_enabled
 from ..machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
@@ -52,6 +51,26 @@ class BaseAgent(EventSource, ABC):
     extend `table` with states and edges of their own.
     """
 
+    # The engine's attributes are slots: CPython keeps an instance's dict compact (shared keys)
+    # only up to 30 attributes, past which each read and building the agent cost more; this
+    # leaves that room to subclasses (Manus, an agent with approvals; see BENCHMARKS.md).
+    __slots__ = (
+        "__dict__",
+        "_active",
+        "_checkpointer",
+        "_entered_at",
+        "_paused",
+        "_yields",
+        "duplicate_threshold",
+        "finish_on_answer",
+        "last_result",
+        "max_steps",
+        "memory",
+        "name",
+        "phase_running",
+        "run_state",
+        "stuck_limit",
+    )
     table: MachineTable = AGENT_TABLE
     """The machine; an instance may switch to an extension of its class's table (approvals do)."""
     paused_edits: tuple[Edit, ...] = ()
@@ -333,6 +352,8 @@ class BaseAgent(EventSource, ABC):
 
     # -- internals ----------------------------------------------------------------------
 
+    _finish = outcome.finish
+
     def _fire(self, trigger: str) -> Transition | None:
         """Take the edge for `trigger`. The `Transition` event is built when someone reads it:
         `iter()`'s caller, a listener or the `agentfsm` logger; else this returns None."""
@@ -373,24 +394,3 @@ class BaseAgent(EventSource, ABC):
         self.run_state.error = error
         self.memory.close_open_calls(_INTERRUPTED)
         return self._fire(trigger)
-
-    async def _finish(self) -> None:
-        self._active = False
-        run = self.run_state
-        if self._paused is not None:  # not the run's end: `on_run_end` runs when it ends
-            self.last_result = outcome.paused(self, self._paused)
-            event("run_paused", agent=self.name, run_id=run.run_id, state=run.state, reason=self._paused)
-            return
-        if run.stop_reason is None:  # never started (e.g. add_request refused the request)
-            return
-        result = self.last_result = outcome.ended(self, run.stop_reason)
-        if log_enabled():
-            event(
-                "run_finished",
-                agent=self.name,
-                run_id=run.run_id,
-                state=result.state.value,
-                stop_reason=result.stop_reason.value,
-                steps=result.steps,
-            )
-        await self.on_run_end(result)

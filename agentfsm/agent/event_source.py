@@ -20,6 +20,8 @@ EventListener = Callable[[AgentEvent], None]
 class EventSource:
     """Delivers an agent's events to `on_transition` and `on_event` listeners, in order."""
 
+    __slots__ = ("_event_listeners", "_listeners", "_queue")  # see `BaseAgent.__slots__`
+
     def _init_events(self) -> None:
         self._listeners: list[TransitionListener] = []
         self._event_listeners: list[EventListener] = []

@@ -1,22 +1,48 @@
-"""What a run returns: its `RunResult` when it ends, or when it pauses.
+"""What a run returns: its `RunResult` when it ends, or when it pauses (`finish`).
 
 Kept apart from the engine loop because it is policy, not driving: which
-text a run that stopped on a limit reports, and what a paused run lists.
+text a run that stopped on a limit reports, what a paused run lists, and
+what is logged when a run ends.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..log import enabled as log_enabled
+from ..log import event
 from ..result import RunResult, StopReason
 from ..serde import slot_builder
 
 if TYPE_CHECKING:
     from .base import BaseAgent
 
-__all__ = ["ended", "paused"]
+__all__ = ["ended", "finish", "paused"]
 
 _run_result = slot_builder(RunResult)
+
+
+async def finish(agent: BaseAgent) -> None:
+    """Close a run that ended or paused: its result in `last_result`, logged (`BaseAgent._finish`)."""
+    agent._active = False
+    run = agent.run_state
+    if agent._paused is not None:  # not the run's end: `on_run_end` runs when it ends
+        agent.last_result = paused(agent, agent._paused)
+        event("run_paused", agent=agent.name, run_id=run.run_id, state=run.state, reason=agent._paused)
+        return
+    if run.stop_reason is None:  # never started (e.g. add_request refused the request)
+        return
+    result = agent.last_result = ended(agent, run.stop_reason)
+    if log_enabled():
+        event(
+            "run_finished",
+            agent=agent.name,
+            run_id=run.run_id,
+            state=result.state.value,
+            stop_reason=result.stop_reason.value,
+            steps=result.steps,
+        )
+    await agent.on_run_end(result)
 
 
 def ended(agent: BaseAgent, reason: StopReason) -> RunResult:
@@ -29,7 +55,7 @@ def ended(agent: BaseAgent, reason: StopReason) -> RunResult:
         steps=run.step,
         output=_output(agent, reason),
         error=run.error,
-        usage=run.usage.copy(),
+        usage=run.usage,  # not a copy: the run is over, and the next one starts a new `RunState`
         pending_approval=(),
     )
 
