@@ -14,10 +14,8 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from json.scanner import make_scanner
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import approval
-from ..approval import Approver
 from ..chat import ChatModel, LLMResponse, ToolChoice
 from ..errors import TokenLimitExceeded
 from ..events import Edit, LLMCall
@@ -27,6 +25,9 @@ from ..run_state import Decision, Observation
 from ..tool import ArgumentError, Tool, ToolCollection
 from ..toolbox.terminate import Terminate
 from .react import ReActAgent
+
+if TYPE_CHECKING:
+    from ..approval import Approver
 
 __all__ = ["ToolCallAgent"]
 
@@ -107,12 +108,18 @@ class ToolCallAgent(ReActAgent):
     def _sync_table(self) -> None:
         """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
         if self.table is type(self).table and (self.require_approval or self.tools.approval_names):
-            self.table = approval.with_approval(type(self).table)
+            from ..approval import with_approval  # loaded by agents that need approvals only
+
+            self.table = with_approval(type(self).table)
 
     @property
     def pending_approval(self) -> list[ToolCall]:
         """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
-        return approval.undecided(self) if self.fsm_state == approval.STATE else []
+        if self.fsm_state != "AWAITING_APPROVAL":
+            return []
+        from ..approval import undecided
+
+        return undecided(self)
 
     def approve(
         self, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None
@@ -126,7 +133,9 @@ class ToolCallAgent(ReActAgent):
 
     def _decide_all(self, call_id: str | None, decision: Decision) -> list[Edit]:
         ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
-        return [approval.decide(self, i, decision) for i in ids]
+        from ..approval import decide
+
+        return [decide(self, i, decision) for i in ids]
 
     # -- THINKING -------------------------------------------------------------
 
@@ -284,9 +293,9 @@ class ToolCallAgent(ReActAgent):
         if decision is None and self.needs_approval(call):
             decision = Decision.reject("it needs approval and none was given")
         if decision is not None and not decision.approved:
-            observation = Observation(
-                call=call, content=approval.rejection_text(call, decision), is_error=True
-            )
+            from ..approval import rejection_text
+
+            observation = Observation(call=call, content=rejection_text(call, decision), is_error=True)
             run.completed_calls[call.id] = observation
             return observation
         tool = self.tools.get(call.name)
