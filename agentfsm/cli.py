@@ -20,12 +20,11 @@ Why it is built this way:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .cli_parser import PROG, build_parser
 from .errors import ConfigError
@@ -37,6 +36,8 @@ if TYPE_CHECKING:
     from .config import Settings
 
 __all__ = ["EXIT_CODES", "format_result", "main"]
+
+T = TypeVar("T")
 
 EXIT_CODES: dict[StopReason, int] = {
     StopReason.TERMINATED: 0,
@@ -264,7 +265,7 @@ def _replay(args: argparse.Namespace) -> int:
         return _replay_step(args)
     with cli_logging.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
         try:
-            replayed = asyncio.run(replay(args.trace))
+            replayed = _run_async(replay(args.trace))
         except ReplayError as exc:
             return _usage_error(str(exc))
     out = sys.stdout
@@ -325,7 +326,7 @@ def _drive(
         approver.quiet = live.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
-            result: RunResult | None = asyncio.run(_run_then_close(agent, task, trace, checkpoint))
+            result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
     if result is not None:
@@ -360,6 +361,13 @@ async def _run_then_close(
         aclose = getattr(agent, "aclose", None)  # agents with resources (Manus) have one
         if aclose is not None:
             await aclose()
+
+
+def _run_async(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run`, with asyncio imported by the commands that run something (not `--help`)."""
+    import asyncio
+
+    return asyncio.run(main)
 
 
 def _print_result(result: RunResult, as_json: bool, out: TextIO) -> None:

@@ -11,7 +11,6 @@ so a tracer sees everything in the order it happened.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from abc import ABC, abstractmethod
@@ -40,8 +39,14 @@ __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
 _log_enabled = STDLIB_LOGGER.isEnabledFor
-_CALLS_SHOWN = frozenset({"ACTING", "AWAITING_APPROVAL"})
-"""Edges into these states carry the pending tool calls."""
+_CALLS_SHOWN = frozenset({"ACTING", "AWAITING_APPROVAL"})  # edges into these carry the pending calls
+
+
+def _cancellation() -> tuple[type[BaseException], ...]:
+    """What ends a phase as a cancellation (asyncio, a third of `import agentfsm`, loads here)."""
+    import asyncio  # loaded already: a phase runs in an event loop
+
+    return (asyncio.CancelledError, GeneratorExit)
 
 
 class BaseAgent(EventSource, ABC):
@@ -51,9 +56,8 @@ class BaseAgent(EventSource, ABC):
     extend `table` with states and edges of their own.
     """
 
-    # The engine's attributes are slots: CPython keeps an instance's dict compact (shared keys)
-    # only up to 30 attributes, past which each read and building the agent cost more; this
-    # leaves that room to subclasses (Manus, an agent with approvals; see BENCHMARKS.md).
+    # Slots: CPython keeps an instance dict compact only up to 30 attributes (past that, reads
+    # and construction cost more); this leaves that room to subclasses (see BENCHMARKS.md).
     __slots__ = (
         "__dict__",
         "_active",
@@ -302,7 +306,7 @@ class BaseAgent(EventSource, ABC):
         except PauseRun as pause:
             self._paused = pause.reason
             return None, True
-        except (asyncio.CancelledError, GeneratorExit):
+        except _cancellation():  # evaluated only when the phase raised
             self._abort("cancel", "CancelledError: the run was cancelled")
             await self._finish()
             raise

@@ -8,7 +8,6 @@ at every transition.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import time
@@ -254,6 +253,8 @@ class ToolCallAgent(ReActAgent):
                 break
         to_run, skipped = calls[:cut], calls[cut:]
         if self.parallel_tool_calls:
+            import asyncio
+
             done = list(await asyncio.gather(*(self._run_once(call) for call in to_run)))
         else:
             done = []
