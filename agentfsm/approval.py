@@ -31,6 +31,7 @@ from .machine import Edge, Guard, MachineTable, StateSpec
 from .messages import ToolCall
 from .result import AgentState, StopReason
 from .run_state import Decision
+from .table import AWAITING_APPROVAL as STATE
 
 if TYPE_CHECKING:
     from .agent.toolcall import ToolCallAgent
@@ -48,8 +49,6 @@ __all__ = [
 
 Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
 """Given the calls that wait for a decision, returns one `Decision` per call, in the same order."""
-
-STATE = "AWAITING_APPROVAL"
 
 
 def undecided(agent: ToolCallAgent) -> list[ToolCall]:

@@ -141,7 +141,7 @@ def _resume(args: argparse.Namespace) -> int:
         data = read_checkpoint(args.checkpoint)
     except ValueError as exc:
         return _usage_error(str(exc))
-    kind = "manus" if str(data["agent_class"]).endswith(".Manus") else "toolcall"
+    kind = _recorded_kind(data["agent_class"])
     config = data["config"]
     llm = config.get("llm") or {}
     flags_llm = {"model": args.model or llm.get("model"), "api_base": args.api_base, "api_key": args.api_key}
@@ -206,9 +206,7 @@ def _diagram(args: argparse.Namespace) -> int:
             header, records = read_trace(args.trace)
         except ReplayError as exc:
             return _usage_error(str(exc))
-        table = _agent_class(
-            "manus" if str(header.get("agent_class")).endswith(".Manus") else "toolcall"
-        ).table
+        table = _agent_class(_recorded_kind(header.get("agent_class"))).table
         if header.get("config", {}).get("require_approval"):
             table = with_approval(table)
         try:
@@ -228,6 +226,11 @@ def _diagram(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     return 0
+
+
+def _recorded_kind(agent_class: object) -> str:
+    """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
+    return "manus" if str(agent_class).endswith(".Manus") else "toolcall"
 
 
 def _agent_class(name: str) -> type[BaseAgent]:

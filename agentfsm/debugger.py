@@ -11,10 +11,8 @@ so it works on a terminal and with piped input alike; end of input quits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shlex
 import sys
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TextIO
 
@@ -24,6 +22,7 @@ from .diagram import to_mermaid
 from .events import LLMCall, Transition
 from .result import RunResult
 from .stepping import Breakpoint, Stepper
+from .terminal import read_line
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
 
@@ -49,24 +48,11 @@ _ALIASES = {"s": "step", "n": "next", "c": "continue", "b": "break", "q": "quit"
 
 
 async def read_stdin_line(prompt: str) -> str | None:
-    """Show `prompt` on stdout and read a line of stdin in a daemon thread (None at end of input)."""
-    loop = asyncio.get_running_loop()
-    line: asyncio.Future[str] = loop.create_future()
-
-    def deliver(text: str) -> None:
-        if not line.done():
-            line.set_result(text)
-
-    def read() -> None:
-        sys.stdout.write(prompt)
-        sys.stdout.flush()
-        text = sys.stdin.readline()
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
-            loop.call_soon_threadsafe(deliver, text)
-
-    threading.Thread(target=read, name="agentfsm-debug-input", daemon=True).start()
-    text = await line
-    return text.rstrip("\n") if text else None
+    """Show `prompt` on stdout and read a line of stdin without blocking the loop (None at end of input)."""
+    try:
+        return await read_line(prompt, out=sys.stdout)
+    except EOFError:
+        return None
 
 
 class Debugger:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_TABLE",
+    "AWAITING_APPROVAL",
     "FINAL_ANSWER",
     "HAS_TOOL_CALLS",
     "MAX_STEPS",
@@ -104,6 +105,8 @@ def _observe(agent: BaseAgent) -> Awaitable[None]:
 
 
 RUNNING = AgentState.RUNNING.value
+AWAITING_APPROVAL = "AWAITING_APPROVAL"
+"""The state `agentfsm.approval` adds to a table; named here so the engine need not load it."""
 
 AGENT_TABLE = MachineTable(
     initial="IDLE",

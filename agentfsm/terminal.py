@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from typing import TextIO
 
 from .messages import ToolCall
 from .run_state import Decision
@@ -24,11 +25,11 @@ from .run_state import Decision
 __all__ = ["TerminalApprover", "ask_on_terminal", "read_line"]
 
 
-async def read_line(prompt: str) -> str:
-    """Write `prompt` on stderr and read one line of stdin without blocking the event loop.
-
-    Returns the line without its newline; raises `EOFError` when stdin is closed.
+async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
+    """Write `prompt` on `out` (default stderr) and read one line of stdin without blocking
+    the event loop. Returns the line without its newline; raises `EOFError` when stdin is closed.
     """
+    stream = out if out is not None else sys.stderr
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
 
@@ -38,8 +39,8 @@ async def read_line(prompt: str) -> str:
 
     def read() -> None:
         try:
-            sys.stderr.write(prompt)
-            sys.stderr.flush()
+            stream.write(prompt)
+            stream.flush()
             line = sys.stdin.readline()
         except (OSError, ValueError):  # stdin closed or detached: as good as end of file
             line = ""

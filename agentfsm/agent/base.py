@@ -26,7 +26,7 @@ from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult
 from ..run_state import RunState
-from ..table import AGENT_TABLE
+from ..table import AGENT_TABLE, AWAITING_APPROVAL
 from . import edits, outcome, resuming
 from .event_source import EventListener, EventSource, TransitionListener
 
@@ -39,7 +39,7 @@ __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
 _INTERRUPTED = "Error: the run ended before this tool call produced a result"
 _log_enabled = STDLIB_LOGGER.isEnabledFor
-_CALLS_SHOWN = frozenset({"ACTING", "AWAITING_APPROVAL"})  # edges into these carry the pending calls
+_CALLS_SHOWN = frozenset({"ACTING", AWAITING_APPROVAL})  # edges into these carry the pending calls
 
 
 def _cancellation() -> tuple[type[BaseException], ...]:

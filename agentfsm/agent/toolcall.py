@@ -21,6 +21,7 @@ from ..events import Edit, LLMCall
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..run_state import Decision, Observation
+from ..table import AWAITING_APPROVAL
 from ..tool import ArgumentError, Tool, ToolCollection
 from ..toolbox.terminate import Terminate
 from .react import ReActAgent
@@ -114,7 +115,7 @@ class ToolCallAgent(ReActAgent):
     @property
     def pending_approval(self) -> list[ToolCall]:
         """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
-        if self.fsm_state != "AWAITING_APPROVAL":
+        if self.fsm_state != AWAITING_APPROVAL:
             return []
         from ..approval import undecided
 
