@@ -154,7 +154,7 @@ class BaseAgent(EventSource, ABC):
     async def run(
         self, request: str, *, trace: TracePath | None = None, checkpoint: TracePath | None = None
     ) -> RunResult:
-        """Run the machine from `request` to FINISHED or ERROR and say why it stopped.
+        """Run the machine from `request` to FINISHED or ERROR, or a pause (`result.paused`); say why.
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
