@@ -90,12 +90,15 @@ def agentfsm_model(n_calls: int, final: str = "answer") -> Any:
         else reply(tool_calls=[ToolCall.create("call_end", "terminate", {"status": "success"})])
     )
 
+    user, tool = Role.USER, Role.TOOL  # read once, as the bare loop's role strings are constants
+
     def decide(request: ModelRequest) -> Any:
         done = 0
         for message in reversed(request.messages):
-            if message.role is Role.USER:
+            role = message.role
+            if role is user:
                 break
-            done += message.role is Role.TOOL
+            done += role is tool
         return calls[done] if done < n_calls else answer
 
     return FunctionLLM(decide, record=False)

@@ -22,7 +22,7 @@ from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..run_state import Decision, Observation
 from ..table import AWAITING_APPROVAL
-from ..tool import ArgumentError, Tool, ToolCollection
+from ..tool import ArgumentError, Tool, ToolCollection, ToolResult
 from ..toolbox.terminate import Terminate
 from .react import ReActAgent
 
@@ -91,8 +91,8 @@ class ToolCallAgent(ReActAgent):
         """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
         self.approver = approver
         """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.approval`)."""
-        self._tools_seen: list[dict[str, Any]] | None = None
         self._sync_table()
+        self._tools_seen = self.tools.to_params()
 
     # -- approvals --------------------------------------------------------------
 
@@ -318,7 +318,22 @@ class ToolCallAgent(ReActAgent):
     async def execute_tool(self, call: ToolCall) -> Observation:
         """Run one call; every failure comes back as an error observation, never an exception."""
         started = time.perf_counter()
-        content, image, is_error = await self._execute(call)
+        name = call.name
+        tool = self.tools.get(name)
+        image: str | None = None
+        if tool is None:
+            content, is_error = f"Error: Unknown tool '{name}'", True
+        elif isinstance(arguments := _arguments(call), str):
+            content, is_error = arguments, True
+        else:
+            try:
+                result = await tool(**arguments)
+            except ArgumentError as exc:
+                content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
+            except Exception as exc:  # the tool's own failure is the model's observation
+                content, is_error = f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", True
+            else:
+                content, image, is_error = _observed(name, result)
         if self.max_observe is not None and len(content) > self.max_observe:
             cut = len(content) - self.max_observe
             content = f"{content[: self.max_observe]}\n... [truncated {cut} of {len(content)} characters]"
@@ -330,35 +345,6 @@ class ToolCallAgent(ReActAgent):
             duration_s=time.perf_counter() - started,
         )
 
-    async def _execute(self, call: ToolCall) -> tuple[str, str | None, bool]:
-        name = call.name
-        tool = self.tools.get(name)
-        if tool is None:
-            return f"Error: Unknown tool '{name}'", None, True
-        try:
-            arguments: Any = _loads(call.arguments or "{}")
-        except json.JSONDecodeError:
-            return f"Error: Error parsing arguments for {name}: Invalid JSON format", None, True
-        if not isinstance(arguments, dict):
-            kind = type(arguments).__name__
-            return (
-                f"Error: Error parsing arguments for {name}: expected a JSON object, got {kind}",
-                None,
-                True,
-            )
-        try:
-            result = await tool(**arguments)
-        except ArgumentError as exc:
-            return f"Error: Invalid arguments for {name}: {exc}", None, True
-        except Exception as exc:  # the tool's own failure is the model's observation
-            return f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", None, True
-        if result.error:
-            return f"Error: {result.error}", result.base64_image, True
-        text = str(result)
-        if not text:
-            return f"Cmd `{name}` completed with no output", result.base64_image, False
-        return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False
-
     def _should_finish_execution(self, call: ToolCall) -> bool:
         """Whether a special tool that ran should end the run (subclasses may refine)."""
         return True
@@ -367,6 +353,28 @@ class ToolCallAgent(ReActAgent):
 @functools.lru_cache(maxsize=64)
 def _system_messages(prompt: str | None) -> tuple[Message, ...]:
     return (Message.system_message(prompt),) if prompt else ()
+
+
+def _arguments(call: ToolCall) -> dict[str, Any] | str:
+    """The call's arguments as a dict, or the error observation saying why they are not one."""
+    try:
+        arguments = _loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return f"Error: Error parsing arguments for {call.name}: Invalid JSON format"
+    if not isinstance(arguments, dict):
+        kind = type(arguments).__name__
+        return f"Error: Error parsing arguments for {call.name}: expected a JSON object, got {kind}"
+    return arguments
+
+
+def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:
+    """What the model reads of a tool's result: (content, image, is_error)."""
+    if result.error:
+        return f"Error: {result.error}", result.base64_image, True
+    text = str(result)
+    if not text:
+        return f"Cmd `{name}` completed with no output", result.base64_image, False
+    return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False
 
 
 _scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: the C scanner takes a decoder
