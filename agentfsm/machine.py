@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from transitions import Event, EventData, Machine, MachineError, Transition
 
@@ -183,8 +183,9 @@ class MachineTable:
         return machine
 
     @cached_property
-    def _events(self) -> dict[str, _EdgeEvent]:
-        return self.machine.events  # type: ignore[return-value]
+    def _moves(self) -> dict[str, defaultdict[str, list[_EdgeTransition]]]:
+        """Trigger -> state -> the transitions tried from it, in order: the machine's events' own lists."""
+        return {name: cast(_EdgeEvent, event).transitions for name, event in self.machine.events.items()}
 
     def fire(self, model: Any, trigger: str) -> Firing:
         """Fire `trigger` on `model`; return the guards evaluated and the edge taken."""
@@ -198,18 +199,21 @@ class MachineTable:
         reads of the run, evaluated in table order up to the first that holds, so
         the outcomes are fixed by the edge taken: each edge carries them, built once.
         """
-        event = self._events.get(trigger)
-        if event is None:
+        moves = self._moves.get(trigger)
+        if moves is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
         state = model.fsm_state
-        candidates = event.transitions.get(state)
+        candidates = moves.get(state)
         if candidates:
             # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`
-            # without `EventData`); the first whose guard holds moves the model.
+            # without `EventData`); the first whose guard holds moves the model (`enter`, inlined).
             for transition in candidates:
-                guard = transition.guard
-                if guard is None or guard.check(model):
-                    transition.enter(model)
+                check = transition.check
+                if check is None or check(model):
+                    model.fsm_state = transition.dest
+                    apply = transition.apply
+                    if apply is not None:
+                        apply(model)
                     return transition.taken
             evaluated = [GuardOutcome(t.guard.name, False) for t in candidates if t.guard]
             raise MachineSetupError(
@@ -285,6 +289,8 @@ class _EdgeTransition(Transition):
         self.edge = edge
         self.guard = edge.guard
         self.effect = edge.effect
+        self.check = edge.guard.check if edge.guard is not None else None
+        self.apply = edge.effect.apply if edge.effect is not None else None
         self.taken: tuple[Edge, tuple[GuardOutcome, ...]] = (edge, ())
         """The edge and the guards evaluated when this transition fires (`_EdgeEvent.link`)."""
 
@@ -299,9 +305,8 @@ class _EdgeTransition(Transition):
     def enter(self, model: Any) -> None:
         """Move the model to `dest` and apply the edge's effect (the guard held)."""
         model.fsm_state = self.dest
-        effect = self.effect
-        if effect is not None:
-            effect.apply(model)
+        if self.apply is not None:
+            self.apply(model)
 
     def execute(self, event_data: EventData) -> bool:
         if not self.take(event_data.model):

@@ -12,10 +12,10 @@ so a tracer sees everything in the order it happened.
 from __future__ import annotations
 
 import os
-import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from logging import INFO
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentBusyError, PauseRun
@@ -108,7 +108,7 @@ class BaseAgent(EventSource, ABC):
         self._active = False
         self.phase_running = False
         """True while a phase's action is awaited (edits wait for it to finish)."""
-        self._entered_at = time.perf_counter()
+        self._entered_at = perf_counter()
         self._checkpointer: Checkpointer | None = None
         self._yields = False
         self._paused: str | None = None
@@ -364,13 +364,13 @@ class BaseAgent(EventSource, ABC):
         run = self.run_state
         source = run.state
         edge, guards = self.table.take(self, trigger)
-        now = time.perf_counter()
+        now = perf_counter()
         started, self._entered_at = self._entered_at, now
-        if edge.stop_reason is not None:
-            run.stop_reason = edge.stop_reason
+        stop_reason = edge.stop_reason
+        if stop_reason is not None:
+            run.stop_reason = stop_reason
         transition = None
-        logging = _log_enabled(INFO)
-        if logging or self._yields or self._listeners or self._event_listeners:
+        if self._yields or self._listeners or self._event_listeners or _log_enabled(INFO):
             dest = edge.dest
             transition = Transition(
                 agent=self.name,
@@ -380,14 +380,14 @@ class BaseAgent(EventSource, ABC):
                 dest=dest,
                 step=run.step,
                 guards=guards,
-                stop_reason=edge.stop_reason,
+                stop_reason=stop_reason,
                 duration_s=now - started,
                 reply=run.reply if source == "THINKING" else None,
                 tool_calls=tuple(run.pending_calls) if dest in _CALLS_SHOWN else (),
                 observations=tuple(run.observations) if source == "ACTING" else (),
                 error=run.error if dest == "ERROR" else None,
             )
-            if logging:
+            if _log_enabled(INFO):
                 event("transition", **transition.log_fields())
             self._emit(transition)
         if self._checkpointer is not None and edge.dest != self.table.initial:

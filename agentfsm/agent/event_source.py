@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..events import AgentEvent, Transition
 
@@ -15,6 +16,7 @@ __all__ = ["EventListener", "EventSource", "TransitionListener"]
 
 TransitionListener = Callable[[Transition], None]
 EventListener = Callable[[AgentEvent], None]
+_L = TypeVar("_L")
 
 
 class EventSource:
@@ -23,19 +25,29 @@ class EventSource:
     __slots__ = ("_event_listeners", "_listeners", "_queue")  # see `BaseAgent.__slots__`
 
     def _init_events(self) -> None:
-        self._listeners: list[TransitionListener] = []
-        self._event_listeners: list[EventListener] = []
-        self._queue: deque[AgentEvent] = deque()
+        # Tuples, replaced on (un)subscribing: a listener that subscribes another while being
+        # called changes no sequence being iterated, and an agent nobody listens to allocates none.
+        self._listeners: tuple[TransitionListener, ...] = ()
+        self._event_listeners: tuple[EventListener, ...] = ()
+        self._queue: deque[AgentEvent] | None = None  # made for the first event anybody hears
 
     def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
         """Call `callback` with every `Transition`; returns a function that unsubscribes."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback)
+        self._listeners += (callback,)
+
+        def unsubscribe() -> None:
+            self._listeners = _without(self._listeners, callback)
+
+        return unsubscribe
 
     def on_event(self, callback: EventListener) -> Callable[[], None]:
         """Call `callback` with every `Transition`, `LLMCall` and `Edit`, in order; returns an unsubscribe."""
-        self._event_listeners.append(callback)
-        return lambda: self._event_listeners.remove(callback)
+        self._event_listeners += (callback,)
+
+        def unsubscribe() -> None:
+            self._event_listeners = _without(self._event_listeners, callback)
+
+        return unsubscribe
 
     @property
     def has_event_listeners(self) -> bool:
@@ -49,6 +61,8 @@ class EventSource:
         if not self._listeners and not self._event_listeners:
             return  # nobody listens: the common case of a plain run() costs nothing here
         queue = self._queue
+        if queue is None:
+            queue = self._queue = deque()
         queue.append(record)
         if len(queue) > 1:
             return
@@ -56,10 +70,16 @@ class EventSource:
             while queue:
                 current = queue[0]
                 if isinstance(current, Transition):
-                    for listener in tuple(self._listeners):
+                    for listener in self._listeners:
                         listener(current)
-                for any_listener in tuple(self._event_listeners):
+                for any_listener in self._event_listeners:
                     any_listener(current)
                 queue.popleft()
         finally:
             queue.clear()
+
+
+def _without(listeners: tuple[_L, ...], callback: _L) -> tuple[_L, ...]:
+    """`listeners` less the first `callback` (`ValueError` if absent, as `list.remove`)."""
+    at = listeners.index(callback)
+    return listeners[:at] + listeners[at + 1 :]
