@@ -59,9 +59,9 @@ class ToolCallAgent(ReActAgent):
         stuck_limit: int | None = 3,
         finish_on_answer: bool = True,
         memory: Memory | None = None,
-        special_tool_names: Iterable[str] = ("terminate",),
+        special_tool_names: Iterable[str] = frozenset({"terminate"}),
         parallel_tool_calls: bool = False,
-        require_approval: Iterable[str] = (),
+        require_approval: Iterable[str] = frozenset(),
         approver: Approver | None = None,
         name: str | None = None,
     ) -> None:
@@ -85,7 +85,7 @@ class ToolCallAgent(ReActAgent):
         self.next_step_prompt = next_step_prompt
         self.tool_choice: ToolChoice = tool_choice
         self.max_observe = max_observe
-        self.special_tool_names = frozenset(special_tool_names)
+        self.special_tool_names = frozenset(special_tool_names)  # of a frozenset: that same set
         self.parallel_tool_calls = parallel_tool_calls
         self.require_approval = frozenset(require_approval)
         """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
