@@ -4,7 +4,8 @@
     .venv/bin/python tools/bench.py --quick    # under two minutes, smaller counts
     .venv/bin/python tools/bench.py --json     # the numbers as one JSON object (only that on stdout)
 
-Sections: per-run overhead against a bare loop, LangGraph and pydantic-ai;
+Sections: per-run overhead against a bare loop, LangGraph, pydantic-ai and the
+engine alone (agentfsm with phases that do nothing: the floor);
 the cost of a step as history grows; many agents in one event loop (in
 process, and over HTTP against a loopback llmock server); start-up time.
 Medians throughout; frameworks are measured in interleaved rounds, so a
@@ -280,15 +281,20 @@ def report(data: dict[str, Any]) -> str:
     lines = []
     o = data["overhead"]
     lines.append("Overhead per run (µs, median; in-process fake model, setup built once)")
-    lines.append(f"{'framework':<14}{'1 tool call + answer':>22}{'10 steps':>12}")
+    lines.append(f"{'framework':<22}{'1 tool call + answer':>22}{'10 steps':>12}")
     for name in o["tool_call_run"]:
-        lines.append(f"{name:<14}{o['tool_call_run'][name]:>22.1f}{o['ten_step_run'][name]:>12.1f}")
+        lines.append(f"{name:<22}{o['tool_call_run'][name]:>22.1f}{o['ten_step_run'][name]:>12.1f}")
     for peer in o["missing"]:
-        lines.append(f"{peer:<14}{'not installed (pip install agentfsm[bench])':>34}")
+        lines.append(f"{peer:<22}{'not installed (pip install agentfsm[bench])':>34}")
     one, ten = o["tool_call_run"], o["ten_step_run"]
+    floor = "agentfsm engine alone"
     lines.append(
         f"  agentfsm / bare loop: {one['agentfsm'] / one['bare loop']:.1f}x"
         f" (10 steps: {ten['agentfsm'] / ten['bare loop']:.1f}x)"
+    )
+    lines.append(
+        f"  {floor} / bare loop: {one[floor] / one['bare loop']:.1f}x"
+        f" (10 steps: {ten[floor] / ten['bare loop']:.1f}x): the floor, phases doing nothing"
     )
     for peer in ("langgraph", "pydantic-ai"):
         if peer in one:

@@ -117,6 +117,37 @@ def agentfsm(n_calls: int) -> Runner:
     return run
 
 
+def engine_alone(n_calls: int) -> Runner:
+    """The floor of any agent on agentfsm: its engine and machine, with phases that only set
+    what the guards read. The same model turns and transitions as `agentfsm` (a new agent per
+    run, five transitions for one call), without messages, memory, a model or tools."""
+    from agentfsm import BaseAgent, LLMResponse, ToolCall
+
+    calls = [
+        [ToolCall(id=f"call_{i}", name="add", arguments=json.dumps({"a": i, "b": 1}))] for i in range(n_calls)
+    ]
+    answer = LLMResponse(content="done")
+
+    class EmptyPhases(BaseAgent):
+        async def think(self) -> None:
+            run = self.run_state
+            if run.step <= n_calls:
+                run.pending_calls = calls[run.step - 1]
+            else:
+                run.pending_calls, run.reply, run.output = [], answer, "done"
+
+        async def act(self) -> None:
+            self.run_state.observations = []
+
+        async def observe(self) -> None:
+            pass
+
+    async def run(task: str) -> Any:
+        return (await EmptyPhases(max_steps=30).run(task)).output
+
+    return run
+
+
 # -- LangGraph's prebuilt ReAct agent ----------------------------------------------------
 
 
@@ -209,6 +240,7 @@ def pydantic_ai(n_calls: int) -> Runner | None:
 FRAMEWORKS: dict[str, Callable[[int], Runner | None]] = {
     "bare loop": bare,
     "agentfsm": agentfsm,
+    "agentfsm engine alone": engine_alone,
     "langgraph": langgraph,
     "pydantic-ai": pydantic_ai,
 }
