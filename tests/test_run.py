@@ -209,6 +209,32 @@ async def test_transitions_carry_guards_and_phase_products(toolbox):
     assert len(events) == 7
 
 
+async def test_listeners_added_or_removed_while_delivering_take_effect_from_the_next_event():
+    agent = agent_with([reply("done")])
+    first, second, late = [], [], []
+    unsubscribe_late = []
+
+    def subscribe_late(transition):
+        first.append(transition.trigger)
+        if not unsubscribe_late:  # subscribed during the first delivery: hears the next event on
+            unsubscribe_late.append(agent.on_transition(lambda t: late.append(t.trigger)))
+
+    unsubscribe_first = agent.on_transition(subscribe_late)
+    agent.on_transition(lambda t: second.append(t.trigger))
+    await agent.run("task")
+    assert first == second == ["start", "think_done"]
+    assert late == ["think_done"]
+
+    unsubscribe_first()
+    unsubscribe_late[0]()
+    with pytest.raises(ValueError):
+        unsubscribe_first()  # as `list.remove`: a second unsubscribe is an error, not silence
+    agent.llm = ScriptedLLM([reply("again")])
+    await agent.run("again")
+    assert first == ["start", "think_done"] and late == ["think_done"]
+    assert second == ["start", "think_done", "reset", "start", "think_done"]
+
+
 async def test_each_run_can_be_stepped_while_state_is_inspected(toolbox):
     agent = agent_with([reply(tool_calls=[("add", {"a": 1, "b": 1})]), TERMINATE], toolbox)
     states = []
