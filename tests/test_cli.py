@@ -344,8 +344,17 @@ def test_run_manus_with_its_toolbox_its_llm_table_and_the_sandbox_settings(
 # -- Ctrl-C ------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def ctrl_c_delivered() -> Any:
+    """SIGINT as in a terminal: a shell starts background jobs with it ignored, and then
+    Python installs no KeyboardInterrupt handler and asyncio.run none of its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_ends_the_run_cancelled_with_status_130(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ctrl_c_delivered: None
 ) -> None:
     async def interrupted(request: ModelRequest) -> Any:
         signal.raise_signal(signal.SIGINT)  # what Ctrl-C sends; asyncio.run cancels the run's task
@@ -360,7 +369,10 @@ def test_ctrl_c_ends_the_run_cancelled_with_status_130(
 
 
 def test_ctrl_c_during_a_manus_tool_call_kills_it_and_removes_the_sandbox(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    ctrl_c_delivered: None,
 ) -> None:
     marker = tmp_path / "started"
     code = (  # the sandboxed process presses Ctrl-C for us, then would run for a minute
