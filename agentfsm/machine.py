@@ -206,14 +206,11 @@ class MachineTable:
         candidates = moves.get(state)
         if candidates:
             # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`
-            # without `EventData`); the first whose guard holds moves the model (`enter`, inlined).
+            # without `EventData`); the first whose guard holds moves the model.
             for transition in candidates:
                 check = transition.check
                 if check is None or check(model):
-                    model.fsm_state = transition.dest
-                    apply = transition.apply
-                    if apply is not None:
-                        apply(model)
+                    transition.enter(model)
                     return transition.taken
             evaluated = [GuardOutcome(t.guard.name, False) for t in candidates if t.guard]
             raise MachineSetupError(
@@ -288,7 +285,6 @@ class _EdgeTransition(Transition):
         super().__init__(source, dest, *args, **kwargs)
         self.edge = edge
         self.guard = edge.guard
-        self.effect = edge.effect
         self.check = edge.guard.check if edge.guard is not None else None
         self.apply = edge.effect.apply if edge.effect is not None else None
         self.taken: tuple[Edge, tuple[GuardOutcome, ...]] = (edge, ())
@@ -296,8 +292,8 @@ class _EdgeTransition(Transition):
 
     def take(self, model: Any) -> bool:
         """Fire if the guard holds: move the model and apply the edge's effect."""
-        guard = self.guard
-        if guard is not None and not guard.check(model):
+        check = self.check
+        if check is not None and not check(model):
             return False
         self.enter(model)
         return True

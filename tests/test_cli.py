@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,7 @@ def test_run_manus_with_its_toolbox_its_llm_table_and_the_sandbox_settings(
 
 
 @pytest.fixture
-def ctrl_c_delivered() -> Any:
+def ctrl_c_delivered() -> Iterator[None]:
     """SIGINT as in a terminal: a shell starts background jobs with it ignored, and then
     Python installs no KeyboardInterrupt handler and asyncio.run none of its own."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
