@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from logging import INFO
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
@@ -217,18 +217,24 @@ class BaseAgent(EventSource, ABC):
                 "await the run in progress, or use another agent instance"
             )
 
-    async def _consume(
+    def _consume(
         self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath | None
-    ) -> RunResult:
-        if trace is None:
-            await self._run_to_end(request, checkpointer)
-        else:
-            from ..trace import TraceWriter
+    ) -> Awaitable[RunResult]:
+        """The run to its end, written to `trace` if given (a plain function: an untraced run
+        awaits the engine loop itself, one coroutine less)."""
+        return (
+            self._run_to_end(request, checkpointer)
+            if trace is None
+            else self._traced(request, checkpointer, trace)
+        )
 
-            with TraceWriter(trace, self, append=request is None):
-                await self._run_to_end(request, checkpointer)
-        assert self.last_result is not None
-        return self.last_result
+    async def _traced(
+        self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath
+    ) -> RunResult:
+        from ..trace import TraceWriter
+
+        with TraceWriter(trace, self, append=request is None):
+            return await self._run_to_end(request, checkpointer)
 
     async def _drive(
         self, request: str | None, checkpointer: Checkpointer | None
@@ -255,9 +261,10 @@ class BaseAgent(EventSource, ABC):
                 self._abort("cancel", "CancelledError: iteration stopped before the run ended")
             raise
         finally:
-            await self._leave()
+            if (ended := self._leave()) is not None:
+                await self.on_run_end(ended)
 
-    async def _run_to_end(self, request: str | None, checkpointer: Checkpointer | None) -> None:
+    async def _run_to_end(self, request: str | None, checkpointer: Checkpointer | None) -> RunResult:
         """The same loop as `_drive`, for `run()` and `resume()`: nobody reads the transitions
         between steps, so no generator (and no `Transition` unless a listener or the logger wants it)."""
         self._enter(checkpointer, yields=False)
@@ -273,7 +280,10 @@ class BaseAgent(EventSource, ABC):
                 if (await self._advance(spec))[1]:
                     break
         finally:
-            await self._leave()
+            if (ended := self._leave()) is not None:
+                await self.on_run_end(ended)
+        assert self.last_result is not None
+        return self.last_result
 
     def _enter(self, checkpointer: Checkpointer | None, *, yields: bool) -> None:
         self._check_idle()
@@ -283,12 +293,18 @@ class BaseAgent(EventSource, ABC):
         self._paused = None
         self.paused_edits = ()
 
-    async def _leave(self) -> None:
-        if self._active:
-            await self._finish()
+    def _leave(self) -> RunResult | None:
+        """Close the engine loop; the result of a run that ended in it, whose `on_run_end` is due."""
+        ended = self._finish() if self._active else None
         if self._paused is None:
             self._checkpointer = None  # kept while paused: `resume()` goes on writing it
         self._yields = False
+        return ended
+
+    async def _close(self) -> None:
+        """Close a run ended outside the engine loop (a cancellation), `on_run_end` included."""
+        if (ended := self._finish()) is not None:
+            await self.on_run_end(ended)
 
     def _open_run(self, request: str) -> None:
         self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
@@ -308,7 +324,7 @@ class BaseAgent(EventSource, ABC):
             return None, True
         except _cancellation():  # evaluated only when the phase raised
             self._abort("cancel", "CancelledError: the run was cancelled")
-            await self._finish()
+            await self._close()
             raise
         except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
             self.phase_running = False

@@ -22,16 +22,20 @@ __all__ = ["ended", "finish", "paused"]
 _run_result = slot_builder(RunResult)
 
 
-async def finish(agent: BaseAgent) -> None:
-    """Close a run that ended or paused: its result in `last_result`, logged (`BaseAgent._finish`)."""
+def finish(agent: BaseAgent) -> RunResult | None:
+    """Close a run that ended or paused: its result in `last_result`, logged (`BaseAgent._finish`).
+
+    Returns the result of a run that ended, whose `on_run_end` the caller awaits; None
+    for a paused run (its `on_run_end` comes when it ends) or one that never started.
+    """
     agent._active = False
     run = agent.run_state
-    if agent._paused is not None:  # not the run's end: `on_run_end` runs when it ends
+    if agent._paused is not None:
         agent.last_result = paused(agent, agent._paused)
         event("run_paused", agent=agent.name, run_id=run.run_id, state=run.state, reason=agent._paused)
-        return
+        return None
     if run.stop_reason is None:  # never started (e.g. add_request refused the request)
-        return
+        return None
     result = agent.last_result = ended(agent, run.stop_reason)
     if log_enabled():
         event(
@@ -42,7 +46,7 @@ async def finish(agent: BaseAgent) -> None:
             stop_reason=result.stop_reason.value,
             steps=result.steps,
         )
-    await agent.on_run_end(result)
+    return result
 
 
 def ended(agent: BaseAgent, reason: StopReason) -> RunResult:

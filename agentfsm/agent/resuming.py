@@ -65,6 +65,6 @@ async def cancel(agent: BaseAgent) -> RunResult:
         raise AgentBusyError(f"agent {agent.name!r} has no paused run to cancel (it is {agent.fsm_state})")
     agent._abort("cancel", "CancelledError: the paused run was cancelled")
     agent._checkpointer, agent._paused = None, None
-    await agent._finish()
+    await agent._close()
     assert agent.last_result is not None
     return agent.last_result
