@@ -307,7 +307,10 @@ class BaseAgent(EventSource, ABC):
             await self.on_run_end(ended)
 
     def _open_run(self, request: str) -> None:
-        self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
+        run = self.run_state
+        if run.run_id:  # a run was opened on it: each run starts a new `RunState` (results keep theirs)
+            run = self.run_state = RunState(state=run.state)
+        run.run_id, run.request = os.urandom(6).hex(), request
         self.memory.add_request(Message.user_message(request))
 
     async def _advance(self, spec: StateSpec) -> tuple[Transition | None, bool]:
