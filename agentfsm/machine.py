@@ -192,8 +192,11 @@ class MachineTable:
         edge, guards = self.take(model, trigger)
         return Firing(list(guards), edge)
 
-    def take(self, model: Any, trigger: str) -> tuple[Edge, tuple[GuardOutcome, ...]]:
-        """Fire `trigger` on `model`; return the edge taken and the guards evaluated, in order.
+    def take(
+        self, model: Any, trigger: str, state: str | None = None
+    ) -> tuple[Edge, tuple[GuardOutcome, ...]]:
+        """Fire `trigger` on `model` in `state` (default: its `fsm_state`); return the edge taken
+        and the guards evaluated, in order.
 
         The engine's path (`fire` without the `Firing` record). Guards are pure
         reads of the run, evaluated in table order up to the first that holds, so
@@ -202,7 +205,8 @@ class MachineTable:
         moves = self._moves.get(trigger)
         if moves is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
-        state = model.fsm_state
+        if state is None:
+            state = model.fsm_state
         candidates = moves.get(state)
         if candidates:
             # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`

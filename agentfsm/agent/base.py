@@ -382,7 +382,7 @@ class BaseAgent(EventSource, ABC):
         `iter()`'s caller, a listener or the `agentfsm` logger; else this returns None."""
         run = self.run_state
         source = run.state
-        edge, guards = self.table.take(self, trigger)
+        edge, guards = self.table.take(self, trigger, source)
         now = perf_counter()
         started, self._entered_at = self._entered_at, now
         stop_reason = edge.stop_reason
