@@ -82,6 +82,20 @@ async def test_step_counter_restarts_and_memory_carries_over(toolbox):
     assert [m.content for m in llm.requests[-1].messages if m.role is Role.USER][:2] == ["first", "second"]
 
 
+async def test_every_run_has_its_own_run_state_and_a_result_keeps_its_usage(toolbox):
+    agent = agent_with([reply(tool_calls=[("add", {"a": 1, "b": 2})]), reply("three"), reply("again")], toolbox)
+    fresh = agent.run_state
+    assert (fresh.state, fresh.step, fresh.run_id) == ("IDLE", 0, "")
+    first = await agent.run("one")
+    assert agent.run_state is fresh  # a new agent's first run uses the state built with it
+    assert (first.usage.llm_calls, first.usage.tool_calls) == (2, 1)
+    second = await agent.run("two")
+    assert agent.run_state is not fresh and agent.run_state.run_id == second.run_id != first.run_id
+    assert (second.usage.llm_calls, second.usage.tool_calls) == (1, 0)
+    assert (first.usage.llm_calls, first.usage.tool_calls) == (2, 1)  # untouched by the second run
+    assert first.output == "three" and second.output == "again"
+
+
 async def test_reset_clear_memory(toolbox):
     agent = agent_with([reply("a"), reply("b")])
     await agent.run("one")
