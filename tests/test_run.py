@@ -83,7 +83,8 @@ async def test_step_counter_restarts_and_memory_carries_over(toolbox):
 
 
 async def test_every_run_has_its_own_run_state_and_a_result_keeps_its_usage(toolbox):
-    agent = agent_with([reply(tool_calls=[("add", {"a": 1, "b": 2})]), reply("three"), reply("again")], toolbox)
+    script = [reply(tool_calls=[("add", {"a": 1, "b": 2})]), reply("three"), reply("again")]
+    agent = agent_with(script, toolbox)
     fresh = agent.run_state
     assert (fresh.state, fresh.step, fresh.run_id) == ("IDLE", 0, "")
     first = await agent.run("one")
