@@ -195,8 +195,8 @@ class MachineTable:
     def take(
         self, model: Any, trigger: str, state: str | None = None
     ) -> tuple[Edge, tuple[GuardOutcome, ...]]:
-        """Fire `trigger` on `model` in `state` (default: its `fsm_state`); return the edge taken
-        and the guards evaluated, in order.
+        """Fire `trigger` on `model`; return the edge taken and the guards evaluated, in order.
+        `state` is the model's `fsm_state`, from a caller that has just read it (None: read it).
 
         The engine's path (`fire` without the `Firing` record). Guards are pure
         reads of the run, evaluated in table order up to the first that holds, so
