@@ -3,8 +3,8 @@
 The engine loop is: look up the current state in the table; if it is a
 phase, await its action (the I/O: LLM, tools), then fire its `done` trigger
 and let the table's guards pick the edge. Every edge, including `start`,
-`fail`, `cancel` and `reset`, goes through `_fire`, the one place that builds
-the `Transition` event, logs it and hands it to listeners. Other events of a
+`fail`, `cancel` and `reset`, goes through `_fire` (see `firing`), the one place
+that builds the `Transition` event, logs it and hands it to listeners. Other events of a
 run (`LLMCall`, `Edit`) go through `_emit`, to the same `on_event` listeners,
 so a tracer sees everything in the order it happened.
 """
@@ -14,20 +14,18 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable
-from logging import INFO
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentBusyError, PauseRun
 from ..events import Edit, Transition
-from ..log import STDLIB_LOGGER, event
 from ..machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..result import AgentState, RunResult
 from ..run_state import RunState
-from ..table import AGENT_TABLE, AWAITING_APPROVAL
-from . import edits, outcome, resuming
+from ..table import AGENT_TABLE
+from . import edits, firing, outcome, resuming
 from .event_source import EventListener, EventSource, TransitionListener
 
 if TYPE_CHECKING:
@@ -37,9 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 
 _TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
-_INTERRUPTED = "Error: the run ended before this tool call produced a result"
-_log_enabled = STDLIB_LOGGER.isEnabledFor
-_CALLS_SHOWN = frozenset({"ACTING", AWAITING_APPROVAL})  # edges into these carry the pending calls
 
 
 def _cancellation() -> tuple[type[BaseException], ...]:
@@ -376,44 +371,5 @@ class BaseAgent(EventSource, ABC):
     # -- internals ----------------------------------------------------------------------
 
     _finish = outcome.finish
-
-    def _fire(self, trigger: str) -> Transition | None:
-        """Take the edge for `trigger`. The `Transition` event is built when someone reads it:
-        `iter()`'s caller, a listener or the `agentfsm` logger; else this returns None."""
-        run = self.run_state
-        source = run.state
-        edge, guards = self.table.take(self, trigger, source)
-        now = perf_counter()
-        started, self._entered_at = self._entered_at, now
-        stop_reason = edge.stop_reason
-        if stop_reason is not None:
-            run.stop_reason = stop_reason
-        transition = None
-        if self._yields or self._listeners or self._event_listeners or _log_enabled(INFO):
-            dest = edge.dest
-            transition = Transition(
-                agent=self.name,
-                run_id=run.run_id,
-                trigger=trigger,
-                source=source,
-                dest=dest,
-                step=run.step,
-                guards=guards,
-                stop_reason=stop_reason,
-                duration_s=now - started,
-                reply=run.reply if source == "THINKING" else None,
-                tool_calls=tuple(run.pending_calls) if dest in _CALLS_SHOWN else (),
-                observations=tuple(run.observations) if source == "ACTING" else (),
-                error=run.error if dest == "ERROR" else None,
-            )
-            if _log_enabled(INFO):
-                event("transition", **transition.log_fields())
-            self._emit(transition)
-        if self._checkpointer is not None and edge.dest != self.table.initial:
-            self._checkpointer.write()  # after the listeners: an edit they made is in it
-        return transition
-
-    def _abort(self, trigger: str, error: str) -> Transition | None:
-        self.run_state.error = error
-        self.memory.close_open_calls(_INTERRUPTED)
-        return self._fire(trigger)
+    _fire = firing.fire
+    _abort = firing.abort
