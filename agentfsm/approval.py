@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
+from .agent.edits import where
 from .errors import PauseRun, WrongPhaseError
 from .events import Edit
 from .machine import Edge, Guard, MachineTable, StateSpec
@@ -108,10 +109,9 @@ def decide(agent: ToolCallAgent, call_id: str, decision: Decision, *, by_approve
     """Record `decision` for the pending call `call_id` (an `approval` edit, traced and checkpointed)."""
     run = agent.run_state
     if agent.fsm_state != STATE or (agent.phase_running and not by_approver):
-        where = f"{agent.fsm_state} (its phase is running)" if agent.phase_running else agent.fsm_state
         raise WrongPhaseError(
             f"approvals are decided only in {STATE}, while the run is paused there "
-            f"(result.paused); agent {agent.name!r} is in {where}"
+            f"(result.paused); agent {agent.name!r} is in {where(agent)}"
         )
     index = next((i for i, c in enumerate(run.pending_calls) if c.id == call_id), None)
     if index is None:

@@ -222,8 +222,8 @@ class MachineTable:
                 f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
             )
         raise MachineSetupError(
-            f"trigger {trigger!r} has no edge from state {state!r}: "
-            f"Can't trigger event {trigger} from state {state}!"
+            f"trigger {trigger!r} has no edge from state {state!r}; "
+            f"it fires from {sorted(name for name, edges in moves.items() if edges)!r}"
         )
 
     # -- validation -------------------------------------------------------------

@@ -80,7 +80,7 @@ class _Recorder:
         tools: Sequence[dict[str, Any]],
         tool_choice: ToolChoice,
     ) -> ModelRequest:
-        if not self.record:
+        if not self.record:  # the live view, not a copy
             return _model_request(messages, system_msgs, tools, tool_choice)
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
@@ -173,11 +173,7 @@ class FunctionLLM(_Recorder):
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
     ) -> LLMResponse:
-        if self.record:
-            request = self._record(messages, system_msgs, tools, tool_choice)
-        else:  # the live view, not a copy (see `record`)
-            request = _model_request(messages, system_msgs, tools, tool_choice)
-        result = self.fn(request)
+        result = self.fn(self._record(messages, system_msgs, tools, tool_choice))
         if self._is_async or not isinstance(result, LLMResponse):
             result = await result  # type: ignore[misc]
         return self._with_ids(result)

@@ -22,11 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["edit_observation", "replace_pending_calls"]
 
 
+def where(agent: BaseAgent) -> str:
+    """Where `agent` is, for an error refusing an edit: its state, and whether its phase runs."""
+    return f"{agent.fsm_state} (its phase is running)" if agent.phase_running else agent.fsm_state
+
+
 def _require(agent: BaseAgent, phase: str, what: str, when: str) -> None:
     if agent.phase != phase or agent.phase_running:
-        where = f"{agent.fsm_state} (its phase is running)" if agent.phase_running else agent.fsm_state
         raise WrongPhaseError(
-            f"`{what}` is allowed only in {phase}, {when}; agent {agent.name!r} is in {where}"
+            f"`{what}` is allowed only in {phase}, {when}; agent {agent.name!r} is in {where(agent)}"
         )
 
 

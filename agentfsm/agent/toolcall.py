@@ -163,7 +163,7 @@ class ToolCallAgent(ReActAgent):
                 messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
             )
         except Exception as exc:
-            if self.has_event_listeners:
+            if self._event_listeners:
                 self._emit_llm_call(messages, system, tools, started, error=exc)
             if not isinstance(exc, TokenLimitExceeded):
                 raise
