@@ -52,8 +52,9 @@ _UNCHECKED = frozenset({"llm"})
 """Config keys a resume may change: the model and its settings (a run may resume on another server)."""
 
 
-def _temp_prefix(target: str, pid: int) -> str:
-    return f".{os.path.basename(target)}.{pid}."
+def _temp_head(target: str) -> str:
+    """How the temporary files of `target` begin: ``.<name>.``, then the writer's pid."""
+    return f".{os.path.basename(target)}."
 
 
 def remove_stale_temporaries(path: TracePath) -> list[str]:
@@ -64,7 +65,7 @@ def remove_stale_temporaries(path: TracePath) -> list[str]:
     """
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
-    head = f".{os.path.basename(target)}."
+    head = _temp_head(target)
     removed = []
     with contextlib.suppress(OSError):
         for name in os.listdir(directory):
@@ -84,7 +85,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: alive
-        return True
+        pass
     return True
 
 
@@ -92,7 +93,7 @@ def write_atomic(path: TracePath, text: str) -> None:
     """Replace `path` with `text` so that the file is always either the old or the new content."""
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
-    fd, temp = tempfile.mkstemp(prefix=_temp_prefix(target, os.getpid()), suffix=".tmp", dir=directory)
+    fd, temp = tempfile.mkstemp(prefix=f"{_temp_head(target)}{os.getpid()}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
