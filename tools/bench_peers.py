@@ -117,6 +117,121 @@ def agentfsm(n_calls: int) -> Runner:
     return run
 
 
+def agentfsm_reused(n_calls: int) -> Runner:
+    """One agent for every run, as LangGraph's graph and pydantic-ai's `Agent` are reused:
+    each run starts from `reset(clear_memory=True)` (a logged edge back to IDLE, memory emptied)."""
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection, tool
+
+    agent = ToolCallAgent(
+        llm=agentfsm_model(n_calls), tools=ToolCollection(tool(add), Terminate()), next_step_prompt=None
+    )
+
+    async def run(task: str) -> Any:
+        agent.reset(clear_memory=True)
+        return (await agent.run(task)).output
+
+    return run
+
+
+def guarantees_alone(n_calls: int) -> Runner:
+    """The other floor: what a `ToolCallAgent` run does for the task, fused into one loop.
+
+    The same model, tools, typed messages, memory (pairing checks, the pinned
+    request), argument parsing and validation, `Observation`s, call records,
+    usage, stuck detection, a state, a duration and a logger check per edge, and a
+    `RunResult`: everything but the machine, the phases as awaited methods and the
+    engine around them (listeners, edits, pauses, checkpoints, approvals). A measurement,
+    not an engine: `agentfsm` minus this is what the explicit machine costs.
+    """
+    import hashlib
+    import logging
+    import os
+    import time
+
+    from agentfsm import Memory, Message, RunResult, Terminate, ToolCollection, tool
+    from agentfsm.result import AgentState, StopReason
+    from agentfsm.run_state import Observation, RunState
+
+    model = agentfsm_model(n_calls)
+    tools = ToolCollection(tool(add), Terminate())
+    memory = Memory()
+    system = (Message.system_message(SYSTEM),)
+    log_enabled = logging.getLogger("agentfsm").isEnabledFor
+    entered = [0.0]
+
+    def edge(run: RunState, dest: str) -> None:
+        now = time.perf_counter()
+        run.state, duration, entered[0] = dest, now - entered[0], now
+        if log_enabled(logging.INFO):
+            logging.getLogger("agentfsm").info("transition to %s in %.6f s", dest, duration)
+
+    async def run(task: str) -> Any:
+        memory.clear()
+        state = RunState()
+        edge(state, "IDLE")
+        state.run_id, state.request, state.step = os.urandom(6).hex(), task, 1
+        memory.add_request(Message.user_message(task))
+        edge(state, "THINKING")
+        while True:
+            state.reply, state.pending_calls, state.observations = None, [], []
+            state.started_calls, state.completed_calls = [], {}
+            reply = await model.ask_tool(memory.view(), system_msgs=system, tools=tools.to_params())
+            state.reply = reply
+            state.usage.add(reply.usage)
+            if reply.content:
+                state.output = reply.content
+            if not reply.tool_calls:
+                memory.add_message(Message.assistant_message(reply.content))
+                edge(state, "FINISHED")
+                state.stop_reason = StopReason.FINAL_ANSWER
+                break
+            memory.add_message(Message.from_tool_calls(reply.tool_calls, reply.content))
+            state.pending_calls = list(reply.tool_calls)
+            edge(state, "ACTING")
+            for call in state.pending_calls:
+                started = time.perf_counter()
+                state.started_calls.append(call.id)
+                try:
+                    arguments = json.loads(call.arguments)
+                    result = await tools.get(call.name)(**arguments)  # type: ignore[misc]
+                    content, is_error = f"Observed output of cmd `{call.name}` executed:\n{result}", False
+                except Exception as exc:
+                    content, is_error = f"Error: {exc}", True
+                observation = Observation(
+                    call=call, content=content, is_error=is_error, duration_s=time.perf_counter() - started
+                )
+                state.completed_calls[call.id] = observation
+                state.observations.append(observation)
+            state.usage.tool_calls += len(state.observations)
+            edge(state, "OBSERVING")
+            memory.add_messages(
+                [
+                    Message.tool_message(o.content, name=o.call.name, tool_call_id=o.call.id)
+                    for o in state.observations
+                ]
+            )
+            parts = [reply.content or ""] + [f"{c.name}\x00{c.arguments}" for c in reply.tool_calls]
+            signature = hashlib.blake2b("\x01".join(parts).encode(), digest_size=12).hexdigest()
+            seen = state.seen[signature] = state.seen.get(signature, 0) + 1
+            state.stuck_streak = state.stuck_streak + 1 if seen > 2 else 0
+            if state.step >= 30 or state.stuck_streak >= 3:
+                edge(state, "FINISHED")
+                break
+            state.step += 1
+            edge(state, "THINKING")
+        result = RunResult(
+            run_id=state.run_id,
+            state=AgentState.FINISHED,
+            stop_reason=state.stop_reason or StopReason.MAX_STEPS,
+            steps=state.step,
+            output=state.output,
+            usage=state.usage,
+        )
+        return result.output
+
+    return run
+
+
 def engine_alone(n_calls: int) -> Runner:
     """The floor of any agent on agentfsm: its engine and machine, with phases that only set
     what the guards read. The same model turns and transitions as `agentfsm` (a new agent per
@@ -240,7 +355,9 @@ def pydantic_ai(n_calls: int) -> Runner | None:
 FRAMEWORKS: dict[str, Callable[[int], Runner | None]] = {
     "bare loop": bare,
     "agentfsm": agentfsm,
+    "agentfsm, one agent": agentfsm_reused,
     "agentfsm engine alone": engine_alone,
+    "guarantees, no engine": guarantees_alone,
     "langgraph": langgraph,
     "pydantic-ai": pydantic_ai,
 }
