@@ -141,7 +141,7 @@ def guarantees_alone(n_calls: int) -> Runner:
     usage, stuck detection, a state, a duration and a logger check per edge, and a
     `RunResult`: everything but the machine, the phases as awaited methods and the
     engine around them (listeners, edits, pauses, checkpoints, approvals). A measurement,
-    not an engine: `agentfsm` minus this is what the explicit machine costs.
+    not an engine: `agentfsm` minus this is what the engine costs around the work.
     """
     import hashlib
     import logging
