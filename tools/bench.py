@@ -300,8 +300,8 @@ def _overhead_lines(o: dict[str, Any], lines: list[str]) -> None:
     notes = {
         "agentfsm": "a new agent per run",
         "agentfsm, one agent": "one agent, reset between runs",
-        "agentfsm engine alone": "the machine's floor, phases doing nothing",
-        "guarantees, no engine": "the work's floor, no machine",
+        "agentfsm engine alone": "the engine's floor, phases doing nothing",
+        "guarantees, no engine": "the work's floor, no engine",
     }
     for name, note in notes.items():
         lines.append(
