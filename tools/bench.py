@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -75,7 +76,7 @@ async def overhead(quick: bool) -> dict[str, Any]:
                 if name not in out["missing"]:
                     out["missing"].append(name)
                 continue
-            runners[name] = lambda r=runner: r(TASK)
+            runners[name] = functools.partial(runner, TASK)
         rounds, batch = (7, 40) if quick else (15, 120)
         if n_calls > 1:
             batch //= 4
@@ -103,10 +104,10 @@ async def history(quick: bool) -> dict[str, Any]:
 
     tools = ToolCollection(Terminate())
     llm = bench_peers.agentfsm_model(0, final="terminate")
-    agents = {}
+    agents: dict[str, Callable[[], Awaitable[Any]]] = {}
     for size in (10, 1_000, 10_000):
         agent = ToolCallAgent(llm=llm, tools=tools, memory=filled_memory(size), next_step_prompt=None)
-        agents[f"{size} messages"] = lambda a=agent: a.run("one more step")
+        agents[f"{size} messages"] = functools.partial(agent.run, "one more step")
     rounds, batch = (7, 40) if quick else (15, 200)
     per_step = await interleaved(agents, rounds, batch)
     return {"step_us": per_step, "ratio_10000_to_10": per_step["10000 messages"] / per_step["10 messages"]}
@@ -203,7 +204,7 @@ async def _http_runs(base: str, count: int) -> dict[str, Any]:
         "openai/bench-model", api_base=base, api_key="bench", max_attempts=3, backoff_base=0.05, timeout=120
     )
     client = AsyncOpenAI(base_url=base, api_key="bench", max_retries=2, timeout=120)
-    specs = tools.to_params()
+    specs: Any = tools.to_params()  # the SDK's typed tool params, as plain dicts
 
     async def agentfsm_run() -> Any:
         agent = ToolCallAgent(llm=llm, tools=tools, next_step_prompt=None)
@@ -226,6 +227,7 @@ async def _http_runs(base: str, count: int) -> dict[str, Any]:
             if not reply.tool_calls:
                 return reply.content
             for call in reply.tool_calls:
+                assert call.type == "function", call
                 result = bench_peers.add(**json.loads(call.function.arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
         raise AssertionError("no final answer")

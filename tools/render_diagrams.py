@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from pathlib import Path
 
-from agentfsm import ToolCallAgent
+from agentfsm import BaseAgent, ToolCallAgent
 from agentfsm.agent.manus import Manus
 from agentfsm.approval import with_approval
 from agentfsm.diagram import render, to_markdown, to_mermaid
@@ -20,7 +21,7 @@ from agentfsm.table import AGENT_TABLE
 ROOT = Path(__file__).resolve().parent.parent
 
 
-AGENTS = {"toolcall": ToolCallAgent, "manus": Manus}
+AGENTS: dict[str, type[BaseAgent]] = {"toolcall": ToolCallAgent, "manus": Manus}
 """Every built-in agent, by the name `agentfsm diagram --agent` takes."""
 
 
@@ -42,6 +43,10 @@ def readme_blocks() -> dict[str, str]:
     }
 
 
+def _between(match: re.Match[str], block: str) -> str:
+    return match.group(1) + block + match.group(2)
+
+
 def render_readme(text: str) -> str:
     for name, block in readme_blocks().items():
         pattern = re.compile(rf"(<!-- generated:{name} -->\n).*?(<!-- /generated:{name} -->)", re.S)
@@ -49,7 +54,7 @@ def render_readme(text: str) -> str:
             raise SystemExit(
                 f"README.md lacks the markers <!-- generated:{name} --> ... <!-- /generated:{name} -->"
             )
-        text = pattern.sub(lambda m, b=block: m.group(1) + b + m.group(2), text)
+        text = pattern.sub(functools.partial(_between, block=block), text)
     return text
 
 
