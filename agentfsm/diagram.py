@@ -47,16 +47,14 @@ def path_of(table: MachineTable, transitions: Iterable[dict[str, Any]]) -> list[
     return path
 
 
-def _taken(path: Path | None) -> Counter[Edge]:
-    return Counter(path or ())
-
-
 def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: Path | None = None) -> str:
     """`stateDiagram-v2` with each group drawn as a composite state around its members.
 
     With `path`, each edge taken is labelled with how often, the states visited
     are shaded, and the run's last state is highlighted (unless `highlight` names another).
     """
+    if path and highlight is None:
+        highlight = path[-1].dest
     lines = ["stateDiagram-v2", f"    [*] --> {table.initial}"]
     grouped = {member for members in table.groups.values() for member in members}
     for group, members in table.groups.items():
@@ -66,16 +64,15 @@ def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: Path 
     for state in table.states:
         if state.name not in grouped and state.name != table.initial:
             lines.append(f"    {state.name}")
-    taken = _taken(path)
+    taken = Counter(path or ())
     for edge, label in _labelled(table):
         lines.append(f"    {edge.source} --> {edge.dest}: {label}{_times(taken[edge])}")
     terminal = [s.name for s in table.states if s.name in ("FINISHED", "ERROR")]
     lines.extend(f"    {name} --> [*]" for name in terminal)
     if path:
-        visited = sorted({edge.dest for edge in path} - {highlight or path[-1].dest})
+        visited = sorted({edge.dest for edge in path} - {highlight})
         lines.append("    classDef visited fill:#c8e6c9,stroke:#2e7d32")
         lines.extend(f"    class {name} visited" for name in visited)
-        highlight = highlight or path[-1].dest
     if highlight is not None:
         _check_state(table, highlight)
         lines.append("    classDef current fill:#ffd54f,stroke:#e65100,stroke-width:3px")
@@ -105,7 +102,7 @@ def to_dot(table: MachineTable, *, highlight: str | None = None, path: Path | No
     With `path`, the edges taken are drawn thick and labelled with how often, the
     others grey; visited states are shaded and the run's last state highlighted.
     """
-    taken = _taken(path)
+    taken = Counter(path or ())
     visited = {edge.dest for edge in path or ()}
     if path and highlight is None:
         highlight = path[-1].dest
