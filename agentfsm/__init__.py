@@ -9,19 +9,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .agent import BaseAgent, ReActAgent, ToolCallAgent
-from .chat import ChatModel, LLMResponse
-from .events import Transition
-from .machine import Edge, Effect, Guard, MachineTable, StateSpec
+from .fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from .memory import Memory
 from .messages import Message, Role, ToolCall
-from .result import AgentState, RunResult, StopReason, Usage
-from .run_state import Decision
-from .tool import Tool, ToolCollection, ToolResult, tool
+from .model.base import ChatModel, LLMResponse
+from .run.events import Transition
+from .run.result import AgentState, RunResult, StopReason, Usage
+from .run.state import Decision
 from .toolbox.terminate import Terminate
+from .toolbox.tool import Tool, ToolCollection, ToolResult, tool
 
 if TYPE_CHECKING:
     from .agent.manus import Manus
-    from .llm import LLM
+    from .model.llm import LLM
     from .toolbox.ask_human import AskHuman
     from .toolbox.bash import Bash
     from .toolbox.editor import StrReplaceEditor
@@ -65,7 +65,7 @@ __all__ = [
 # Loaded on first use, so `import agentfsm` stays cheap: the LLM adapter (litellm itself
 # loads on the first call), Manus and its system tools.
 _LAZY = {
-    "LLM": ("llm", "LLM"),
+    "LLM": ("model.llm", "LLM"),
     "Manus": ("agent.manus", "Manus"),
     "AskHuman": ("toolbox.ask_human", "AskHuman"),
     "Bash": ("toolbox.bash", "Bash"),

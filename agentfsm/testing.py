@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat import LLMResponse, ToolChoice
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
-from .result import Usage
+from .model.base import LLMResponse, ToolChoice
+from .run.result import Usage
 from .serde import slot_builder
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]

@@ -22,12 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-from agentfsm import checkpoint
 from agentfsm.agent import ToolCallAgent
 from agentfsm.messages import Role, ToolCall
+from agentfsm.recording import checkpoint
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
-from agentfsm.tool import tool
 from agentfsm.toolbox import Terminate
+from agentfsm.toolbox.tool import tool
 
 TASK = "record 1, 2 and 3, then finish"
 

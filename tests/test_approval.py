@@ -13,12 +13,12 @@ import pytest
 from conftest import assert_pairs_complete
 
 from agentfsm import AgentState, StopReason, Terminate, ToolCallAgent, tool
-from agentfsm.approval import AWAITING_APPROVAL, Decision, with_approval
-from agentfsm.diagram import to_mermaid
+from agentfsm.agent.approval import AWAITING_APPROVAL, Decision, with_approval
+from agentfsm.agent.replay import replay
+from agentfsm.agent.table import AGENT_TABLE
 from agentfsm.errors import AgentBusyError, CheckpointError, WrongPhaseError
-from agentfsm.events import Edit
-from agentfsm.replay import replay
-from agentfsm.table import AGENT_TABLE
+from agentfsm.fsm.diagram import to_mermaid
+from agentfsm.run.events import Edit
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -358,9 +358,9 @@ def test_cli_with_closed_input_rejects_and_runs_nothing(clean_env, llmock):
 
 
 def test_cli_refuses_an_unknown_tool_name(clean_env, capsys):
-    from agentfsm import cli
+    from agentfsm.cli import commands as cli_main
 
-    code = cli.main(
+    code = cli_main.main(
         ["run", "x", "--model", "openai/m", "--api-base", "http://127.0.0.1:9", "--require-approval", "bsh"]
     )
     assert code == 2
@@ -371,11 +371,11 @@ def test_cli_refuses_an_unknown_tool_name(clean_env, capsys):
 def test_replaying_a_trace_that_ends_at_a_pause_exits_4(clean_env, capsys):
     import asyncio
 
-    from agentfsm import cli
+    from agentfsm.cli import commands as cli_main
 
     agent, _ = build(DELETE_TWO)
     asyncio.run(agent.run("clean", trace="paused.jsonl"))
-    assert cli.main(["replay", "paused.jsonl", "--json"]) == 4
+    assert cli_main.main(["replay", "paused.jsonl", "--json"]) == 4
     result = json.loads(capsys.readouterr().out)
     assert (result["state"], result["stop_reason"]) == ("RUNNING", "awaiting_approval")
     assert [c["name"] for c in result["pending_approval"]] == ["delete", "delete"]
@@ -386,7 +386,7 @@ async def test_the_terminal_approver_asks_each_call_and_keeps_the_live_view_quie
     import io
 
     from agentfsm import ToolCall
-    from agentfsm.terminal import TerminalApprover
+    from agentfsm.cli.terminal import TerminalApprover
 
     monkeypatch.setattr(sys, "stdin", io.StringIO('x\ne\n[1]\ne\n{"a": 1}\nn\n\ny\n'))
     quiet = []

@@ -21,15 +21,17 @@ from typing import Any
 
 import pytest
 
-from agentfsm import checkpoint, cli, config
 from agentfsm.agent import ToolCallAgent
 from agentfsm.agent.toolcall import INTERRUPTED_CALL
-from agentfsm.checkpoint import read_checkpoint
+from agentfsm.cli import commands as cli_main
+from agentfsm.cli import config
 from agentfsm.errors import CheckpointError
 from agentfsm.messages import Role, ToolCall
+from agentfsm.recording import checkpoint
+from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
-from agentfsm.tool import tool
 from agentfsm.toolbox import Terminate
+from agentfsm.toolbox.tool import tool
 
 CHILD = Path(__file__).with_name("checkpoint_child.py")
 WRITES = 18
@@ -394,19 +396,22 @@ def test_cli_resume_continues_a_killed_run(
             original(mid, text)  # the file a kill on entering step 2's THINKING would leave
 
     monkeypatch.setattr(checkpoint, "write_atomic", keep_step_2_thinking)
-    assert cli.main(["run", "do it", "--model", "openai/test-model", "--json", "--checkpoint", str(cp)]) == 0
+    assert (
+        cli_main.main(["run", "do it", "--model", "openai/test-model", "--json", "--checkpoint", str(cp)])
+        == 0
+    )
     monkeypatch.setattr(checkpoint, "write_atomic", original)
     finished = json.loads(capfd.readouterr().out)
     assert len(scripted_cli) == 2
 
     scripted_cli.clear()
-    assert cli.main(["resume", str(cp), "--json"]) == 0
+    assert cli_main.main(["resume", str(cp), "--json"]) == 0
     out, err = capfd.readouterr()
     assert json.loads(out) == finished
     assert "the run already finished" in err
     assert scripted_cli == []  # nothing ran
 
-    assert cli.main(["resume", str(mid)]) == 0  # the model name comes from the checkpoint
+    assert cli_main.main(["resume", str(mid)]) == 0  # the model name comes from the checkpoint
     out, _ = capfd.readouterr()
     assert len(scripted_cli) == 1  # the model was asked again
     assert out.splitlines()[0] == finished["output"]
@@ -415,4 +420,4 @@ def test_cli_resume_continues_a_killed_run(
 
 
 def test_cli_resume_errors_are_usage_errors(scripted_cli: list[ModelRequest], tmp_path: Path) -> None:
-    assert cli.main(["resume", str(tmp_path / "missing.json")]) == 2
+    assert cli_main.main(["resume", str(tmp_path / "missing.json")]) == 2

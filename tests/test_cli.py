@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from agentfsm import cli, config
-from agentfsm.config import NO_MODEL_MESSAGE
-from agentfsm.demo import TASK, demo_sandbox
+from agentfsm.cli import commands as cli_main
+from agentfsm.cli import config
+from agentfsm.cli.config import NO_MODEL_MESSAGE
+from agentfsm.cli.demo import TASK, demo_sandbox
 from agentfsm.testing import FunctionLLM, ModelRequest, ScriptedLLM, reply
 
 KEY = "test-key-4f9a7c"
@@ -67,7 +68,7 @@ def run_args(llmock: Any, *extra: str) -> list[str]:
 
 
 def test_importing_the_cli_does_not_import_litellm() -> None:
-    code = "import sys, agentfsm.cli; print('litellm' in sys.modules)"
+    code = "import sys, agentfsm.cli.commands; print('litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -143,7 +144,7 @@ def test_demo_json_prints_one_object_and_logs_json_lines_on_stderr() -> None:
 def test_demo_in_process_restores_logging(capsys: pytest.CaptureFixture[str]) -> None:
     library, root = logging.getLogger("agentfsm"), logging.getLogger()
     before = (library.level, root.level, list(root.handlers), list(library.handlers))
-    assert cli.main(["demo"]) == 0
+    assert cli_main.main(["demo"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("task: ") and "OBSERVING -> FINISHED  observe_done  step 4  [terminated]" in out
     assert "[info" in err and "[info" not in out
@@ -154,7 +155,7 @@ def test_demo_in_process_restores_logging(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_run_without_a_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", "hello"]) == 2
+    assert cli_main.main(["run", "hello"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"agentfsm: error: {NO_MODEL_MESSAGE}\n"
@@ -175,7 +176,7 @@ def test_run_without_a_model_exits_2_as_a_command() -> None:
     ],
 )
 def test_missing_config_file_is_reported_first(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(args) == 2
+    assert cli_main.main(args) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == "agentfsm: error: config file not found: missing.toml\n"
@@ -185,7 +186,7 @@ def test_bad_config_value_is_reported_before_other_options(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "agentfsm.toml").write_text('[agent]\ntool_choice = "sometimes"\n')
-    assert cli.main(["run", "--max-steps", "x"]) == 2
+    assert cli_main.main(["run", "--max-steps", "x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "[agent] tool_choice = 'sometimes' (in agentfsm.toml)" in err
@@ -195,7 +196,7 @@ def test_bad_environment_value_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("AGENTFSM_AGENT__MAX_STEPS", "many")
-    assert cli.main(["run", "task", "--model", "openai/x"]) == 2
+    assert cli_main.main(["run", "task", "--model", "openai/x"]) == 2
     assert "[agent] max_steps = 'many' (from AGENTFSM_AGENT__MAX_STEPS)" in capsys.readouterr().err
 
 
@@ -209,7 +210,7 @@ def test_bad_environment_value_exits_2(
 def test_unavailable_or_invalid_options_exit_2(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main([*args, "--model", "openai/m"]) == 2
+    assert cli_main.main([*args, "--model", "openai/m"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -218,12 +219,12 @@ def test_unavailable_or_invalid_options_exit_2(
     "args", [[], ["fly"], ["run"], ["run", "t", "--max-steps", "0"], ["demo", "--log-format", "xml"]]
 )
 def test_argparse_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(args) == 2
+    assert cli_main.main(args) == 2
     assert capsys.readouterr().out == ""
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", "--help"]) == 0
+    assert cli_main.main(["run", "--help"]) == 0
     assert "--tool-choice" in capsys.readouterr().out
 
 
@@ -252,7 +253,7 @@ def test_run_terminated_prints_only_json_as_a_command(llmock: Any) -> None:
 @pytest.mark.http
 def test_run_final_answer_human_readable(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     llmock.reply("The answer is 42.")
-    assert cli.main(run_args(llmock)) == 0
+    assert cli_main.main(run_args(llmock)) == 0
     out, err = capfd.readouterr()
     lines = out.splitlines()
     assert lines[0] == "The answer is 42."
@@ -264,7 +265,7 @@ def test_run_final_answer_human_readable(llmock: Any, capfd: pytest.CaptureFixtu
 @pytest.mark.http
 def test_run_final_answer_json(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     llmock.reply("The answer is 42.")
-    assert cli.main(run_args(llmock, "--json")) == 0
+    assert cli_main.main(run_args(llmock, "--json")) == 0
     out, _ = capfd.readouterr()
     result = json.loads(out)
     assert (result["stop_reason"], result["output"]) == ("final_answer", "The answer is 42.")
@@ -273,7 +274,7 @@ def test_run_final_answer_json(llmock: Any, capfd: pytest.CaptureFixture[str]) -
 @pytest.mark.http
 def test_run_max_steps_exits_3(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     llmock.call_tool("search", {"query": "anything"})  # a tool the agent does not have: not terminating
-    assert cli.main(run_args(llmock, "--json", "--max-steps", "1")) == 3
+    assert cli_main.main(run_args(llmock, "--json", "--max-steps", "1")) == 3
     result = json.loads(capfd.readouterr().out)
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "max_steps", 1)
 
@@ -281,7 +282,7 @@ def test_run_max_steps_exits_3(llmock: Any, capfd: pytest.CaptureFixture[str]) -
 @pytest.mark.http
 def test_run_provider_error_exits_1_with_the_error(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     llmock.fail(400, message="bad request from the test")
-    assert cli.main(run_args(llmock, "--json")) == 1
+    assert cli_main.main(run_args(llmock, "--json")) == 1
     out, err = capfd.readouterr()
     result = json.loads(out)  # nothing else on stdout, not even litellm's banners
     assert (result["state"], result["stop_reason"]) == ("ERROR", "error")
@@ -300,16 +301,16 @@ def test_config_file_agent_table_and_env_reach_the_request(
         "[agent]\nmax_steps = 1\n"
     )
     llmock.reply("done")
-    assert cli.main(["run", "t", "--config", "run.toml", "--json"]) == 0
+    assert cli_main.main(["run", "t", "--config", "run.toml", "--json"]) == 0
     assert llmock.last_request.model == "toolcall-model"
 
     monkeypatch.setenv("AGENTFSM_LLM__TOOLCALL__MODEL", "openai/env-model")
     llmock.reply("done")
-    assert cli.main(["run", "t", "--config", "run.toml", "--json"]) == 0
+    assert cli_main.main(["run", "t", "--config", "run.toml", "--json"]) == 0
     assert llmock.last_request.model == "env-model"
 
     llmock.reply("done")
-    assert cli.main(["run", "t", "--config", "run.toml", "--json", "--model", "openai/flag-model"]) == 0
+    assert cli_main.main(["run", "t", "--config", "run.toml", "--json", "--model", "openai/flag-model"]) == 0
     assert llmock.last_request.model == "flag-model"
     capfd.readouterr()
 
@@ -326,7 +327,7 @@ def test_run_manus_with_its_toolbox_its_llm_table_and_the_sandbox_settings(
     llmock.call_tool("ask_human", {"inquire": "Which number?"})
     llmock.call_tool("python_execute", {"code": "open('out.txt', 'w').write(str(6 * 7)); print(6 * 7)"})
     llmock.call_tool("terminate", {"status": "success"})
-    assert cli.main(["run", "compute", "--agent", "manus", "--config", "run.toml", "--json"]) == 0
+    assert cli_main.main(["run", "compute", "--agent", "manus", "--config", "run.toml", "--json"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 3)
     assert (tmp_path / "ws" / "out.txt").read_text() == "42"  # [sandbox] local_dir was used, and kept
@@ -362,7 +363,7 @@ def test_ctrl_c_ends_the_run_cancelled_with_status_130(
         await asyncio.sleep(30)
 
     monkeypatch.setattr(config, "build_llm", lambda settings: FunctionLLM(interrupted))
-    assert cli.main(["run", "t", "--model", "openai/unused", "--json"]) == 130
+    assert cli_main.main(["run", "t", "--model", "openai/unused", "--json"]) == 130
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert (result["state"], result["stop_reason"]) == ("ERROR", "cancelled")
@@ -384,7 +385,7 @@ def test_ctrl_c_during_a_manus_tool_call_kills_it_and_removes_the_sandbox(
     monkeypatch.setattr(config, "build_llm", lambda settings: script)
     monkeypatch.setenv("AGENTFSM_SANDBOX__MODE", "local")
     started = time.monotonic()
-    assert cli.main(["run", "t", "--agent", "manus", "--model", "openai/unused", "--json"]) == 130
+    assert cli_main.main(["run", "t", "--agent", "manus", "--model", "openai/unused", "--json"]) == 130
     assert time.monotonic() - started < 30
     result = json.loads(capsys.readouterr().out)
     assert (result["state"], result["stop_reason"]) == ("ERROR", "cancelled")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCallAgent
-from agentfsm.config import NO_MODEL_MESSAGE, LLMSettings, Settings, build_llm
+from agentfsm.cli.config import NO_MODEL_MESSAGE, LLMSettings, Settings, build_llm
 from agentfsm.errors import ConfigError
 from agentfsm.sandbox.settings import SandboxSettings
 
@@ -63,7 +63,7 @@ def test_missing_sections_mean_defaults(tmp_path: Path) -> None:
 
 
 def test_llm_settings_defaults_are_the_llm_constructor_defaults() -> None:
-    from agentfsm.llm import LLM
+    from agentfsm.model.llm import LLM
 
     params = inspect.signature(LLM).parameters
     for name, field in LLMSettings.model_fields.items():

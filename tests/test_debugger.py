@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 from agentfsm import AgentState, StopReason, ToolCallAgent
-from agentfsm.debugger import Debugger
-from agentfsm.stepping import Breakpoint
+from agentfsm.agent.stepping import Breakpoint
+from agentfsm.cli.debugger import Debugger
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.diagram import to_mermaid
-from agentfsm.table import AGENT_TABLE
+from agentfsm.agent.table import AGENT_TABLE
+from agentfsm.fsm.diagram import to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def test_highlight_marks_one_state_and_rejects_unknown_ones():
 
 
 def test_dot_draws_the_group_as_a_cluster_and_every_edge():
-    from agentfsm.diagram import to_dot
+    from agentfsm.fsm.diagram import to_dot
 
     text = to_dot(AGENT_TABLE, highlight="OBSERVING")
     assert 'subgraph cluster_0 { label="RUNNING";' in text
@@ -52,7 +52,7 @@ def test_dot_draws_the_group_as_a_cluster_and_every_edge():
 
 
 def test_diagram_command(tmp_path, capsysbinary):
-    from agentfsm.cli import main
+    from agentfsm.cli.commands import main
 
     assert main(["diagram"]) == 0
     assert capsysbinary.readouterr().out.decode() == to_mermaid(AGENT_TABLE)
@@ -69,7 +69,7 @@ def test_diagram_command(tmp_path, capsysbinary):
 
 async def test_a_traces_path_is_drawn_over_its_agents_machine(tmp_path, capsysbinary):
     from agentfsm import Terminate, ToolCallAgent, tool
-    from agentfsm.cli import main
+    from agentfsm.cli.commands import main
     from agentfsm.testing import ScriptedLLM, reply
 
     @tool
@@ -106,7 +106,7 @@ async def test_a_traces_path_is_drawn_over_its_agents_machine(tmp_path, capsysbi
 
 
 def test_the_approval_machine_is_drawn_with_its_state(capsysbinary):
-    from agentfsm.cli import main
+    from agentfsm.cli.commands import main
 
     assert main(["diagram", "--approvals"]) == 0
     text = capsysbinary.readouterr().out.decode()

@@ -7,7 +7,7 @@ from conftest import assert_pairs_complete
 
 from agentfsm import Role, ToolCall, ToolCallAgent
 from agentfsm.errors import WrongPhaseError
-from agentfsm.events import Edit, LLMCall, Transition
+from agentfsm.run.events import Edit, LLMCall, Transition
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from agentfsm import ToolCallAgent
-from agentfsm.live import LiveView
+from agentfsm.cli.live import LiveView
 from agentfsm.testing import ScriptedLLM, reply
 
 

@@ -26,8 +26,8 @@ from conftest import EventCapture
 
 from agentfsm import LLM, AgentState, Message, StopReason, Terminate, ToolCallAgent, ToolCollection, tool
 from agentfsm.errors import LLMError, TokenLimitExceeded
-from agentfsm.llm import IMAGE_OMITTED
-from agentfsm.tool import ToolResult
+from agentfsm.model.llm import IMAGE_OMITTED
+from agentfsm.toolbox.tool import ToolResult
 
 pytestmark = pytest.mark.http
 
@@ -419,7 +419,7 @@ def test_litellm_writes_nothing_to_stdout_and_loads_off_the_event_loop(llmock) -
 def test_importing_the_adapter_does_not_import_litellm() -> None:
     code = """
         import sys
-        import agentfsm, agentfsm.llm
+        import agentfsm, agentfsm.model.llm
         from agentfsm import LLM
         llm = LLM("openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", max_input_tokens=100)
         print(repr(llm), "litellm" in sys.modules)

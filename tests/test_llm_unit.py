@@ -8,8 +8,8 @@ import pytest
 
 from agentfsm import LLM, ChatModel, Message, ToolCall
 from agentfsm.errors import ConfigError
-from agentfsm.llm import IMAGE_OMITTED, to_wire
-from agentfsm.llm_retry import RetryPolicy, describe, is_context_window_error, is_transient, retry_after
+from agentfsm.model.llm import IMAGE_OMITTED, to_wire
+from agentfsm.model.retry import RetryPolicy, describe, is_context_window_error, is_transient, retry_after
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 JPEG = "/9j/4AAQSkZJRgABAQAAAQABAAD"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import AgentState, Edge, Guard, MachineTable, StateSpec, StopReason, ToolCallAgent
+from agentfsm.agent.table import AGENT_TABLE, NEXT_STEP
 from agentfsm.errors import MachineSetupError
-from agentfsm.table import AGENT_TABLE, NEXT_STEP
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])

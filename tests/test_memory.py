@@ -133,8 +133,8 @@ def test_view_reads_memory_without_copying():
 
 def test_run_data_round_trips_through_pydantic():
     from agentfsm import RunResult, StopReason, Usage
-    from agentfsm.result import AgentState
-    from agentfsm.run_state import Observation, RunState
+    from agentfsm.run.result import AgentState
+    from agentfsm.run.state import Observation, RunState
 
     call = ToolCall(id="c1", name="t", arguments='{"x": 1}')
     state = RunState(run_id="r", state="OBSERVING", step=2, pending_calls=[call])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import AgentState, StopReason, ToolCallAgent
-from agentfsm.stepping import Breakpoint, Stepper
+from agentfsm.agent.stepping import Breakpoint, Stepper
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from agentfsm import AskHuman, Bash, PythonExecute, StrReplaceEditor, ToolResult
+from agentfsm.cli.terminal import ask_on_terminal
 from agentfsm.sandbox.local import LocalSandbox
-from agentfsm.tool import ArgumentError
-from agentfsm.toolbox import ask_on_terminal
 from agentfsm.toolbox.editor_files import CLIPPED
 from agentfsm.toolbox.sandboxed import as_provider
+from agentfsm.toolbox.tool import ArgumentError
 
 TEN_MB = 10 * 1024 * 1024
 

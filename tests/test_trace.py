@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import Terminate, ToolCall, ToolCallAgent, ToolCollection, cli, config
+from agentfsm import Terminate, ToolCall, ToolCallAgent, ToolCollection, cli
+from agentfsm.agent.replay import ReplayError, replay
+from agentfsm.cli import config
 from agentfsm.errors import TokenLimitExceeded
-from agentfsm.events import Transition
-from agentfsm.replay import ReplayError, replay
+from agentfsm.recording.trace import TRACE_SCHEMA, TraceWriter
+from agentfsm.run.events import Transition
 from agentfsm.testing import ScriptedLLM, reply
-from agentfsm.trace import TRACE_SCHEMA, TraceWriter
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
 KEY = "sk-secret-5e1d"
@@ -211,7 +212,7 @@ def test_other_schema_or_not_a_trace_is_a_clear_error(toolbox, tmp_path, capsys)
 
 
 def test_trace_config_has_no_secrets():
-    from agentfsm.llm import LLM
+    from agentfsm.model.llm import LLM
 
     agent = ToolCallAgent(llm=LLM("openai/m", api_key=KEY, api_base="http://127.0.0.1:1/v1"))
     text = json.dumps(agent.trace_config())

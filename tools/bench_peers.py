@@ -149,8 +149,8 @@ def guarantees_alone(n_calls: int) -> Runner:
     import time
 
     from agentfsm import Memory, Message, RunResult, Terminate, ToolCollection, tool
-    from agentfsm.result import AgentState, StopReason
-    from agentfsm.run_state import Observation, RunState
+    from agentfsm.run.result import AgentState, StopReason
+    from agentfsm.run.state import Observation, RunState
 
     model = agentfsm_model(n_calls)
     tools = ToolCollection(tool(add), Terminate())

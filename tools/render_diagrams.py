@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from agentfsm import BaseAgent, ToolCallAgent
+from agentfsm.agent.approval import with_approval
 from agentfsm.agent.manus import Manus
-from agentfsm.approval import with_approval
-from agentfsm.diagram import render, to_markdown, to_mermaid
-from agentfsm.table import AGENT_TABLE
+from agentfsm.agent.table import AGENT_TABLE
+from agentfsm.fsm.diagram import render, to_markdown, to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 

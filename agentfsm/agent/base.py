@@ -18,19 +18,19 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentBusyError, PauseRun
-from ..events import Edit, Transition
-from ..machine import MachineTable, StateSpec
+from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..result import AgentState, RunResult
-from ..run_state import RunState
-from ..table import AGENT_TABLE
+from ..run.events import Edit, Transition
+from ..run.result import AgentState, RunResult
+from ..run.state import RunState
 from . import edits, firing, outcome, resuming
 from .event_source import EventListener, EventSource, TransitionListener
+from .table import AGENT_TABLE
 
 if TYPE_CHECKING:
-    from ..checkpoint import Checkpointer
-    from ..trace import TracePath
+    from ..recording.checkpoint import Checkpointer
+    from ..recording.trace import TracePath
 
 __all__ = ["BaseAgent", "EventListener", "TransitionListener"]
 
@@ -153,9 +153,9 @@ class BaseAgent(EventSource, ABC):
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
-        `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.trace`).
+        `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.recording.trace`).
         `checkpoint`: a file rewritten after every transition and tool call, for `resume`
-        (see `agentfsm.checkpoint`).
+        (see `agentfsm.recording.checkpoint`).
         """
         self._check_startable()
         return await self._consume(request, self._checkpointer_for(checkpoint), trace)
@@ -226,7 +226,7 @@ class BaseAgent(EventSource, ABC):
     async def _traced(
         self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath
     ) -> RunResult:
-        from ..trace import TraceWriter
+        from ..recording.trace import TraceWriter
 
         with TraceWriter(trace, self, append=request is None):
             return await self._run_to_end(request, checkpointer)

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import WrongPhaseError
-from ..events import Edit
 from ..messages import ToolCall
+from ..run.events import Edit
 
 if TYPE_CHECKING:
     from .base import BaseAgent

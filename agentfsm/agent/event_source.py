@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..events import AgentEvent, Transition
+from ..run.events import AgentEvent, Transition
 
 __all__ = ["EventListener", "EventSource", "TransitionListener"]
 

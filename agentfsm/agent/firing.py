@@ -12,9 +12,9 @@ from logging import INFO
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from ..events import Transition
 from ..log import STDLIB_LOGGER, event
-from ..table import AWAITING_APPROVAL
+from ..run.events import Transition
+from .table import AWAITING_APPROVAL
 
 if TYPE_CHECKING:
     from .base import BaseAgent

@@ -18,18 +18,18 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..result import AgentState, RunResult
+from ..run.result import AgentState, RunResult
 from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
 from .toolcall import ToolCallAgent
 
 if TYPE_CHECKING:
-    from ..approval import Approver
-    from ..chat import ChatModel, ToolChoice
     from ..memory import Memory
+    from ..model.base import ChatModel, ToolChoice
     from ..sandbox.session import SandboxSession
     from ..sandbox.settings import SandboxSettings
-    from ..tool import Tool
     from ..toolbox import AskFn
+    from ..toolbox.tool import Tool
+    from .approval import Approver
 
 __all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..log import enabled as log_enabled
 from ..log import event
-from ..result import RunResult, StopReason
+from ..run.result import RunResult, StopReason
 from ..serde import slot_builder
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from ..errors import AgentBusyError
 
 if TYPE_CHECKING:
-    from ..checkpoint import Checkpointer
-    from ..result import RunResult
-    from ..trace import TracePath
+    from ..recording.checkpoint import Checkpointer
+    from ..recording.trace import TracePath
+    from ..run.result import RunResult
     from .base import BaseAgent
 
 __all__ = ["cancel", "check_startable", "checkpointer_for", "prepare_resume"]
@@ -36,7 +36,7 @@ def check_startable(agent: BaseAgent) -> None:
 def checkpointer_for(agent: BaseAgent, path: TracePath | None) -> Checkpointer | None:
     if path is None:
         return None
-    from ..checkpoint import Checkpointer
+    from ..recording.checkpoint import Checkpointer
 
     return Checkpointer(path, agent)
 
@@ -51,7 +51,7 @@ def prepare_resume(agent: BaseAgent, checkpoint: TracePath | None) -> Checkpoint
                 "pass the checkpoint file of the run to continue"
             )
         return agent._checkpointer
-    from ..checkpoint import read_checkpoint, restore
+    from ..recording.checkpoint import read_checkpoint, restore
 
     restore(agent, read_checkpoint(checkpoint))
     agent._entered_at = time.perf_counter()

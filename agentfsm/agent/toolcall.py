@@ -15,19 +15,19 @@ from collections.abc import Iterable, Sequence
 from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any
 
-from ..chat import ChatModel, LLMResponse, ToolChoice
 from ..errors import TokenLimitExceeded
-from ..events import Edit, LLMCall
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..run_state import Decision, Observation
-from ..table import AWAITING_APPROVAL
-from ..tool import ArgumentError, Tool, ToolCollection, ToolResult
+from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..run.events import Edit, LLMCall
+from ..run.state import Decision, Observation
 from ..toolbox.terminate import Terminate
+from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .react import ReActAgent
+from .table import AWAITING_APPROVAL
 
 if TYPE_CHECKING:
-    from ..approval import Approver
+    from .approval import Approver
 
 __all__ = ["ToolCallAgent"]
 
@@ -90,7 +90,7 @@ class ToolCallAgent(ReActAgent):
         self.require_approval = frozenset(require_approval)
         """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
         self.approver = approver
-        """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.approval`)."""
+        """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.agent.approval`)."""
         self._sync_table()
         self._tools_seen = self.tools.to_params()
 
@@ -108,7 +108,7 @@ class ToolCallAgent(ReActAgent):
     def _sync_table(self) -> None:
         """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
         if self.table is type(self).table and (self.require_approval or self.tools.approval_names):
-            from ..approval import with_approval  # loaded by agents that need approvals only
+            from .approval import with_approval  # loaded by agents that need approvals only
 
             self.table = with_approval(type(self).table)
 
@@ -117,7 +117,7 @@ class ToolCallAgent(ReActAgent):
         """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
         if self.fsm_state != AWAITING_APPROVAL:
             return []
-        from ..approval import undecided
+        from .approval import undecided
 
         return undecided(self)
 
@@ -133,7 +133,7 @@ class ToolCallAgent(ReActAgent):
 
     def _decide_all(self, call_id: str | None, decision: Decision) -> list[Edit]:
         ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
-        from ..approval import decide
+        from .approval import decide
 
         return [decide(self, i, decision) for i in ids]
 
@@ -295,7 +295,7 @@ class ToolCallAgent(ReActAgent):
         if decision is None and self.needs_approval(call):
             decision = Decision.reject("it needs approval and none was given")
         if decision is not None and not decision.approved:
-            from ..approval import rejection_text
+            from .approval import rejection_text
 
             observation = Observation(call=call, content=rejection_text(call, decision), is_error=True)
             run.completed_calls[call.id] = observation

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from .terminate import Terminate
 
 if TYPE_CHECKING:
-    from ..terminal import ask_on_terminal
     from .ask_human import AskFn, AskHuman
     from .bash import Bash
     from .editor import StrReplaceEditor
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "AskFn": "ask_human",
     "AskHuman": "ask_human",
-    "ask_on_terminal": "ask_human",
     "Bash": "bash",
     "StrReplaceEditor": "editor",
     "PythonExecute": "python_execute",
@@ -39,7 +37,6 @@ __all__ = [
     "SandboxProvider",
     "StrReplaceEditor",
     "Terminate",
-    "ask_on_terminal",
 ]
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..terminal import ask_on_terminal
-from ..tool import Tool, ToolResult
+from .tool import Tool, ToolResult
 
-__all__ = ["AskFn", "AskHuman", "ask_on_terminal"]
+__all__ = ["AskFn", "AskHuman"]
 
 AskFn = Callable[[str], Awaitable[str]]
 """Takes the model's question, returns the human's answer (raise `EOFError` if there is none)."""

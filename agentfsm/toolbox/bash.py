@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..tool import Tool, ToolResult
 from .sandboxed import SandboxProvider, as_provider, exec_text, exit_note
+from .tool import Tool, ToolResult
 
 if TYPE_CHECKING:
     from ..sandbox.base import Sandbox

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..tool import Tool, ToolResult
 from .editor_files import (
     EditorError,
     check_range,
@@ -33,6 +32,7 @@ from .editor_files import (
     write_text,
 )
 from .sandboxed import SandboxProvider, as_provider
+from .tool import Tool, ToolResult
 
 if TYPE_CHECKING:
     from ..sandbox.base import Sandbox

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tool import Tool
+from .tool import Tool
 
 __all__ = ["Terminate"]
 

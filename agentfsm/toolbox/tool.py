@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
-from .errors import ToolSetupError
-from .serde import Serializable, slot_builder
+from ..errors import ToolSetupError
+from ..serde import Serializable, slot_builder
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -27,11 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .errors import ConfigError
-from .sandbox.settings import SandboxSettings
+from ..errors import ConfigError
+from ..sandbox.settings import SandboxSettings
 
 if TYPE_CHECKING:
-    from .llm import LLM
+    from ..model.llm import LLM
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -188,7 +188,7 @@ def build_llm(settings: LLMSettings) -> LLM:
     """The `LLM` for `settings`; `ConfigError` when no model is configured."""
     if not settings.model:
         raise ConfigError(NO_MODEL_MESSAGE)
-    from .llm import LLM  # litellm is loaded by the LLM on first use, never by the CLI's import
+    from ..model.llm import LLM  # litellm is loaded by the LLM on first use, never by the CLI's import
 
     return LLM(
         settings.model,

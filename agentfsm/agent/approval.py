@@ -25,17 +25,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .agent.edits import where
-from .errors import PauseRun, WrongPhaseError
-from .events import Edit
-from .machine import Edge, Guard, MachineTable, StateSpec
-from .messages import ToolCall
-from .result import AgentState, StopReason
-from .run_state import Decision
+from ..errors import PauseRun, WrongPhaseError
+from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
+from ..messages import ToolCall
+from ..run.events import Edit
+from ..run.result import AgentState, StopReason
+from ..run.state import Decision
+from .edits import where
 from .table import AWAITING_APPROVAL as STATE
 
 if TYPE_CHECKING:
-    from .agent.toolcall import ToolCallAgent
+    from .toolcall import ToolCallAgent
 
 __all__ = [
     "AWAITING_APPROVAL",

@@ -10,11 +10,11 @@ a provider. `format_transition` shows each edge as it happens.
 
 from __future__ import annotations
 
-from .agent import Manus
-from .events import Transition
-from .run_state import Observation
-from .sandbox.settings import DEFAULT_IMAGE, SandboxSettings
-from .testing import ScriptedLLM, reply
+from ..agent import Manus
+from ..run.events import Transition
+from ..run.state import Observation
+from ..sandbox.settings import DEFAULT_IMAGE, SandboxSettings
+from ..testing import ScriptedLLM, reply
 
 __all__ = ["BUILT_IMAGE", "SCRIPT", "TASK", "build_demo_agent", "demo_sandbox", "format_transition"]
 
@@ -54,7 +54,7 @@ def demo_sandbox() -> tuple[SandboxSettings, str]:
 
     Blocking (it asks the Docker engine): call it before the event loop starts.
     """
-    from .sandbox.session import docker_unavailable
+    from ..sandbox.session import docker_unavailable
 
     reason = "no image"
     for image in dict.fromkeys((BUILT_IMAGE, DEFAULT_IMAGE)):

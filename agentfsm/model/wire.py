@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .messages import Message, Role
+from ..messages import Message, Role
 
 __all__ = ["IMAGE_OMITTED", "to_wire"]
 

@@ -16,12 +16,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TextIO
 
-from .agent.base import BaseAgent
+from ..agent.base import BaseAgent
+from ..agent.stepping import Breakpoint, Stepper
+from ..fsm.diagram import to_mermaid
+from ..run.events import LLMCall, Transition
+from ..run.result import RunResult
 from .demo import format_transition
-from .diagram import to_mermaid
-from .events import LLMCall, Transition
-from .result import RunResult
-from .stepping import Breakpoint, Stepper
 from .terminal import read_line
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
@@ -221,7 +221,7 @@ def debug_command(
 ) -> int:
     """`agentfsm debug` (and `replay --step`, which passes the replayed `transitions`): serve the
     prompt on stdin/stdout, print the result, return the exit status."""
-    from .cli import EXIT_CODES, EXIT_USAGE, format_result
+    from .commands import EXIT_CODES, EXIT_USAGE, format_result
 
     try:
         breakpoints = [_parse_breakpoint(text, agent) for text in breaks]
@@ -234,7 +234,7 @@ def debug_command(
         try:
             if trace is None:
                 return await debugger.run()
-            from .trace import TraceWriter
+            from ..recording.trace import TraceWriter
 
             with TraceWriter(trace, agent):
                 return await debugger.run()

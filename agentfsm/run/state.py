@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .chat import LLMResponse
-from .messages import ToolCall
+from ..messages import ToolCall
+from ..model.base import LLMResponse
+from ..serde import Serializable
 from .result import StopReason, Usage
-from .serde import Serializable
 
 __all__ = ["Decision", "Observation", "RunState"]
 

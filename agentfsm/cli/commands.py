@@ -26,13 +26,13 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from .cli_parser import PROG, build_parser
-from .errors import ConfigError
-from .result import RunResult, StopReason
+from ..errors import ConfigError
+from ..run.result import RunResult, StopReason
+from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
-    from .agent import BaseAgent
-    from .chat import ChatModel
+    from ..agent import BaseAgent
+    from ..model.base import ChatModel
     from .config import Settings
 
 __all__ = ["EXIT_CODES", "format_result", "main"]
@@ -97,7 +97,7 @@ def _usage_error(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import cli_logging
+    from . import log_setup
     from .config import Settings, build_llm
 
     if args.trace is not None:
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
     secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
+    with log_setup.configured(args.log_format, secrets=[secret] if secret else []):
         if args.command == "debug":
             from .debugger import debug_command
 
@@ -133,8 +133,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     """Rebuild the agent that wrote the checkpoint (its recorded options and model), then resume it."""
-    from . import cli_logging
-    from .checkpoint import read_checkpoint
+    from ..recording.checkpoint import read_checkpoint
+    from . import log_setup
     from .config import Settings, build_llm
 
     try:
@@ -164,15 +164,15 @@ def _resume(args: argparse.Namespace) -> int:
     if data["run_state"].get("state") in ("FINISHED", "ERROR"):
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
     secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    with cli_logging.configured(args.log_format, secrets=[secret] if secret else []):
+    with log_setup.configured(args.log_format, secrets=[secret] if secret else []):
         return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
     """The agent `name` as configured; calls that need approval are asked about on the terminal."""
-    from .agent import Manus, ToolCallAgent
+    from ..agent import Manus, ToolCallAgent
+    from ..toolbox import Terminate
     from .terminal import TerminalApprover, ask_on_terminal
-    from .toolbox import Terminate
 
     options = settings.agent.agent_kwargs()
     agent: ToolCallAgent
@@ -194,13 +194,13 @@ def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from .approval import with_approval
-    from .diagram import path_of, render
+    from ..agent.approval import with_approval
+    from ..fsm.diagram import path_of, render
 
     table = _agent_class(args.agent).table
     path = None
     if args.trace is not None:
-        from .replay import ReplayError, read_trace
+        from ..agent.replay import ReplayError, read_trace
 
         try:
             header, records = read_trace(args.trace)
@@ -235,16 +235,16 @@ def _recorded_kind(agent_class: object) -> str:
 
 def _agent_class(name: str) -> type[BaseAgent]:
     if name == "manus":
-        from .agent.manus import Manus
+        from ..agent.manus import Manus
 
         return Manus
-    from .agent.toolcall import ToolCallAgent
+    from ..agent.toolcall import ToolCallAgent
 
     return ToolCallAgent
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import cli_logging
+    from . import log_setup
     from .demo import TASK, build_demo_agent, demo_sandbox, format_transition
 
     sandbox, described = demo_sandbox()
@@ -254,19 +254,19 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"task: {TASK}\nsandbox: {described}\n", file=out)
         # A blank line after the last edge (the only ones with a stop reason) sets the result apart.
         agent.on_transition(lambda t: print(format_transition(t) + "\n" * bool(t.stop_reason), file=out))
-    with cli_logging.configured(args.log_format):
+    with log_setup.configured(args.log_format):
         return _drive(agent, TASK, as_json=args.json)
 
 
 def _replay(args: argparse.Namespace) -> int:
     """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
-    from . import cli_logging
+    from ..agent.replay import ReplayError, replay
+    from . import log_setup
     from .demo import format_transition
-    from .replay import ReplayError, replay
 
     if args.step:
         return _replay_step(args)
-    with cli_logging.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
         try:
             replayed = _run_async(replay(args.trace))
         except ReplayError as exc:
@@ -288,13 +288,13 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_step(args: argparse.Namespace) -> int:
     """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
-    from . import cli_logging
+    from ..agent.replay import Replayer, ReplayError
+    from . import log_setup
     from .debugger import debug_command
-    from .replay import Replayer, ReplayError
 
     try:
         replayer = Replayer(args.trace)
-        with cli_logging.configured(args.log_format):
+        with log_setup.configured(args.log_format):
             status = debug_command(
                 replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
             )

@@ -82,7 +82,7 @@ def configured(
     warnings show too, in the same format; `agentfsm` alone is lowered to INFO
     (one line per transition). `secrets` (the API key) are masked in every
     line. Levels and handlers are restored on exit. (LiteLLM's own handler,
-    which writes to stdout, is detached by `agentfsm.llm.load_litellm`, so its
+    which writes to stdout, is detached by `agentfsm.model.llm.load_litellm`, so its
     records reach this handler like any library's.)
     """
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .chat import LLMResponse
-from .machine import GuardOutcome
-from .messages import Message, ToolCall
+from ..fsm.machine import GuardOutcome
+from ..messages import Message, ToolCall
+from ..model.base import LLMResponse
 from .result import StopReason
-from .run_state import Decision, Observation
+from .state import Decision, Observation
 
 __all__ = ["AgentEvent", "Edit", "EditKind", "GuardOutcome", "LLMCall", "Transition"]
 

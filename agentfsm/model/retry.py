@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from .errors import LLMError, TokenLimitExceeded
-from .log import event
+from ..errors import LLMError, TokenLimitExceeded
+from ..log import event
 
 __all__ = ["RetryPolicy", "describe", "is_context_window_error", "is_transient", "retry_after"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from .agent.base import BaseAgent
-from .events import Transition
-from .result import RunResult
+from ..run.events import Transition
+from ..run.result import RunResult
+from .base import BaseAgent
 
 __all__ = ["Breakpoint", "Stepper"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .messages import ToolCall
-from .serde import Serializable
+from ..messages import ToolCall
+from ..serde import Serializable
 
 __all__ = ["AgentState", "RunResult", "StopReason", "Usage"]
 

@@ -23,17 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .agent.toolcall import ToolCallAgent
+from ..errors import TokenLimitExceeded, WrongPhaseError
+from ..memory import Memory
+from ..messages import Message, ToolCall
+from ..model.base import LLMResponse, ToolChoice
+from ..recording.trace import TRACE_SCHEMA, TracePath, transition_record
+from ..run.events import Transition
+from ..run.result import RunResult
+from ..run.state import Decision, Observation
+from ..toolbox.tool import ToolCollection
 from .approval import decide
-from .chat import LLMResponse, ToolChoice
-from .errors import TokenLimitExceeded, WrongPhaseError
-from .events import Transition
-from .memory import Memory
-from .messages import Message, ToolCall
-from .result import RunResult
-from .run_state import Decision, Observation
-from .tool import ToolCollection
-from .trace import TRACE_SCHEMA, TracePath, transition_record
+from .toolcall import ToolCallAgent
 
 __all__ = ["Replay", "ReplayError", "Replayer", "read_trace", "replay"]
 

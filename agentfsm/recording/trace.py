@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .events import AgentEvent, Edit, LLMCall, Transition
-from .run_state import Decision
+from ..run.events import AgentEvent, Edit, LLMCall, Transition
+from ..run.state import Decision
 
 if TYPE_CHECKING:
-    from .agent.base import BaseAgent
+    from ..agent.base import BaseAgent
 
 __all__ = ["TRACE_SCHEMA", "TracePath", "TraceWriter"]
 

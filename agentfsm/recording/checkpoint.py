@@ -31,10 +31,10 @@ import tempfile
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 if TYPE_CHECKING:
-    from .agent.base import BaseAgent
+    from ..agent.base import BaseAgent
     from .trace import TracePath
 
 __all__ = [
@@ -161,8 +161,8 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
 
 def restore(agent: BaseAgent, data: dict[str, Any]) -> None:
     """Put the checkpointed run into `agent`, after checking it is the agent that wrote it."""
-    from .memory import Memory, MemorySnapshot
-    from .run_state import RunState
+    from ..memory import Memory, MemorySnapshot
+    from ..run.state import RunState
 
     cls = type(agent)
     recorded_class = data["agent_class"]

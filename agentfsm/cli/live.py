@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from .agent.base import BaseAgent
-from .events import Transition
+from ..agent.base import BaseAgent
+from ..run.events import Transition
 
 __all__ = ["LiveView"]
 

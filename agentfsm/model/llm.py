@@ -33,13 +33,13 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from .chat import LLMResponse, ToolChoice
-from .errors import ConfigError, LLMError, TokenLimitExceeded
-from .llm_retry import RetryPolicy
-from .llm_wire import IMAGE_OMITTED, to_wire
-from .log import event
-from .messages import Message, ToolCall
-from .result import Usage
+from ..errors import ConfigError, LLMError, TokenLimitExceeded
+from ..log import event
+from ..messages import Message, ToolCall
+from ..run.result import Usage
+from .base import LLMResponse, ToolChoice
+from .retry import RetryPolicy
+from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 

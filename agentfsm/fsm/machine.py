@@ -21,8 +21,8 @@ from typing import Any, NamedTuple, cast
 
 from transitions import Event, EventData, Machine, MachineError, Transition
 
-from .errors import MachineSetupError
-from .result import StopReason
+from ..errors import MachineSetupError
+from ..run.result import StopReason
 
 __all__ = ["Edge", "Effect", "Firing", "Guard", "GuardOutcome", "MachineTable", "StateSpec"]
 

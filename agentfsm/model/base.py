@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .messages import Message, ToolCall
-from .result import Usage
-from .serde import Serializable
+from ..messages import Message, ToolCall
+from ..run.result import Usage
+from ..serde import Serializable
 
 __all__ = ["ChatModel", "LLMResponse", "ToolChoice"]
 

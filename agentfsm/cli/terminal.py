@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TextIO
 
-from .messages import ToolCall
-from .run_state import Decision
+from ..messages import ToolCall
+from ..run.state import Decision
 
 __all__ = ["TerminalApprover", "ask_on_terminal", "read_line"]
 

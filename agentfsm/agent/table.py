@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from .machine import Edge, Effect, Guard, MachineTable, StateSpec
-from .result import AgentState, StopReason
+from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
+from ..run.result import AgentState, StopReason
 
 if TYPE_CHECKING:
-    from .agent.base import BaseAgent
+    from .base import BaseAgent
 
 __all__ = [
     "AGENT_TABLE",
@@ -106,7 +106,7 @@ def _observe(agent: BaseAgent) -> Awaitable[None]:
 
 RUNNING = AgentState.RUNNING.value
 AWAITING_APPROVAL = "AWAITING_APPROVAL"
-"""The state `agentfsm.approval` adds to a table; named here so the engine need not load it."""
+"""The state `agentfsm.agent.approval` adds to a table; named here so the engine need not load it."""
 
 AGENT_TABLE = MachineTable(
     initial="IDLE",
