@@ -12,9 +12,9 @@ from .agent import BaseAgent, ReActAgent, ToolCallAgent
 from .fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from .memory import Memory
 from .messages import Message, Role, ToolCall
-from .model.base import ChatModel, LLMResponse
+from .model.base import ChatModel, LLMResponse, Usage
 from .run.events import Transition
-from .run.result import AgentState, RunResult, StopReason, Usage
+from .run.result import AgentState, RunResult, StopReason
 from .run.state import Decision
 from .toolbox.terminate import Terminate
 from .toolbox.tool import Tool, ToolCollection, ToolResult, tool

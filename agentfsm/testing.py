@@ -20,8 +20,7 @@ from typing import Any
 
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
-from .model.base import LLMResponse, ToolChoice
-from .run.result import Usage
+from .model.base import LLMResponse, ToolChoice, Usage
 from .serde import slot_builder
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]

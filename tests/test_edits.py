@@ -7,7 +7,7 @@ from conftest import assert_pairs_complete
 
 from agentfsm import Role, ToolCall, ToolCallAgent
 from agentfsm.errors import WrongPhaseError
-from agentfsm.run.events import Edit, LLMCall, Transition
+from agentfsm.run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted, Transition
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -103,8 +103,12 @@ async def test_edits_are_events_in_order_with_llm_calls_and_transitions(toolbox)
     agent.on_transition(edit)
     await agent.run("add")
     kinds = [type(e).__name__ if not isinstance(e, Transition) else f"{e.source}>{e.dest}" for e in events]
-    step_1 = ["IDLE>THINKING", "LLMCall", "THINKING>ACTING", "Edit", "ACTING>OBSERVING", "Edit"]
-    assert kinds[:7] == [*step_1, "OBSERVING>THINKING"]
+    step_1 = ["IDLE>THINKING", "LLMCall", "THINKING>ACTING", "Edit", "ToolCallStarted", "ToolCallCompleted"]
+    assert kinds[:9] == [*step_1, "ACTING>OBSERVING", "Edit", "OBSERVING>THINKING"]
+    started = next(e for e in events if isinstance(e, ToolCallStarted))
+    completed = next(e for e in events if isinstance(e, ToolCallCompleted))
+    assert started.call.arguments == completed.observation.call.arguments == '{"a": 5, "b": 5}'
+    assert "10" in completed.observation.content  # the edited call ran
     calls = [e for e in events if isinstance(e, LLMCall)]
     assert len(calls) == 2 and calls[1].messages[2].content == "ten"
     assert [e.kind for e in events if isinstance(e, Edit)] == ["pending_calls", "observation"]

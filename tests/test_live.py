@@ -30,7 +30,7 @@ async def test_live_view_shows_tool_calls_and_status(toolbox):
     assert "✗ nope (" in text and "Error: Unknown tool 'nope'" in text
     assert "[bold]ACTING[/] · step 1/9 · 100 in / 7 out tokens · 0 tool calls" in statuses
     assert statuses[-1].startswith("[bold]FINISHED[/] · step 2/9")
-    assert len(agent._listeners) == 1  # the view unsubscribed itself
+    assert len(agent._transition_listeners) == 1  # the view unsubscribed itself
 
 
 async def test_the_view_stops_drawing_while_a_question_is_asked(toolbox):

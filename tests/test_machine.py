@@ -147,9 +147,9 @@ def test_validation_names_the_problem_and_the_fix():
 def test_a_trigger_with_no_edge_from_the_state_is_a_clear_error():
     agent = ToolCallAgent(llm=ScriptedLLM([]))
     with pytest.raises(MachineSetupError, match="trigger 'act_done' has no edge from state 'IDLE'"):
-        AGENT_TABLE.fire(agent, "act_done")
+        AGENT_TABLE.take(agent, "act_done")
     with pytest.raises(MachineSetupError, match="unknown trigger 'jump'"):
-        AGENT_TABLE.fire(agent, "jump")
+        AGENT_TABLE.take(agent, "jump")
     assert agent.fsm_state == "IDLE"
 
 
@@ -157,6 +157,6 @@ def test_guards_are_evaluated_in_table_order_until_one_holds():
     agent = ToolCallAgent(llm=ScriptedLLM([]), max_steps=1)
     agent.fsm_state = "OBSERVING"
     agent.run_state.step = 1
-    firing = AGENT_TABLE.fire(agent, "observe_done")
-    assert firing.guards == [("terminated", False), ("max_steps", True)]
-    assert firing.edge is AGENT_TABLE.edges[8] and agent.fsm_state == "FINISHED"
+    edge, guards = AGENT_TABLE.take(agent, "observe_done")
+    assert guards == (("terminated", False), ("max_steps", True))
+    assert edge is AGENT_TABLE.edges[8] and agent.fsm_state == "FINISHED"

@@ -23,19 +23,15 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import PauseRun, WrongPhaseError
 from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
+from ..memory import Memory
 from ..messages import ToolCall
-from ..run.events import Edit
+from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
-from ..run.state import Decision
-from .edits import where
-from .table import AWAITING_APPROVAL as STATE
-
-if TYPE_CHECKING:
-    from .toolcall import ToolCallAgent
+from ..run.state import Decision, RunState
 
 __all__ = [
     "AWAITING_APPROVAL",
@@ -48,11 +44,36 @@ __all__ = [
     "with_approval",
 ]
 
+STATE = "AWAITING_APPROVAL"
+
 Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
 """Given the calls that wait for a decision, returns one `Decision` per call, in the same order."""
 
 
-def undecided(agent: ToolCallAgent) -> list[ToolCall]:
+class Approving(Protocol):
+    """What approvals read and write of an agent (`ToolCallAgent` is one)."""
+
+    name: str
+    run_state: RunState
+    memory: Memory
+    approver: Approver | None
+    paused_edits: tuple[Edit, ...]
+
+    @property
+    def fsm_state(self) -> str: ...
+
+    @property
+    def phase_running(self) -> bool: ...
+
+    @property
+    def position(self) -> str: ...
+
+    def needs_approval(self, call: ToolCall) -> bool: ...
+
+    def emit(self, record: AgentEvent) -> None: ...
+
+
+def undecided(agent: Approving) -> list[ToolCall]:
     """This step's calls that need approval and have no decision yet, in call order."""
     decisions = agent.run_state.decisions
     return [c for c in agent.run_state.pending_calls if c.id not in decisions and agent.needs_approval(c)]
@@ -65,7 +86,7 @@ NEEDS_APPROVAL = Guard(
 )
 
 
-async def _await_decisions(agent: ToolCallAgent) -> None:
+async def _await_decisions(agent: Approving) -> None:
     waiting = undecided(agent)
     if not waiting:  # decided by the app while paused (or re-entered after a resume)
         return
@@ -87,6 +108,8 @@ AWAITING_APPROVAL = StateSpec(
     _await_decisions,
     "decided",
     "wait for a decision on each call that needs approval (the approver, or the app while paused)",
+    pause=True,
+    consumes=frozenset({"pending_calls"}),
 )
 
 
@@ -105,13 +128,13 @@ def with_approval(table: MachineTable) -> MachineTable:
     )
 
 
-def decide(agent: ToolCallAgent, call_id: str, decision: Decision, *, by_approver: bool = False) -> Edit:
+def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: bool = False) -> Edit:
     """Record `decision` for the pending call `call_id` (an `approval` edit, traced and checkpointed)."""
     run = agent.run_state
     if agent.fsm_state != STATE or (agent.phase_running and not by_approver):
         raise WrongPhaseError(
             f"approvals are decided only in {STATE}, while the run is paused there "
-            f"(result.paused); agent {agent.name!r} is in {where(agent)}"
+            f"(result.paused); agent {agent.name!r} is in {agent.position}"
         )
     index = next((i for i, c in enumerate(run.pending_calls) if c.id == call_id), None)
     if index is None:
@@ -141,10 +164,9 @@ def decide(agent: ToolCallAgent, call_id: str, decision: Decision, *, by_approve
         after=decision,
         call_id=call_id,
     )
-    agent._emit(edit)
+    agent.emit(edit)
     if not by_approver:  # made while paused: no trace is open to record it now
         agent.paused_edits += (edit,)
-    agent.save_checkpoint()
     return edit
 
 

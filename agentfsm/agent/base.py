@@ -1,47 +1,43 @@
-"""`BaseAgent`: the engine. `run()` and `iter()` only drive the machine.
+"""`BaseAgent`: an agent whose life is the machine in its table. `run()` and `iter()` only drive it.
 
-The engine loop is: look up the current state in the table; if it is a
-phase, await its action (the I/O: LLM, tools), then fire its `done` trigger
-and let the table's guards pick the edge. Every edge, including `start`,
-`fail`, `cancel` and `reset`, goes through `_fire` (see `firing`), the one place
-that builds the `Transition` event, logs it and hands it to listeners. Other events of a
-run (`LLMCall`, `Edit`) go through `_emit`, to the same `on_event` listeners,
-so a tracer sees everything in the order it happened.
+The agent is the definition: its table, options, memory and phases. One run
+of it is a `RunDriver` (`agentfsm.run.driver`), which holds that run's
+private state and the one engine loop: `iter()` exposes the loop, `run()`
+drains it. What a state means (a phase, a pause, final and which state it
+reports) comes from the table's `StateSpec`s, never from a state's name.
+Every event of a run (transitions, model calls, tool calls, edits) goes
+through `emit`, to the `on_event` listeners, so a tracer and a checkpointer
+see everything in the order it happened.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Awaitable
-from time import perf_counter
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import AsyncGenerator, Callable, Iterable
+from contextlib import AbstractContextManager, aclosing, nullcontext
+from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentBusyError, PauseRun
+from ..errors import AgentBusyError, WrongPhaseError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
+from ..run.driver import RunDriver
 from ..run.events import Edit, Transition
-from ..run.result import AgentState, RunResult
+from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
-from . import edits, firing, outcome, resuming
-from .event_source import EventListener, EventSource, TransitionListener
+from .event_source import EventSource
 from .table import AGENT_TABLE
 
 if TYPE_CHECKING:
-    from ..recording.checkpoint import Checkpointer
     from ..recording.trace import TracePath
 
-__all__ = ["BaseAgent", "EventListener", "TransitionListener"]
+# The recorders (`agentfsm.recording`) are imported by the runs that use them: tempfile and
+# json are not part of `import agentfsm`'s cost.
 
-_TOP_LEVEL = {"IDLE": AgentState.IDLE, "FINISHED": AgentState.FINISHED, "ERROR": AgentState.ERROR}
+__all__ = ["BaseAgent"]
 
-
-def _cancellation() -> tuple[type[BaseException], ...]:
-    """What ends a phase as a cancellation (asyncio, a third of `import agentfsm`, loads here)."""
-    import asyncio  # loaded already: a phase runs in an event loop
-
-    return (asyncio.CancelledError, GeneratorExit)
+_INTERRUPTED = "Error: the run ended before this tool call produced a result"
 
 
 class BaseAgent(EventSource, ABC):
@@ -51,25 +47,6 @@ class BaseAgent(EventSource, ABC):
     extend `table` with states and edges of their own.
     """
 
-    # Slots: CPython keeps an instance dict compact only up to 30 attributes (past that, reads
-    # and construction cost more); this leaves that room to subclasses (see BENCHMARKS.md).
-    __slots__ = (
-        "__dict__",
-        "_active",
-        "_checkpointer",
-        "_entered_at",
-        "_paused",
-        "_yields",
-        "duplicate_threshold",
-        "finish_on_answer",
-        "last_result",
-        "max_steps",
-        "memory",
-        "name",
-        "phase_running",
-        "run_state",
-        "stuck_limit",
-    )
     table: MachineTable = AGENT_TABLE
     """The machine; an instance may switch to an extension of its class's table (approvals do)."""
     paused_edits: tuple[Edit, ...] = ()
@@ -91,6 +68,7 @@ class BaseAgent(EventSource, ABC):
             raise ValueError(f"`stuck_limit` must be at least 1 or None (off), got {stuck_limit!r}")
         if duplicate_threshold < 1:
             raise ValueError(f"`duplicate_threshold` must be at least 1, got {duplicate_threshold!r}")
+        super().__init__()
         self.name = name or type(self).__name__.removesuffix("Agent").lower() or "agent"
         self.memory = memory if memory is not None else Memory()
         self.max_steps = max_steps
@@ -99,14 +77,8 @@ class BaseAgent(EventSource, ABC):
         self.finish_on_answer = finish_on_answer
         self.run_state = RunState(state=self.table.initial)
         self.last_result: RunResult | None = None
-        self._init_events()
-        self._active = False
-        self.phase_running = False
-        """True while a phase's action is awaited (edits wait for it to finish)."""
-        self._entered_at = perf_counter()
-        self._checkpointer: Checkpointer | None = None
-        self._yields = False
-        self._paused: str | None = None
+        self._run: RunDriver | None = None
+        """The current run's driver, or the paused run's (None between runs)."""
 
     # -- what callers read ------------------------------------------------------
 
@@ -120,15 +92,33 @@ class BaseAgent(EventSource, ABC):
         self.run_state.state = value
 
     @property
+    def spec(self) -> StateSpec:
+        """The current state's declaration in the table (its role, action, trigger)."""
+        return self.table.by_name[self.run_state.state]
+
+    @property
     def state(self) -> AgentState:
-        """The top-level state: IDLE, RUNNING, FINISHED or ERROR."""
-        top = _TOP_LEVEL.get(self.run_state.state)
-        return top if top is not None else AgentState.RUNNING
+        """The top-level state: IDLE, RUNNING, FINISHED or ERROR (a final state's declared one)."""
+        spec = self.spec
+        if spec.final is not None:
+            return AgentState(spec.final)
+        return AgentState.IDLE if spec.name == self.table.initial else AgentState.RUNNING
 
     @property
     def phase(self) -> str | None:
-        """The current phase (``"THINKING"``, ``"ACTING"``, ``"OBSERVING"``, ...), or None."""
-        return None if self.run_state.state in _TOP_LEVEL else self.run_state.state
+        """The current phase (``"THINKING"``, ``"ACTING"``, ``"OBSERVING"``, a pause...), or None."""
+        spec = self.spec
+        return spec.name if spec.is_phase else None
+
+    @property
+    def phase_running(self) -> bool:
+        """True while a phase's action is awaited (edits wait for it to finish)."""
+        return self._run is not None and self._run.phase_running
+
+    @property
+    def position(self) -> str:
+        """Where the agent is, for an error refusing an edit: its state, and whether its phase runs."""
+        return f"{self.fsm_state} (its phase is running)" if self.phase_running else self.fsm_state
 
     @property
     def current_step(self) -> int:
@@ -139,17 +129,12 @@ class BaseAgent(EventSource, ABC):
         """While the run is paused for approval: the calls waiting for a decision (none here)."""
         return []
 
-    # -- edits between steps (see `edits`): in ACTING the pending calls, in OBSERVING a result
-
-    replace_pending_calls = edits.replace_pending_calls
-    edit_observation = edits.edit_observation
-
     # -- driving the machine --------------------------------------------------------
 
     async def run(
         self, request: str, *, trace: TracePath | None = None, checkpoint: TracePath | None = None
     ) -> RunResult:
-        """Run the machine from `request` to FINISHED or ERROR, or a pause (`result.paused`); say why.
+        """Run the machine from `request` to a final state, or a pause (`result.paused`); say why.
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
@@ -158,7 +143,9 @@ class BaseAgent(EventSource, ABC):
         (see `agentfsm.recording.checkpoint`).
         """
         self._check_startable()
-        return await self._consume(request, self._checkpointer_for(checkpoint), trace)
+        driver = self._new_run(checkpoint)
+        with self._trace(trace, append=False):
+            return await driver.run(request)
 
     async def resume(
         self, checkpoint: TracePath | None = None, *, trace: TracePath | None = None
@@ -177,12 +164,15 @@ class BaseAgent(EventSource, ABC):
             raise ValueError(
                 "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
             )
-        return await self._consume(None, self._prepare_resume(checkpoint), trace)
+        driver = self._resumed_run(checkpoint)
+        with self._trace(trace, append=True):
+            self.paused_edits = ()  # the trace has them now
+            return await driver.run(None)
 
     def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
         self._check_startable()
-        return self._drive(request, self._checkpointer_for(checkpoint))
+        return _transitions(self._new_run(checkpoint), request)
 
     def resume_iter(self, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. A checkpoint is read and checked at once (`CheckpointError`).
@@ -191,155 +181,152 @@ class BaseAgent(EventSource, ABC):
         the model again; ACTING runs only the calls not recorded as completed, see
         `ToolCallAgent._run_once`; OBSERVING records the observations).
         """
-        return self._drive(None, self._prepare_resume(checkpoint))
+        driver = self._resumed_run(checkpoint)
+        self.paused_edits = ()
+        return _transitions(driver, None)
 
-    # -- pausing and resuming (see `resuming`)
+    async def cancel(self) -> RunResult:
+        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
+        self._check_idle()
+        if self._run is None or self.phase is None:
+            raise AgentBusyError(f"agent {self.name!r} has no paused run to cancel (it is {self.fsm_state})")
+        driver, self._run = self._run, None
+        return await driver.cancel()
 
-    cancel = resuming.cancel
-    _check_startable = resuming.check_startable
-    _checkpointer_for = resuming.checkpointer_for
-    _prepare_resume = resuming.prepare_resume
-
-    def save_checkpoint(self) -> None:
-        """Write the checkpoint now, if this run has one (phases call it after each tool call)."""
-        if self._checkpointer is not None:
-            self._checkpointer.write()
+    def reset(self, clear_memory: bool = False) -> None:
+        """Back to IDLE from a final state (a logged edge). Memory stays unless `clear_memory`."""
+        if self._run is not None and self._run.active:
+            raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
+        self._check_startable()
+        if self.fsm_state != self.table.initial:
+            RunDriver(self).fire(self.table.reset)
+        if clear_memory:
+            self.memory.clear()
 
     def _check_idle(self) -> None:
-        if self._active:
+        if self._run is not None and self._run.active:
             raise AgentBusyError(
                 f"agent {self.name!r} is already running ({self.fsm_state}); "
                 "await the run in progress, or use another agent instance"
             )
 
-    def _consume(
-        self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath | None
-    ) -> Awaitable[RunResult]:
-        """The run to its end, written to `trace` if given (a plain function: an untraced run
-        awaits the engine loop itself, one coroutine less)."""
-        return (
-            self._run_to_end(request, checkpointer)
-            if trace is None
-            else self._traced(request, checkpointer, trace)
-        )
+    def _check_startable(self) -> None:
+        """A new run may start: none is in progress, and none is paused."""
+        self._check_idle()
+        if self.phase is not None:
+            raise AgentBusyError(
+                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
+                "or `await agent.cancel()` to end it, before starting another"
+            )
 
-    async def _traced(
-        self, request: str | None, checkpointer: Checkpointer | None, trace: TracePath
-    ) -> RunResult:
+    def _new_run(self, checkpoint: TracePath | None) -> RunDriver:
+        """The driver of a new run, with its checkpointer (a listener until the run ends)."""
+        if self._run is not None:
+            self._run.release()  # a paused run replaced by a restored one stops being recorded
+        closers: tuple[Callable[[], None], ...] = ()
+        if checkpoint is not None:
+            from ..recording.checkpoint import Checkpointer
+
+            closers = (Checkpointer(checkpoint, self).close,)
+        self._run = RunDriver(self, closers=closers)
+        self.paused_edits = ()
+        return self._run
+
+    def _resumed_run(self, checkpoint: TracePath | None) -> RunDriver:
+        """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
+        self._check_idle()
+        if checkpoint is None:
+            if self._run is None or self.phase is None:
+                raise AgentBusyError(
+                    f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
+                    "pass the checkpoint file of the run to continue"
+                )
+            return self._run
+        from ..recording.checkpoint import read_checkpoint, restore
+
+        restore(self, read_checkpoint(checkpoint))
+        driver = self._new_run(checkpoint)
+        driver.restarted()
+        return driver
+
+    def _trace(self, path: TracePath | None, *, append: bool) -> AbstractContextManager[object]:
+        """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
+        if path is None:
+            return nullcontext()
         from ..recording.trace import TraceWriter
 
-        with TraceWriter(trace, self, append=request is None):
-            return await self._run_to_end(request, checkpointer)
+        return TraceWriter(path, self, append=append)
 
-    async def _drive(
-        self, request: str | None, checkpointer: Checkpointer | None
-    ) -> AsyncGenerator[Transition, None]:
-        """The engine loop, step by step (`iter()`): start a run on `request` (None: continue
-        the current one), then run each phase's action and fire its `done` trigger until a
-        state has no action, or an action pauses the run, yielding each transition."""
-        self._enter(checkpointer, yields=True)
-        try:
-            if request is not None:
-                if self.fsm_state != self.table.initial:
-                    yield cast(Transition, self._fire("reset"))
-                self._open_run(request)
-                yield cast(Transition, self._fire("start"))
-            while (spec := self.table.by_name[self.fsm_state]).action is not None:
-                transition, stop = await self._advance(spec)
-                if transition is not None:  # None: the run paused
-                    yield transition
-                if stop:
-                    break
-        except GeneratorExit:
-            # The consumer stopped iterating mid-run: treat it as a cancellation.
-            if self.phase is not None:
-                self._abort("cancel", "CancelledError: iteration stopped before the run ended")
-            raise
-        finally:
-            if (ended := self._leave()) is not None:
-                await self.on_run_end(ended)
+    # -- edits between steps: in the phase that runs the calls, and in the one that records results
 
-    async def _run_to_end(self, request: str | None, checkpointer: Checkpointer | None) -> RunResult:
-        """The same loop as `_drive`, for `run()` and `resume()`: nobody reads the transitions
-        between steps, so no generator (and no `Transition` unless a listener or the logger wants it)."""
-        self._enter(checkpointer, yields=False)
-        try:
-            table = self.table
-            if request is not None:
-                if self.run_state.state != table.initial:
-                    self._fire("reset")
-                self._open_run(request)
-                self._fire("start")
-            by_name = table.by_name
-            while (spec := by_name[self.run_state.state]).action is not None:
-                if (await self._advance(spec))[1]:
-                    break
-        finally:
-            if (ended := self._leave()) is not None:
-                await self.on_run_end(ended)
-        assert self.last_result is not None
-        return self.last_result
+    def replace_pending_calls(self, calls: Iterable[ToolCall]) -> Edit:
+        """Before the tools run (in ACTING): run `calls` instead of the model's.
 
-    def _enter(self, checkpointer: Checkpointer | None, *, yields: bool) -> None:
-        self._check_idle()
-        self._active = True
-        self._yields = yields
-        self._checkpointer = checkpointer
-        self._paused = None
-        self.paused_edits = ()
-
-    def _leave(self) -> RunResult | None:
-        """Close the engine loop; the result of a run that ended in it, whose `on_run_end` is due."""
-        ended = self._finish() if self._active else None
-        if self._paused is None:
-            self._checkpointer = None  # kept while paused: `resume()` goes on writing it
-        self._yields = False
-        return ended
-
-    async def _close(self) -> None:
-        """Close a run ended outside the engine loop (a cancellation), `on_run_end` included."""
-        if (ended := self._finish()) is not None:
-            await self.on_run_end(ended)
-
-    def _open_run(self, request: str) -> None:
+        Memory's last assistant message is rewritten to the same calls, so each
+        result still answers a call the model is shown to have made.
+        """
+        self._require_phase(
+            "pending_calls",
+            "replace_pending_calls",
+            "before the tools run (after iter() yielded the edge into it)",
+        )
+        new = tuple(calls)
+        bad = [c for c in new if not isinstance(c, ToolCall)]
+        if bad:
+            raise TypeError(
+                f"pending calls must be ToolCall objects (ToolCall.create(id, name, args)), got {bad!r}"
+            )
         run = self.run_state
-        if run.run_id:  # a run was opened on it: each run starts a new `RunState` (results keep theirs)
-            run = self.run_state = RunState(state=run.state)
-        run.run_id, run.request = os.urandom(6).hex(), request
-        self.memory.add_request(Message.user_message(request))
+        before = tuple(run.pending_calls)
+        self.memory.replace_open_calls(new)
+        run.pending_calls = list(new)
+        edit = Edit(
+            agent=self.name, run_id=run.run_id, step=run.step, kind="pending_calls", before=before, after=new
+        )
+        self.emit(edit)
+        return edit
 
-    async def _advance(self, spec: StateSpec) -> tuple[Transition | None, bool]:
-        """Run the phase `spec`, then fire its `done` trigger (or `fail`, when it raised). The
-        second item is True when the loop must stop: the run failed, or paused (`PauseRun`:
-        no edge, the machine stays). Cancellation ends the run in ERROR and propagates."""
-        action = spec.action
-        assert action is not None and spec.done is not None
-        try:
-            self.phase_running = True
-            await action(self)
-        except PauseRun as pause:
-            self._paused = pause.reason
-            return None, True
-        except _cancellation():  # evaluated only when the phase raised
-            self._abort("cancel", "CancelledError: the run was cancelled")
-            await self._close()
-            raise
-        except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
-            self.phase_running = False
-            return self._abort("fail", f"{type(exc).__name__}: {exc}"), True
-        finally:
-            self.phase_running = False
-        return self._fire(spec.done), False
+    def edit_observation(self, key: int | str, content: str) -> Edit:
+        """Before memory (in OBSERVING): replace the content of an observation (`key`: index or call id)."""
+        self._require_phase(
+            "observations",
+            "edit_observation",
+            "before the results reach memory (after iter() yielded the edge into it)",
+        )
+        run = self.run_state
+        observations = run.observations
+        if isinstance(key, int):
+            if not -len(observations) <= key < len(observations):
+                raise IndexError(f"no observation {key}: this step has {len(observations)}")
+            index = key % len(observations)
+        else:
+            ids = [o.call.id for o in observations]
+            if key not in ids:
+                raise KeyError(f"no observation for call id {key!r}; this step's calls: {ids!r}")
+            index = ids.index(key)
+        old = observations[index]
+        # A new object, so the transition that reported the original keeps it.
+        observations[index] = old.model_copy(update={"content": content})
+        edit = Edit(
+            agent=self.name,
+            run_id=run.run_id,
+            step=run.step,
+            kind="observation",
+            before=old.content,
+            after=content,
+            call_id=old.call.id,
+        )
+        self.emit(edit)
+        return edit
 
-    def reset(self, clear_memory: bool = False) -> None:
-        """Back to IDLE from FINISHED or ERROR (a logged edge). Memory stays unless `clear_memory`."""
-        if self._active:
-            raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
-        self._check_startable()
-        if self.fsm_state != self.table.initial:
-            self._fire("reset")
-        if clear_memory:
-            self.memory.clear()
+    def _require_phase(self, consumes: str, what: str, when: str) -> None:
+        """Refuse an edit unless the machine rests in the phase that works on `consumes`."""
+        phase = self.table.phase_that(consumes=consumes)
+        if phase is None or self.fsm_state != phase.name or self.phase_running:
+            where = phase.name if phase is not None else f"a phase consuming {consumes!r}"
+            raise WrongPhaseError(
+                f"`{what}` is allowed only in {where}, {when}; agent {self.name!r} is in {self.position}"
+            )
 
     # -- the phases (subclasses) ------------------------------------------------------
 
@@ -368,8 +355,63 @@ class BaseAgent(EventSource, ABC):
             "max_messages": self.memory.max_messages,
         }
 
-    # -- internals ----------------------------------------------------------------------
+    # -- what the driver asks of the agent (`agentfsm.run.view.Driven`) ------------------
 
-    _finish = outcome.finish
-    _fire = firing.fire
-    _abort = firing.abort
+    def open_run(self, request: str) -> None:
+        """A new run on `request`: a new `RunState` (a result keeps its own), the request in memory."""
+        run = self.run_state
+        if run.run_id:
+            run = self.run_state = RunState(state=run.state)
+        run.run_id, run.request = os.urandom(6).hex(), request
+        self.memory.add_request(Message.user_message(request))
+
+    def interrupt(self) -> None:
+        """The run ends outside its phases (fail, cancel): answer its open tool calls in memory."""
+        self.memory.close_open_calls(_INTERRUPTED)
+
+    def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
+        """The result of the run now in `spec`: ended there, or `paused` there for that reason."""
+        run = self.run_state
+        if paused is not None:
+            return RunResult(
+                run_id=run.run_id,
+                state=self.state,
+                stop_reason=paused,
+                steps=run.step,
+                output=run.output,
+                usage=run.usage.copy(),
+                pending_approval=tuple(self.pending_approval),
+            )
+        assert run.stop_reason is not None
+        return RunResult(
+            run_id=run.run_id,
+            state=self.state,
+            stop_reason=run.stop_reason,
+            steps=run.step,
+            output=self._output(run.stop_reason),
+            error=run.error,
+            usage=run.usage,  # not a copy: the run is over, and the next one starts a new `RunState`
+        )
+
+    def _output(self, reason: StopReason | str) -> str | None:
+        """A run's final text: what the model last said, else a note on why it stopped."""
+        run = self.run_state
+        if run.output:
+            return run.output
+        if reason is StopReason.TERMINATED and run.observations:
+            return run.observations[-1].content
+        if reason is StopReason.MAX_STEPS:
+            return f"Terminated: Reached max steps ({self.max_steps})"
+        if reason is StopReason.TOKEN_LIMIT:
+            return f"Stopped: token limit reached ({run.token_limit})"
+        if reason is StopReason.STUCK:
+            return "Stopped: the model kept repeating itself"
+        return None
+
+
+async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
+    """The driver's loop as `iter()` yields it: every transition, built for the caller."""
+    async with aclosing(driver.steps(request, yields=True)) as steps:
+        async for transition in steps:
+            assert transition is not None  # `yields`: the driver builds every one
+            yield transition

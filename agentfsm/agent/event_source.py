@@ -1,7 +1,7 @@
 """`EventSource`: the listeners of an agent's events, and the queue that keeps their order.
 
-Kept apart from the engine (`BaseAgent`) because it is plumbing: the engine
-only calls `_emit` (every `Transition`, `LLMCall` and `Edit` goes through it).
+Kept apart from the engine (`BaseAgent`) because it is plumbing: the run's
+driver and the phases only call `emit` (every event of a run goes through it).
 """
 
 from __future__ import annotations
@@ -10,38 +10,35 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..run.events import AgentEvent, Transition
+from ..run.events import AgentEvent, EventListener, Transition, TransitionListener
 
-__all__ = ["EventListener", "EventSource", "TransitionListener"]
+__all__ = ["EventSource"]
 
-TransitionListener = Callable[[Transition], None]
-EventListener = Callable[[AgentEvent], None]
 _L = TypeVar("_L")
 
 
 class EventSource:
     """Delivers an agent's events to `on_transition` and `on_event` listeners, in order."""
 
-    __slots__ = ("_event_listeners", "_listeners", "_queue")  # see `BaseAgent.__slots__`
-
-    def _init_events(self) -> None:
+    def __init__(self) -> None:
         # Tuples, replaced on (un)subscribing: a listener that subscribes another while being
-        # called changes no sequence being iterated, and an agent nobody listens to allocates none.
-        self._listeners: tuple[TransitionListener, ...] = ()
+        # called changes no sequence being iterated.
+        self._transition_listeners: tuple[TransitionListener, ...] = ()
         self._event_listeners: tuple[EventListener, ...] = ()
-        self._queue: deque[AgentEvent] | None = None  # made for the first event anybody hears
+        self._queue: deque[AgentEvent] = deque()
 
     def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
         """Call `callback` with every `Transition`; returns a function that unsubscribes."""
-        self._listeners += (callback,)
+        self._transition_listeners += (callback,)
 
         def unsubscribe() -> None:
-            self._listeners = _without(self._listeners, callback)
+            self._transition_listeners = _without(self._transition_listeners, callback)
 
         return unsubscribe
 
     def on_event(self, callback: EventListener) -> Callable[[], None]:
-        """Call `callback` with every `Transition`, `LLMCall` and `Edit`, in order; returns an unsubscribe."""
+        """Call `callback` with every event (`Transition`, `LLMCall`, tool call started and
+        completed, `Edit`), in order; returns a function that unsubscribes."""
         self._event_listeners += (callback,)
 
         def unsubscribe() -> None:
@@ -50,19 +47,17 @@ class EventSource:
         return unsubscribe
 
     @property
-    def has_event_listeners(self) -> bool:
-        """Whether anyone listens to `on_event` (phases skip building costly events otherwise)."""
-        return bool(self._event_listeners)
+    def listening(self) -> bool:
+        """Whether anybody listens (the driver and the phases build no event otherwise)."""
+        return bool(self._transition_listeners or self._event_listeners)
 
-    def _emit(self, record: AgentEvent) -> None:
+    def emit(self, record: AgentEvent) -> None:
         """Deliver `record` to the listeners. An event raised by a listener (an edit made in an
         `on_transition` callback) waits until the current one reached everybody, so every
         listener sees the events in the same order."""
-        if not self._listeners and not self._event_listeners:
-            return  # nobody listens: the common case of a plain run() costs nothing here
+        if not self.listening:
+            return
         queue = self._queue
-        if queue is None:
-            queue = self._queue = deque()
         queue.append(record)
         if len(queue) > 1:
             return
@@ -70,7 +65,7 @@ class EventSource:
             while queue:
                 current = queue[0]
                 if isinstance(current, Transition):
-                    for listener in self._listeners:
+                    for listener in self._transition_listeners:
                         listener(current)
                 for any_listener in self._event_listeners:
                     any_listener(current)

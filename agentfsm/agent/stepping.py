@@ -106,17 +106,18 @@ class Stepper:
             self.finished = True
             return None
         self.history.append(transition)
-        table = self.agent.table
-        if transition.dest != table.initial and table.by_name[transition.dest].action is None:
-            self.finished = True  # a terminal state: let the engine finish the run (result, hooks)
+        if self.agent.table.by_name[transition.dest].final is not None:
+            self.finished = True  # a final state: let the engine finish the run (result, hooks)
             async for _ in self._iter:
                 raise AssertionError("the engine went on past a terminal state")
         return transition
 
     async def next(self) -> Transition | None:
-        """Advance to the next time the machine enters THINKING (one full step), or to the end."""
+        """Advance to the next time the machine enters the state a step begins in (THINKING:
+        one full step), or to the end."""
+        entry = self.agent.table.entry
         while (transition := await self.step()) is not None:
-            if transition.dest == "THINKING" or self.finished:
+            if transition.dest == entry or self.finished:
                 return transition
         return None
 

@@ -8,18 +8,13 @@ they never do I/O.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from ..run.result import AgentState, StopReason
 
-if TYPE_CHECKING:
-    from .base import BaseAgent
-
 __all__ = [
     "AGENT_TABLE",
-    "AWAITING_APPROVAL",
     "FINAL_ANSWER",
     "HAS_TOOL_CALLS",
     "MAX_STEPS",
@@ -70,15 +65,19 @@ STUCK = Guard(
 # -- effects -----------------------------------------------------------------
 
 
-def _start(agent: BaseAgent) -> None:
+# The table cannot import the agent class (the agent imports the table); guards, effects and
+# actions receive the agent and read it by duck typing, as `transitions` hands it over.
+
+
+def _start(agent: Any) -> None:
     agent.run_state.step = 1
 
 
-def _next_step(agent: BaseAgent) -> None:
+def _next_step(agent: Any) -> None:
     agent.run_state.step += 1
 
 
-def _tool_calls_required(agent: BaseAgent) -> None:
+def _tool_calls_required(agent: Any) -> None:
     agent.run_state.error = TOOL_CALLS_REQUIRED_MESSAGE
 
 
@@ -89,34 +88,51 @@ RECORD_REQUIRED_ERROR = Effect("error := 'Tool calls required but none provided'
 # -- phases: the engine's I/O, awaited between triggers ------------------------
 
 
-# Each returns the phase's coroutine rather than awaiting it: one coroutine per phase, not two.
+async def _think(agent: Any) -> None:
+    await agent.think()
 
 
-def _think(agent: BaseAgent) -> Awaitable[None]:
-    return agent.think()
+async def _act(agent: Any) -> None:
+    await agent.act()
 
 
-def _act(agent: BaseAgent) -> Awaitable[None]:
-    return agent.act()
-
-
-def _observe(agent: BaseAgent) -> Awaitable[None]:
-    return agent.observe()
+async def _observe(agent: Any) -> None:
+    await agent.observe()
 
 
 RUNNING = AgentState.RUNNING.value
-AWAITING_APPROVAL = "AWAITING_APPROVAL"
-"""The state `agentfsm.agent.approval` adds to a table; named here so the engine need not load it."""
 
 AGENT_TABLE = MachineTable(
     initial="IDLE",
     states=(
         StateSpec("IDLE", doc="ready for `run()`"),
-        StateSpec("THINKING", RUNNING, _think, "think_done", "ask the LLM; record the assistant message"),
-        StateSpec("ACTING", RUNNING, _act, "act_done", "execute the tool calls"),
-        StateSpec("OBSERVING", RUNNING, _observe, "observe_done", "record results; detect stuck"),
-        StateSpec("FINISHED", doc="ended by the model or by a limit"),
-        StateSpec("ERROR", doc="ended by an error or cancellation"),
+        StateSpec(
+            "THINKING",
+            RUNNING,
+            _think,
+            "think_done",
+            "ask the LLM; record the assistant message",
+            produces=frozenset({"reply", "pending_calls"}),
+        ),
+        StateSpec(
+            "ACTING",
+            RUNNING,
+            _act,
+            "act_done",
+            "execute the tool calls",
+            consumes=frozenset({"pending_calls"}),
+            produces=frozenset({"observations"}),
+        ),
+        StateSpec(
+            "OBSERVING",
+            RUNNING,
+            _observe,
+            "observe_done",
+            "record results; detect stuck",
+            consumes=frozenset({"observations"}),
+        ),
+        StateSpec("FINISHED", doc="ended by the model or by a limit", final=AgentState.FINISHED),
+        StateSpec("ERROR", doc="ended by an error or cancellation", final=AgentState.ERROR),
     ),
     edges=(
         Edge("start", "IDLE", "THINKING", effect=START),
@@ -132,7 +148,5 @@ AGENT_TABLE = MachineTable(
         Edge("observe_done", "OBSERVING", "THINKING", effect=NEXT_STEP),
         Edge("fail", RUNNING, "ERROR", stop_reason=StopReason.ERROR),
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),
-        Edge("reset", "FINISHED", "IDLE"),
-        Edge("reset", "ERROR", "IDLE"),
     ),
 )

@@ -13,21 +13,19 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from json.scanner import make_scanner
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import TokenLimitExceeded
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
-from ..run.events import Edit, LLMCall
+from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
 from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
+from .approval import STATE as AWAITING_APPROVAL
+from .approval import Approver, decide, rejection_text, undecided, with_approval
 from .react import ReActAgent
-from .table import AWAITING_APPROVAL
-
-if TYPE_CHECKING:
-    from .approval import Approver
 
 __all__ = ["ToolCallAgent"]
 
@@ -108,8 +106,6 @@ class ToolCallAgent(ReActAgent):
     def _sync_table(self) -> None:
         """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
         if self.table is type(self).table and (self.require_approval or self.tools.approval_names):
-            from .approval import with_approval  # loaded by agents that need approvals only
-
             self.table = with_approval(type(self).table)
 
     @property
@@ -117,8 +113,6 @@ class ToolCallAgent(ReActAgent):
         """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
         if self.fsm_state != AWAITING_APPROVAL:
             return []
-        from .approval import undecided
-
         return undecided(self)
 
     def approve(
@@ -133,8 +127,6 @@ class ToolCallAgent(ReActAgent):
 
     def _decide_all(self, call_id: str | None, decision: Decision) -> list[Edit]:
         ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
-        from .approval import decide
-
         return [decide(self, i, decision) for i in ids]
 
     # -- THINKING -------------------------------------------------------------
@@ -163,13 +155,13 @@ class ToolCallAgent(ReActAgent):
                 messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
             )
         except Exception as exc:
-            if self._event_listeners:
+            if self.listening:
                 self._emit_llm_call(messages, system, tools, started, error=exc)
             if not isinstance(exc, TokenLimitExceeded):
                 raise
             run.token_limit = str(exc)
             return
-        if self._event_listeners:
+        if self.listening:
             self._emit_llm_call(messages, system, tools, started, reply=reply)
         run.reply = reply
         run.usage.add(reply.usage)
@@ -201,7 +193,7 @@ class ToolCallAgent(ReActAgent):
         error: Exception | None = None,
     ) -> None:
         run = self.run_state
-        self._emit(
+        self.emit(
             LLMCall(
                 agent=self.name,
                 run_id=run.run_id,
@@ -277,7 +269,8 @@ class ToolCallAgent(ReActAgent):
     async def _run_once(self, call: ToolCall) -> Observation:
         """Execute `call` unless this step already did: the record that makes ACTING resumable.
 
-        The start and the completion of each call are checkpointed (the completion
+        The start and the completion of each call are events (`ToolCallStarted`,
+        `ToolCallCompleted`) a checkpointer writes (the completion
         before its result can enter memory), so a resumed ACTING returns the recorded
         observation of a completed call instead of running it again. A call that
         started but never completed (the process died while it ran) is *not* run
@@ -295,8 +288,6 @@ class ToolCallAgent(ReActAgent):
         if decision is None and self.needs_approval(call):
             decision = Decision.reject("it needs approval and none was given")
         if decision is not None and not decision.approved:
-            from .approval import rejection_text
-
             observation = Observation(call=call, content=rejection_text(call, decision), is_error=True)
             run.completed_calls[call.id] = observation
             return observation
@@ -309,10 +300,14 @@ class ToolCallAgent(ReActAgent):
         else:
             if not started:
                 run.started_calls.append(call.id)
-                self.save_checkpoint()
+                if self.listening:
+                    self.emit(ToolCallStarted(agent=self.name, run_id=run.run_id, step=run.step, call=call))
             observation = await self.execute_tool(call)
         run.completed_calls[call.id] = observation
-        self.save_checkpoint()
+        if self.listening:
+            self.emit(
+                ToolCallCompleted(agent=self.name, run_id=run.run_id, step=run.step, observation=observation)
+            )
         return observation
 
     async def execute_tool(self, call: ToolCall) -> Observation:

@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from ..errors import ConfigError
-from ..run.result import RunResult, StopReason
+from ..run.result import AgentState, RunResult, StopReason
 from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
@@ -35,20 +35,26 @@ if TYPE_CHECKING:
     from ..model.base import ChatModel
     from .config import Settings
 
-__all__ = ["EXIT_CODES", "format_result", "main"]
+__all__ = ["exit_code", "format_result", "main"]
 
 T = TypeVar("T")
 
-EXIT_CODES: dict[StopReason, int] = {
-    StopReason.TERMINATED: 0,
-    StopReason.FINAL_ANSWER: 0,
-    StopReason.MAX_STEPS: 3,
-    StopReason.TOKEN_LIMIT: 3,
-    StopReason.STUCK: 3,
-    StopReason.ERROR: 1,
-    StopReason.CANCELLED: 1,
-    StopReason.AWAITING_APPROVAL: 4,  # `replay` of a trace that ends at a pause
-}
+EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_PAUSED = 0, 1, 3, 4
+LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TOKEN_LIMIT, StopReason.STUCK})
+"""Stop reasons of runs finished by a limit rather than by the model's choice."""
+
+
+def exit_code(result: RunResult) -> int:
+    """The status a run exits with, from its role: 1 for a run that ended in an error state, 4 for
+    a paused one (a replayed trace that ends at a pause), 3 for one finished by a limit, else 0
+    (finished by the model, or by a user's final state)."""
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    if result.paused:
+        return EXIT_PAUSED
+    return EXIT_LIMIT if result.stop_reason in LIMITS else EXIT_OK
+
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -161,7 +167,8 @@ def _resume(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _usage_error(str(exc))
     agent.name = str(data.get("agent") or agent.name)
-    if data["run_state"].get("state") in ("FINISHED", "ERROR"):
+    recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
+    if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
     secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
     with log_setup.configured(args.log_format, secrets=[secret] if secret else []):
@@ -281,9 +288,9 @@ def _replay(args: argparse.Namespace) -> int:
             f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
             file=sys.stderr,
         )
-        return EXIT_CODES[StopReason.ERROR]
+        return EXIT_ERROR
     _print_result(replayed.result, args.json, out)
-    return EXIT_CODES[replayed.result.stop_reason]
+    return exit_code(replayed.result)
 
 
 def _replay_step(args: argparse.Namespace) -> int:
@@ -304,7 +311,7 @@ def _replay_step(args: argparse.Namespace) -> int:
         print(
             f"{PROG}: {replayer.ended_early} (replayed {len(replayer.replayed)} transitions)", file=sys.stderr
         )
-        return EXIT_CODES[StopReason.ERROR]
+        return EXIT_ERROR
     return status
 
 
@@ -338,7 +345,7 @@ def _drive(
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     assert result is not None
-    return EXIT_CODES[result.stop_reason]
+    return exit_code(result)
 
 
 def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
@@ -386,7 +393,7 @@ def format_result(result: RunResult) -> str:
     usage = result.usage
     cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
     summary = (
-        f"{result.state.value}  stop_reason={result.stop_reason.value}  steps={result.steps}  "
+        f"{result.state}  stop_reason={result.stop_reason}  steps={result.steps}  "
         f"tokens={usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)  "
         f"llm_calls={usage.llm_calls}  tool_calls={usage.tool_calls}  cost={cost}"
     )

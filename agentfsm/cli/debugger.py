@@ -98,7 +98,7 @@ class Debugger:
                 if self.stepper.finished:
                     result = self.stepper.result
                     if result is not None:
-                        self._say(f"run ended: {result.state.value} ({result.stop_reason.value})")
+                        self._say(f"run ended: {result.state} ({result.stop_reason})")
                     break
         finally:
             await self.stepper.close()
@@ -187,10 +187,10 @@ class Debugger:
 
     def _edit(self, args: list[str]) -> None:
         run = self.agent.run_state
-        if self.agent.phase != "OBSERVING" or not run.observations:
-            self._say(
-                "edit works in OBSERVING, before the results are recorded: `break OBSERVING`, then edit"
-            )
+        recording = self.agent.table.phase_that(consumes="observations")
+        name = recording.name if recording is not None else "the phase that records results"
+        if recording is None or self.agent.phase != recording.name or not run.observations:
+            self._say(f"edit works in {name}, before the results are recorded: `break {name}`, then edit")
             return
         if len(args) < 2 or not args[0].isdigit() or int(args[0]) >= len(run.observations):
             self._say(f"usage: edit N TEXT, with N from 0 to {len(run.observations) - 1}")
@@ -221,7 +221,7 @@ def debug_command(
 ) -> int:
     """`agentfsm debug` (and `replay --step`, which passes the replayed `transitions`): serve the
     prompt on stdin/stdout, print the result, return the exit status."""
-    from .commands import EXIT_CODES, EXIT_USAGE, format_result
+    from .commands import EXIT_USAGE, exit_code, format_result
 
     try:
         breakpoints = [_parse_breakpoint(text, agent) for text in breaks]
@@ -250,7 +250,7 @@ def debug_command(
     if result is None:  # quit before the first transition, or a replay that ended early
         return 0
     print(format_result(result))
-    return EXIT_CODES[result.stop_reason]
+    return exit_code(result)
 
 
 def _parse_breakpoint(text: str, agent: BaseAgent) -> Breakpoint:

@@ -92,7 +92,7 @@ def format_transition(t: Transition) -> str:
     """One edge as a few lines: the edge, then what the phase produced."""
     head = f"{t.source} -> {t.dest}  {t.trigger}  step {t.step}"
     if t.stop_reason is not None:
-        head += f"  [{t.stop_reason.value}]"
+        head += f"  [{t.stop_reason}]"
     lines = [head]
     if t.guards:
         lines.append("    guards: " + ", ".join(f"{g.name}={'yes' if g.held else 'no'}" for g in t.guards))

@@ -67,8 +67,7 @@ def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: Path 
     taken = Counter(path or ())
     for edge, label in _labelled(table):
         lines.append(f"    {edge.source} --> {edge.dest}: {label}{_times(taken[edge])}")
-    terminal = [s.name for s in table.states if s.name in ("FINISHED", "ERROR")]
-    lines.extend(f"    {name} --> [*]" for name in terminal)
+    lines.extend(f"    {state.name} --> [*]" for state in table.finals)
     if path:
         visited = sorted({edge.dest for edge in path} - {highlight})
         lines.append("    classDef visited fill:#c8e6c9,stroke:#2e7d32")
@@ -90,7 +89,7 @@ def to_markdown(table: MachineTable) -> str:
         guard = f"`{edge.guard.name}`: {edge.guard.doc}" if edge.guard else "otherwise"
         rows.append(
             f"| {edge.source} | {edge.dest} | `{edge.trigger}` | {guard} | "
-            f"{'`' + edge.stop_reason.value + '`' if edge.stop_reason else ''} | "
+            f"{'`' + edge.stop_reason + '`' if edge.stop_reason else ''} | "
             f"{'`' + edge.effect.name + '`' if edge.effect else ''} |"
         )
     return "\n".join(rows) + "\n"
@@ -178,7 +177,7 @@ def _labelled(table: MachineTable) -> list[tuple[Edge, str]]:
         if edge.guard is None and (edge.source, edge.trigger) in guarded:
             label += " [otherwise]"
         if edge.stop_reason is not None:
-            label += f" / {edge.stop_reason.value}"
+            label += f" / {edge.stop_reason}"
         labelled.append((edge, label))
     return labelled
 

@@ -1,30 +1,32 @@
-"""The machine as data: states, named guards, edges, and one compiled `transitions.Machine`.
+"""The machine as data: states with their roles, named guards, edges, and one compiled `transitions.Machine`.
 
-The table is declared once (see `table.py`) and read by the engine, the
-diagram renderer and the docs. A table compiles to one `transitions.Machine`
-that every agent using it shares: agents are not registered with the machine
-(no per-agent build cost, no references kept), the engine fires events on an
-agent explicitly: `MachineTable.take` walks the transitions the machine's
-`Event` holds for the agent's state (``Event.trigger(agent, firing=...)`` does
-the same through transitions' `EventData`).
+The table is declared once (the agent's is `agentfsm.agent.table`) and read by
+the engine, the diagram renderer and the docs. Each state says what it *is*
+(`StateSpec`: a phase, a pause, or final with the state it reports), so
+nothing outside the table needs to know a state's name to know its meaning.
+A table compiles to one `transitions.Machine` that every model using it
+shares: models are not registered with the machine (no per-model build cost,
+no references kept); `MachineTable.take` fires a trigger on a model through
+transitions' own `Event.trigger`, specialised by its `event_cls` and
+`transition_cls` extension points.
 
-This is the only module that talks to `transitions`.
+This is the only module that talks to `transitions`, and it knows nothing of
+agents: any model with a `fsm_state` attribute can be driven.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple, cast
 
 from transitions import Event, EventData, Machine, MachineError, Transition
 
 from ..errors import MachineSetupError
-from ..run.result import StopReason
 
-__all__ = ["Edge", "Effect", "Firing", "Guard", "GuardOutcome", "MachineTable", "StateSpec"]
+__all__ = ["Edge", "Effect", "Guard", "GuardOutcome", "MachineTable", "StateSpec"]
 
 PhaseAction = Callable[[Any], Awaitable[None]]
 
@@ -35,7 +37,7 @@ class Guard:
 
     name: str
     check: Callable[[Any], bool]
-    """Called with the agent; must be cheap and free of I/O."""
+    """Called with the model; must be cheap and free of I/O."""
     doc: str = ""
 
 
@@ -49,16 +51,41 @@ class Effect:
 
 @dataclass(frozen=True, slots=True)
 class StateSpec:
-    """A state. A *phase* has an `action` (the engine's I/O) and a `done` trigger."""
+    """A state, and its role in a run.
+
+    - A *phase* has an `action` (the engine's I/O, awaited in this state) and a
+      `done` trigger fired when the action returns.
+    - A *pause* (`pause=True`) is a phase where a run may stop and wait: its
+      action may raise `PauseRun`, and a pause with no action always stops on
+      entry; `resume()` continues it (running the action again, or firing `done`).
+    - A *final* state (`final=...`) ends the run; `final` is the top-level state
+      a run ending there reports (``AgentState.FINISHED``, ``AgentState.ERROR``),
+      and the table gives it the reset edge back to the initial state.
+    - Otherwise the state is a resting one: the initial state, left by an edge.
+    """
 
     name: str
     group: str | None = None
     """The top-level state this one belongs to (``"RUNNING"`` for phases)."""
     action: PhaseAction | None = None
-    """Awaited with the agent while the machine is in this state."""
+    """Awaited with the model while the machine is in this state."""
     done: str | None = None
-    """The trigger fired when `action` completes."""
+    """The trigger fired when `action` completes (or, in a pause without one, on resume)."""
     doc: str = ""
+    final: str | None = None
+    """A final state: the top-level state it reports (a `StrEnum` member or a string)."""
+    pause: bool = False
+    """A run may pause here (`PauseRun`, or always on entry when there is no `action`)."""
+    consumes: frozenset[str] = frozenset()
+    """What of the run this phase works on (``"pending_calls"``, ``"observations"``): edits and the
+    edges into it read this, so edges into it carry it and callers may change it here."""
+    produces: frozenset[str] = frozenset()
+    """What this phase leaves for the next (``"reply"``, ``"observations"``): edges out of it carry it."""
+
+    @property
+    def is_phase(self) -> bool:
+        """The engine works here: an action to await, or a pause to wait in."""
+        return self.action is not None or self.pause
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +93,16 @@ class Edge:
     """One row of the table: on `trigger`, from `source` to `dest` when `guard` holds.
 
     `source` may name a group (``"RUNNING"``): the edge then leaves every state
-    of that group, including states added later by subclasses.
+    of that group, including states added later by subclasses. `stop_reason`
+    (a `StopReason`, or any string of a user's own) is what a run ending
+    through this edge reports.
     """
 
     trigger: str
     source: str
     dest: str
     guard: Guard | None = None
-    stop_reason: StopReason | None = None
+    stop_reason: str | None = None
     effect: Effect | None = None
 
     @property
@@ -88,23 +117,29 @@ class GuardOutcome(NamedTuple):
     held: bool
 
 
-@dataclass(slots=True)
-class Firing:
-    """What happened during one trigger: guards evaluated in order, and the edge taken."""
-
-    guards: list[GuardOutcome] = field(default_factory=list)
-    edge: Edge | None = None
-
-
 @dataclass(frozen=True)
 class MachineTable:
-    """States and edges, in priority order: for one trigger, the first edge whose guard holds wins."""
+    """States and edges, in priority order: for one trigger, the first edge whose guard holds wins.
+
+    Every final state without an edge on `reset` gets one back to `initial`,
+    appended to `edges`: a finished run can always start over.
+    """
 
     states: tuple[StateSpec, ...]
     edges: tuple[Edge, ...]
     initial: str
+    reset: str = "reset"
+    """The trigger that takes a final state back to `initial`."""
 
     def __post_init__(self) -> None:
+        resettable = {e.source for e in self.edges if e.trigger == self.reset}
+        implicit = tuple(
+            Edge(self.reset, s.name, self.initial)
+            for s in self.states
+            if s.final is not None and s.name not in resettable
+        )
+        object.__setattr__(self, "edges", tuple(self.edges) + implicit)
+        object.__setattr__(self, "states", tuple(self.states))
         self._validate()
 
     # -- reading --------------------------------------------------------------
@@ -122,8 +157,27 @@ class MachineTable:
                 groups.setdefault(state.group, []).append(state.name)
         return {name: tuple(members) for name, members in groups.items()}
 
+    @cached_property
+    def finals(self) -> tuple[StateSpec, ...]:
+        """The final states, in declaration order."""
+        return tuple(state for state in self.states if state.final is not None)
+
+    @cached_property
+    def start(self) -> str:
+        """The trigger that starts a run: the first edge out of `initial`."""
+        return next(edge.trigger for edge in self.edges if edge.source == self.initial)
+
+    @cached_property
+    def entry(self) -> str:
+        """Where a run starts (and each step begins): the destination of `start`'s edge."""
+        return next(edge.dest for edge in self.edges if edge.source == self.initial)
+
     def sources(self, edge: Edge) -> tuple[str, ...]:
         return self.groups.get(edge.source, (edge.source,))
+
+    def phase_that(self, *, consumes: str) -> StateSpec | None:
+        """The first phase (not a pause) that works on `consumes`, or None."""
+        return next((s for s in self.states if consumes in s.consumes and not s.pause), None)
 
     # -- extending ------------------------------------------------------------
 
@@ -151,7 +205,9 @@ class MachineTable:
                 )
             at = self.edges.index(before)
             all_edges = self.edges[:at] + new_edges + self.edges[at:]
-        return MachineTable(states=self.states + tuple(states), edges=all_edges, initial=self.initial)
+        return MachineTable(
+            states=self.states + tuple(states), edges=all_edges, initial=self.initial, reset=self.reset
+        )
 
     def edge(self, source: str, dest: str, trigger: str | None = None) -> Edge:
         """Look up an edge by its ends (for `extend(before=...)`)."""
@@ -160,11 +216,11 @@ class MachineTable:
                 return edge
         raise MachineSetupError(f"no edge {source}->{dest} in this table")
 
-    # -- compiling --------------------------------------------------------------
+    # -- compiling and firing -------------------------------------------------------
 
     @cached_property
     def machine(self) -> Machine:
-        """The `transitions.Machine` for this table, built once and shared by every agent."""
+        """The `transitions.Machine` for this table, built once and shared by every model."""
         transitions = [
             {"trigger": edge.trigger, "source": list(self.sources(edge)), "dest": edge.dest, "edge": edge}
             for edge in self.edges
@@ -179,52 +235,35 @@ class MachineTable:
             model_attribute="fsm_state",
         )
         for event in machine.events.values():
-            event.link()  # type: ignore[attr-defined]
+            assert isinstance(event, _EdgeEvent)
+            event.link()
         return machine
 
-    @cached_property
-    def _moves(self) -> dict[str, defaultdict[str, list[_EdgeTransition]]]:
-        """Trigger -> state -> the transitions tried from it, in order: the machine's events' own lists."""
-        return {name: cast(_EdgeEvent, event).transitions for name, event in self.machine.events.items()}
-
-    def fire(self, model: Any, trigger: str) -> Firing:
-        """Fire `trigger` on `model`; return the guards evaluated and the edge taken."""
-        edge, guards = self.take(model, trigger)
-        return Firing(list(guards), edge)
-
-    def take(
-        self, model: Any, trigger: str, state: str | None = None
-    ) -> tuple[Edge, tuple[GuardOutcome, ...]]:
-        """Fire `trigger` on `model`; return the edge taken and the guards evaluated, in order.
-        `state` is the model's `fsm_state`, from a caller that has just read it (None: read it).
-
-        The engine's path (`fire` without the `Firing` record). Guards are pure
-        reads of the run, evaluated in table order up to the first that holds, so
-        the outcomes are fixed by the edge taken: each edge carries them, built once.
-        """
-        moves = self._moves.get(trigger)
-        if moves is None:
+    def take(self, model: Any, trigger: str) -> tuple[Edge, tuple[GuardOutcome, ...]]:
+        """Fire `trigger` on `model` through transitions' `Event.trigger`: the first edge from the
+        model's `fsm_state` whose guard holds moves it. Returns that edge and the guards evaluated,
+        in order. A trigger with no edge from the state, or no guard holding, is a table mistake
+        (`MachineSetupError`): every phase's last edge is unguarded, so neither happens in a run."""
+        event = cast("_EdgeEvent | None", self.machine.events.get(trigger))
+        if event is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
-        if state is None:
+        taken: list[_EdgeTransition] = []
+        try:
+            fired = event.trigger(model, taken)
+        except MachineError:
             state = model.fsm_state
-        candidates = moves.get(state)
-        if candidates:
-            # The event's transitions for this state, in declaration order (`_EdgeEvent.trigger`
-            # without `EventData`); the first whose guard holds moves the model.
-            for transition in candidates:
-                check = transition.check
-                if check is None or check(model):
-                    transition.enter(model)
-                    return transition.taken
-            evaluated = [GuardOutcome(t.guard.name, False) for t in candidates if t.guard]
+            raise MachineSetupError(
+                f"trigger {trigger!r} has no edge from state {state!r}; it fires from "
+                f"{sorted(name for name, edges in event.transitions.items() if edges)!r}"
+            ) from None
+        if not fired:
+            state = model.fsm_state
+            evaluated = [GuardOutcome(t.guard.name, False) for t in event.transitions[state] if t.guard]
             raise MachineSetupError(
                 f"no guard held for trigger {trigger!r} from state {state!r} "
                 f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
             )
-        raise MachineSetupError(
-            f"trigger {trigger!r} has no edge from state {state!r}; "
-            f"it fires from {sorted(name for name, edges in moves.items() if edges)!r}"
-        )
+        return taken[0].taken
 
     # -- validation -------------------------------------------------------------
 
@@ -261,60 +300,65 @@ class MachineTable:
                 f"states {unreachable!r} cannot be reached from {self.initial!r}; add an edge into them"
             )
         for state in self.states:
-            if state.action is None:
-                continue
-            if state.done is None:
-                raise MachineSetupError(f"phase {state.name!r} has an action but no `done` trigger")
-            ways_out = [e for e in self.edges if e.trigger == state.done and state.name in self.sources(e)]
-            if not ways_out or ways_out[-1].guard is not None:
+            self._validate_role(state)
+
+    def _validate_role(self, state: StateSpec) -> None:
+        name = state.name
+        if state.final is not None:
+            if state.is_phase:
                 raise MachineSetupError(
-                    f"phase {state.name!r} needs an unguarded last edge on {state.done!r}, "
-                    "so the run can always move on"
+                    f"final state {name!r} has an action or pauses; a run ends there: drop `final=` "
+                    "to make it a phase, or drop the action"
                 )
+            return
+        if not state.is_phase:
+            if name != self.initial:
+                raise MachineSetupError(
+                    f"state {name!r} has no action, no pause and no final role, so a run reaching it "
+                    f"could neither go on nor end; declare `StateSpec({name!r}, final=AgentState.FINISHED)` "
+                    "(or ERROR), give it an `action` and a `done` trigger, or make it a `pause`"
+                )
+            return
+        if state.done is None:
+            raise MachineSetupError(
+                f"phase {name!r} has no `done` trigger; name the trigger fired when it completes"
+            )
+        ways_out = [e for e in self.edges if e.trigger == state.done and name in self.sources(e)]
+        if not ways_out or ways_out[-1].guard is not None:
+            raise MachineSetupError(
+                f"phase {name!r} needs an unguarded last edge on {state.done!r}, "
+                "so the run can always move on"
+            )
 
 
 class _EdgeTransition(Transition):
     """transitions' `Transition`, specialised for a table edge (its `transition_cls` extension point).
 
-    transitions' `Event` still picks the edge: it tries the transitions of the
-    current state in declaration order and stops at the first whose
-    `execute` returns True. The generic version runs callback lists this
-    engine never declares (prepare, before, after, on_enter, on_exit) and
-    logs a dozen debug lines per trigger, which made a trigger cost twice
-    the plain machine's; this one evaluates the named guard, moves the model
-    and applies the edge's effect.
+    transitions' `Event` picks the edge: it tries the transitions of the
+    current state in declaration order and stops at the first whose `execute`
+    returns True. The generic `execute` runs callback lists a table never
+    declares (prepare, before, after, on_enter, on_exit) and logs a dozen
+    debug lines per trigger; this one evaluates the named guard, moves the
+    model, applies the edge's effect and reports itself to the caller.
     """
 
     def __init__(self, source: str, dest: str, *args: Any, edge: Edge, **kwargs: Any) -> None:
         super().__init__(source, dest, *args, **kwargs)
         self.edge = edge
         self.guard = edge.guard
-        self.check = edge.guard.check if edge.guard is not None else None
-        self.apply = edge.effect.apply if edge.effect is not None else None
         self.taken: tuple[Edge, tuple[GuardOutcome, ...]] = (edge, ())
         """The edge and the guards evaluated when this transition fires (`_EdgeEvent.link`)."""
 
-    def take(self, model: Any) -> bool:
-        """Fire if the guard holds: move the model and apply the edge's effect."""
-        check = self.check
-        if check is not None and not check(model):
-            return False
-        self.enter(model)
-        return True
-
-    def enter(self, model: Any) -> None:
-        """Move the model to `dest` and apply the edge's effect (the guard held)."""
-        model.fsm_state = self.dest
-        if self.apply is not None:
-            self.apply(model)
-
     def execute(self, event_data: EventData) -> bool:
-        if not self.take(event_data.model):
+        model: Any = event_data.model  # the stubs type it `object`; it is the table's model
+        if self.guard is not None and not self.guard.check(model):
             return False
-        firing: Firing | None = event_data.kwargs.get("firing")
-        if firing is not None:
-            firing.edge, guards = self.taken
-            firing.guards = list(guards)
+        model.fsm_state = self.dest
+        if self.edge.effect is not None:
+            self.edge.effect.apply(model)
+        args: Any = event_data.args
+        taken: list[_EdgeTransition] = args[0]  # passed by `MachineTable.take`
+        taken.append(self)
         return True
 
 
@@ -324,10 +368,8 @@ class _EdgeEvent(Event):
     It tries the transitions registered for the model's state in declaration
     order and stops at the first that executes, as the generic one does; it
     skips the machine-wide callback lists (prepare_event, finalize_event,
-    on_exception) and the event queue, which tables never declare, and the
-    generic path's debug logging (see BENCHMARKS.md). The engine's own path,
-    `MachineTable.take`, walks the same per-state `transitions` lists without
-    building an `EventData`.
+    on_exception) and the event queue, which tables never declare (the
+    generic path costs about three times as much per trigger, see BENCHMARKS.md).
     """
 
     transitions: defaultdict[str, list[_EdgeTransition]]  # type: ignore[assignment]
@@ -344,8 +386,8 @@ class _EdgeEvent(Event):
                 if guard is not None:
                     failed += (GuardOutcome(guard.name, False),)
 
-    def trigger(self, model: object, *args: Any, **kwargs: Any) -> bool:
-        state: str = model.fsm_state  # type: ignore[attr-defined]
+    def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
+        state: str = model.fsm_state
         candidates = self.transitions.get(state)
         if not candidates:
             raise MachineError(f"Can't trigger event {self.name} from state {state}!")

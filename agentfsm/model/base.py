@@ -11,12 +11,50 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..messages import Message, ToolCall
-from ..run.result import Usage
 from ..serde import Serializable
 
-__all__ = ["ChatModel", "LLMResponse", "ToolChoice"]
+__all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage"]
 
 ToolChoice = Literal["auto", "none", "required"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Usage(Serializable):
+    """Tokens, calls and cost, summed over a run (or reported by one LLM call)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    cost_usd: float | None = None
+    """Dollars, or None when any call's model has no known price."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def copy(self) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            llm_calls=self.llm_calls,
+            tool_calls=self.tool_calls,
+            cost_usd=self.cost_usd,
+        )
+
+    def add(self, other: Usage) -> None:
+        """Add `other` in place. The cost stays known only while every call's cost is known."""
+        if other.llm_calls:
+            if self.llm_calls == 0:
+                self.cost_usd = other.cost_usd
+            elif self.cost_usd is not None and other.cost_usd is not None:
+                self.cost_usd += other.cost_usd
+            else:
+                self.cost_usd = None
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.llm_calls += other.llm_calls
+        self.tool_calls += other.tool_calls
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,8 +36,7 @@ from typing import Any
 from ..errors import ConfigError, LLMError, TokenLimitExceeded
 from ..log import event
 from ..messages import Message, ToolCall
-from ..run.result import Usage
-from .base import LLMResponse, ToolChoice
+from .base import LLMResponse, ToolChoice, Usage
 from .retry import RetryPolicy
 from .wire import IMAGE_OMITTED, to_wire
 

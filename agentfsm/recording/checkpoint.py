@@ -29,13 +29,15 @@ import json
 import os
 import tempfile
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CheckpointError
-
-if TYPE_CHECKING:
-    from ..agent.base import BaseAgent
-    from .trace import TracePath
+from ..memory import Memory, MemorySnapshot
+from ..run.events import AgentEvent, LLMCall, Transition
+from ..run.result import StopReason
+from ..run.state import RunState
+from ..run.view import Recorded
+from .trace import TracePath
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -112,13 +114,27 @@ def write_atomic(path: TracePath, text: str) -> None:
 
 
 class Checkpointer:
-    """Writes `agent`'s run to `path`; the engine calls `write()` after every transition and tool call."""
+    """Writes `agent`'s run to `path` after every event that changes it: a listener of the run.
 
-    def __init__(self, path: TracePath, agent: BaseAgent) -> None:
+    Every transition (but the `reset` back to the initial state, which ends the
+    previous run rather than changing this one), every edit, and the start
+    and the completion of every tool call. The model's calls change nothing a
+    resume needs until the transition that follows them. Subscribed from the
+    start; `close()` (called when the run ends) unsubscribes.
+    """
+
+    def __init__(self, path: TracePath, agent: Recorded) -> None:
         self.path = path
         self.agent = agent
-        self.writes = 0
         remove_stale_temporaries(path)
+        self.close = agent.on_event(self._on_event)
+
+    def _on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, LLMCall):
+            return
+        if isinstance(event, Transition) and event.dest == self.agent.table.initial:
+            return
+        self.write()
 
     def snapshot(self) -> dict[str, Any]:
         agent = self.agent
@@ -135,7 +151,6 @@ class Checkpointer:
 
     def write(self) -> None:
         write_atomic(self.path, json.dumps(self.snapshot(), ensure_ascii=False))
-        self.writes += 1
 
 
 def read_checkpoint(path: TracePath) -> dict[str, Any]:
@@ -159,11 +174,8 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
     return data
 
 
-def restore(agent: BaseAgent, data: dict[str, Any]) -> None:
+def restore(agent: Recorded, data: dict[str, Any]) -> None:
     """Put the checkpointed run into `agent`, after checking it is the agent that wrote it."""
-    from ..memory import Memory, MemorySnapshot
-    from ..run.state import RunState
-
     cls = type(agent)
     recorded_class = data["agent_class"]
     if recorded_class != f"{cls.__module__}.{cls.__qualname__}":
@@ -187,5 +199,7 @@ def restore(agent: BaseAgent, data: dict[str, Any]) -> None:
         raise CheckpointError(
             f"the checkpoint's state {run_state.state!r} is not in {cls.__qualname__}'s machine"
         )
+    if run_state.stop_reason is not None:
+        run_state.stop_reason = StopReason.of(run_state.stop_reason)
     agent.memory = Memory.from_snapshot(MemorySnapshot.model_validate(data["memory"]))
     agent.run_state = run_state

@@ -37,13 +37,11 @@ import json
 import os
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.state import Decision
-
-if TYPE_CHECKING:
-    from ..agent.base import BaseAgent
+from ..run.view import Recorded
 
 __all__ = ["TRACE_SCHEMA", "TracePath", "TraceWriter"]
 
@@ -60,7 +58,7 @@ class TraceWriter:
     and is resumed; its records go on at the end of the file (no new header).
     """
 
-    def __init__(self, path: TracePath, agent: BaseAgent, *, append: bool = False) -> None:
+    def __init__(self, path: TracePath, agent: Recorded, *, append: bool = False) -> None:
         self.agent = agent
         self.run_id: str | None = agent.run_state.run_id if append else None
         self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
@@ -92,26 +90,25 @@ class TraceWriter:
 
     def _on_event(self, event: AgentEvent) -> None:
         if self.run_id is None:
-            if not (isinstance(event, Transition) and event.trigger == "start"):
+            if not (isinstance(event, Transition) and event.source == self.agent.table.initial):
                 return
             self.run_id = event.run_id
             self._write(self._header())
         if isinstance(event, Transition):
-            if event.source == "ACTING":
-                for obs in event.observations:
-                    self._write(
-                        {
-                            "kind": "tool",
-                            "step": event.step,
-                            "call_id": obs.call.id,
-                            "name": obs.call.name,
-                            "arguments": obs.call.arguments,
-                            "observation": obs.content,
-                            "base64_image": obs.base64_image,
-                            "is_error": obs.is_error,
-                            "duration_s": obs.duration_s,
-                        }
-                    )
+            for obs in event.observations:  # edges out of the phase that ran the tools carry them
+                self._write(
+                    {
+                        "kind": "tool",
+                        "step": event.step,
+                        "call_id": obs.call.id,
+                        "name": obs.call.name,
+                        "arguments": obs.call.arguments,
+                        "observation": obs.content,
+                        "base64_image": obs.base64_image,
+                        "is_error": obs.is_error,
+                        "duration_s": obs.duration_s,
+                    }
+                )
             self._write(transition_record(event))
         elif isinstance(event, LLMCall):
             self._write(_llm_record(event))
@@ -144,7 +141,7 @@ def transition_record(t: Transition) -> dict[str, Any]:
         "dest": t.dest,
         "trigger": t.trigger,
         "guards": [{"name": g.name, "held": g.held} for g in t.guards],
-        "stop_reason": t.stop_reason.value if t.stop_reason else None,
+        "stop_reason": str(t.stop_reason) if t.stop_reason else None,
         "error": t.error,
         "duration_s": t.duration_s,
     }

@@ -1,15 +1,17 @@
-"""The events of a run: `Transition`, `LLMCall` and `Edit`.
+"""The events of a run: `Transition`, `LLMCall`, `ToolCallStarted`, `ToolCallCompleted` and `Edit`.
 
-The engine builds one `Transition` per fired edge, in one place
-(`BaseAgent._fire`); the log line, `iter()`, `on_transition` callbacks, traces
-and (later) checkpoints all read the same object. `LLMCall` (what was sent to
-the model and what came back) and `Edit` (a caller's change between steps)
-are the records a trace needs besides the edges; `BaseAgent.on_event`
-delivers all three, in the order they happen, through one mechanism.
+The run's driver builds one `Transition` per fired edge, in one place
+(`RunDriver.fire`); the log line, `iter()`, `on_transition` callbacks, traces
+and checkpoints all read the same object. `LLMCall` (what was sent to the
+model and what came back), the start and completion of each tool call, and
+`Edit` (a caller's change between steps) are the rest of what a tracer, a
+checkpointer or an exporter needs; `on_event` delivers them all, in the
+order they happen, through one mechanism.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +21,18 @@ from ..model.base import LLMResponse
 from .result import StopReason
 from .state import Decision, Observation
 
-__all__ = ["AgentEvent", "Edit", "EditKind", "GuardOutcome", "LLMCall", "Transition"]
+__all__ = [
+    "AgentEvent",
+    "Edit",
+    "EditKind",
+    "EventListener",
+    "GuardOutcome",
+    "LLMCall",
+    "ToolCallCompleted",
+    "ToolCallStarted",
+    "Transition",
+    "TransitionListener",
+]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,16 +51,17 @@ class Transition:
     step: int
     guards: tuple[GuardOutcome, ...] = ()
     """Guards evaluated for this trigger, in table order, with their outcomes."""
-    stop_reason: StopReason | None = None
+    stop_reason: StopReason | str | None = None
     duration_s: float = 0.0
     """Time spent in `source` before this edge fired (the phase's work)."""
     reply: LLMResponse | None = None
-    """For edges out of THINKING: the LLM reply."""
+    """For edges out of a phase that produces a reply (THINKING): the LLM reply."""
     tool_calls: tuple[ToolCall, ...] = ()
-    """For edges into ACTING: the calls about to run."""
+    """For edges into a phase that consumes the pending calls (ACTING): the calls about to run."""
     observations: tuple[Observation, ...] = field(default=())
-    """For edges out of ACTING: the results, before they reach memory."""
+    """For edges out of a phase that produces observations (ACTING): the results, before memory."""
     error: str | None = None
+    """For edges into a final state: the run's error, if it has one."""
 
     def log_fields(self) -> dict[str, Any]:
         return {
@@ -58,7 +72,7 @@ class Transition:
             "source": self.source,
             "dest": self.dest,
             "guards": {g.name: g.held for g in self.guards},
-            "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "stop_reason": str(self.stop_reason) if self.stop_reason else None,
             "duration_ms": round(self.duration_s * 1000, 3),
             **({"error": self.error} if self.error else {}),
         }
@@ -86,6 +100,26 @@ class LLMCall:
     duration_s: float = 0.0
 
 
+@dataclass(slots=True, kw_only=True)
+class ToolCallStarted:
+    """A tool call is about to run (checkpointed before it does, so it is never run twice)."""
+
+    agent: str
+    run_id: str
+    step: int
+    call: ToolCall
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallCompleted:
+    """A tool call returned (checkpointed before its result can enter memory)."""
+
+    agent: str
+    run_id: str
+    step: int
+    observation: Observation
+
+
 EditKind = Literal["pending_calls", "observation", "approval"]
 
 
@@ -109,5 +143,10 @@ class Edit:
     call_id: str | None = None
 
 
-AgentEvent = Transition | LLMCall | Edit
-"""Everything `BaseAgent.on_event` delivers."""
+AgentEvent = Transition | LLMCall | ToolCallStarted | ToolCallCompleted | Edit
+"""Everything `on_event` delivers."""
+
+EventListener = Callable[[AgentEvent], None]
+"""An `on_event` callback."""
+TransitionListener = Callable[[Transition], None]
+"""An `on_transition` callback."""

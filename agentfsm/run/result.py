@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..messages import ToolCall
+from ..model.base import Usage
 from ..serde import Serializable
 
-__all__ = ["AgentState", "RunResult", "StopReason", "Usage"]
+__all__ = ["AgentState", "RunResult", "StopReason"]
 
 
 class AgentState(StrEnum):
@@ -31,46 +32,12 @@ class StopReason(StrEnum):
     ERROR = "error"
     CANCELLED = "cancelled"
     AWAITING_APPROVAL = "awaiting_approval"
-    """Not an end: the run is paused in AWAITING_APPROVAL (see `agentfsm.approval`)."""
+    """Not an end: why a run paused in AWAITING_APPROVAL (see `agentfsm.agent.approval`)."""
 
-
-@dataclass(slots=True, kw_only=True)
-class Usage(Serializable):
-    """Tokens, calls and cost, summed over a run (or reported by one LLM call)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    llm_calls: int = 0
-    tool_calls: int = 0
-    cost_usd: float | None = None
-    """Dollars, or None when any call's model has no known price."""
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def copy(self) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            llm_calls=self.llm_calls,
-            tool_calls=self.tool_calls,
-            cost_usd=self.cost_usd,
-        )
-
-    def add(self, other: Usage) -> None:
-        """Add `other` in place. The cost stays known only while every call's cost is known."""
-        if other.llm_calls:
-            if self.llm_calls == 0:
-                self.cost_usd = other.cost_usd
-            elif self.cost_usd is not None and other.cost_usd is not None:
-                self.cost_usd += other.cost_usd
-            else:
-                self.cost_usd = None
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.llm_calls += other.llm_calls
-        self.tool_calls += other.tool_calls
+    @classmethod
+    def of(cls, value: str) -> StopReason | str:
+        """`value` as a member when it is one (read back from JSON), else the string of a user's edge."""
+        return cls._value2member_map_.get(value, value)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +47,8 @@ class RunResult(Serializable):
     run_id: str
     state: AgentState
     """`FINISHED` or `ERROR`: the state the agent is left in (`RUNNING` when the run is paused)."""
-    stop_reason: StopReason
+    stop_reason: StopReason | str
+    """Why it ended (or paused): a `StopReason`, or the string a user's edge declares."""
     steps: int
     """Steps used in this run (a step is one think, act, observe round)."""
     output: str | None = None
@@ -93,8 +61,9 @@ class RunResult(Serializable):
 
     @property
     def paused(self) -> bool:
-        """The run is paused, not ended: decide the `pending_approval` calls, then `agent.resume()`."""
-        return self.stop_reason is StopReason.AWAITING_APPROVAL
+        """The run is paused in a pause state, not ended (it still counts as RUNNING): decide the
+        `pending_approval` calls, say, then `agent.resume()`."""
+        return self.state is AgentState.RUNNING
 
     @property
     def ok(self) -> bool:

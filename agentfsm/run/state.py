@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..messages import ToolCall
-from ..model.base import LLMResponse
+from ..model.base import LLMResponse, Usage
 from ..serde import Serializable
-from .result import StopReason, Usage
+from .result import StopReason
 
 __all__ = ["Decision", "Observation", "RunState"]
 
@@ -61,7 +61,8 @@ class RunState(Serializable):
     state: str = "IDLE"
     step: int = 0
     request: str | None = None
-    stop_reason: StopReason | None = None
+    stop_reason: StopReason | str | None = None
+    """Why the run ended, from the edge that ended it (a user's edge may give any string)."""
     error: str | None = None
     output: str | None = None
     usage: Usage = field(default_factory=Usage)

@@ -1,0 +1,217 @@
+"""`RunDriver`: one run of a machine, and the one loop that drives it.
+
+The definition (a `MachineTable` and the model that owns it, an agent) is
+apart from one run of it, as pydantic-graph keeps `Graph` apart from
+`GraphRun`: the driver holds that run's private state (whether it is
+active, paused, where a phase's action is running, when the state was
+entered, what records it) and its loop. `iter()` exposes the loop; `run()`
+drains the same loop. The driver reads states by their role in the table
+(phase, pause, final), never by name, so any table runs on it.
+
+Every edge goes through `fire`: the table picks the edge (through
+transitions), this builds the `Transition` event (only when someone reads
+it), logs it and hands it to the listeners, a checkpointer among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from time import perf_counter
+
+from ..errors import PauseRun
+from ..log import enabled as log_enabled
+from ..log import event
+from .events import Transition
+from .result import RunResult, StopReason
+from .view import Driven
+
+__all__ = ["CANCEL", "FAIL", "RunDriver"]
+
+FAIL = "fail"
+"""The trigger fired when a phase's action raised: the table sends it to an error state."""
+CANCEL = "cancel"
+"""The trigger fired when the run was cancelled or abandoned mid-run."""
+
+
+def _cancellation() -> type[BaseException]:
+    """asyncio's `CancelledError`. `import agentfsm` does not load asyncio (a fifth of its import
+    time); a phase runs in an event loop, so asyncio is loaded by the time this is asked."""
+    import asyncio
+
+    return asyncio.CancelledError
+
+
+class RunDriver:
+    """One run of `model`'s table: `steps()` is the loop, `fire()` takes an edge.
+
+    A driver lives as long as its run, pauses included: a paused run's driver
+    stays with the model, and `steps(None)` continues it. `closers` are called
+    when the run ends (not when it pauses): the listeners a run subscribed,
+    such as its checkpointer, unsubscribe there.
+    """
+
+    def __init__(self, model: Driven, *, closers: tuple[Callable[[], None], ...] = ()) -> None:
+        self.model = model
+        self.closers = closers
+        self.active = False
+        """True while the loop runs (a second run on the model is refused meanwhile)."""
+        self.paused: str | None = None
+        """Why the run paused, while it is paused."""
+        self.phase_running = False
+        """True while a phase's action is awaited (edits wait for it to finish)."""
+        self._yields = False
+        self._entered_at = perf_counter()
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def steps(self, request: str | None, *, yields: bool) -> AsyncGenerator[Transition | None, None]:
+        """The engine loop. Start a run on `request` (None: continue this one, after a pause or a
+        restore), then await each phase's action and fire its `done` trigger, until the run
+        reaches a state that is not a phase (final), fails, or pauses. Yields after every edge:
+        the `Transition`, or None when nobody reads it (`yields` False, nobody listening)."""
+        model = self.model
+        table = model.table
+        if self.active:
+            raise RuntimeError("a run's loop was entered twice")  # the model checks first
+        self.active, self._yields, self.paused = True, yields, None
+        try:
+            resuming = request is None
+            if request is not None:
+                if model.fsm_state != table.initial:
+                    yield self.fire(table.reset)
+                model.open_run(request)
+                yield self.fire(table.start)
+            while (spec := table.by_name[model.fsm_state]).is_phase:
+                assert spec.done is not None  # the table's validation guarantees it
+                action, resumed, resuming = spec.action, resuming, False
+                if action is None:  # a pause with nothing to do: stop on entry, go on when resumed
+                    if not resumed:
+                        self.paused = spec.name.lower()
+                        break
+                    yield self.fire(spec.done)
+                    continue
+                self.phase_running = True
+                try:
+                    await action(model)
+                except PauseRun as pause:
+                    self.phase_running, self.paused = False, pause.reason
+                    break
+                except _cancellation():  # evaluated only when the action raised something else
+                    self.phase_running = False
+                    self.abort(CANCEL, "CancelledError: the run was cancelled")
+                    raise
+                except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
+                    self.phase_running = False
+                    yield self.abort(FAIL, f"{type(exc).__name__}: {exc}")
+                    break
+                self.phase_running = False
+                yield self.fire(spec.done)
+        except GeneratorExit:
+            # The consumer stopped iterating mid-run: treat it as a cancellation.
+            if table.by_name[model.fsm_state].is_phase:
+                self.abort(CANCEL, "CancelledError: iteration stopped before the run ended")
+            raise
+        finally:
+            self.active, self._yields = False, False
+            ended = self.settle()
+            if ended is not None:
+                await model.on_run_end(ended)
+
+    async def run(self, request: str | None) -> RunResult:
+        """The loop to its end (or a pause): nobody reads the transitions between steps."""
+        async for _ in self.steps(request, yields=False):
+            pass
+        assert self.model.last_result is not None
+        return self.model.last_result
+
+    # -- edges --------------------------------------------------------------------
+
+    def fire(self, trigger: str) -> Transition | None:
+        """Take the edge for `trigger` and report it. The `Transition` is built when someone reads
+        it: the loop's consumer, a listener or the `agentfsm` logger; else this returns None."""
+        model = self.model
+        table, run = model.table, model.run_state
+        source = run.state
+        edge, guards = table.take(model, trigger)
+        now = perf_counter()
+        started, self._entered_at = self._entered_at, now
+        if edge.stop_reason is not None:
+            run.stop_reason = edge.stop_reason
+        logs = log_enabled()
+        if not (self._yields or logs or model.listening):
+            return None
+        came, went = table.by_name[source], table.by_name[edge.dest]
+        transition = Transition(
+            agent=model.name,
+            run_id=run.run_id,
+            trigger=trigger,
+            source=source,
+            dest=edge.dest,
+            step=run.step,
+            guards=guards,
+            stop_reason=edge.stop_reason,
+            duration_s=now - started,
+            reply=run.reply if "reply" in came.produces else None,
+            tool_calls=tuple(run.pending_calls) if "pending_calls" in went.consumes else (),
+            observations=tuple(run.observations) if "observations" in came.produces else (),
+            error=run.error if went.final is not None else None,
+        )
+        if logs:
+            event("transition", **transition.log_fields())
+        model.emit(transition)
+        return transition
+
+    def abort(self, trigger: str, error: str) -> Transition | None:
+        """End the run on `trigger` (`fail`, `cancel`) with `error`, closing what it left open first."""
+        self.model.run_state.error = error
+        self.model.interrupt()
+        return self.fire(trigger)
+
+    async def cancel(self) -> RunResult:
+        """End this paused run on `cancel` (its `on_run_end` included); returns its result."""
+        self.paused = None
+        self.abort(CANCEL, "CancelledError: the paused run was cancelled")
+        ended = self.settle()
+        assert ended is not None
+        await self.model.on_run_end(ended)
+        return ended
+
+    def release(self) -> None:
+        """Call the `closers` (once): the run is over, or replaced by one restored from a checkpoint."""
+        closers, self.closers = self.closers, ()
+        for close in closers:
+            close()
+
+    def restarted(self) -> None:
+        """The run was restored from a checkpoint: time in its state counts from now."""
+        self._entered_at = perf_counter()
+
+    # -- the outcome ------------------------------------------------------------------
+
+    def settle(self) -> RunResult | None:
+        """Close the run that ended or paused: its result in `last_result`, logged.
+
+        Returns the result of a run that ended, whose `on_run_end` the caller awaits;
+        None for a paused run (its `on_run_end` comes when it ends) or one that never
+        started (its request was refused before the `start` edge).
+        """
+        model = self.model
+        run = model.run_state
+        spec = model.table.by_name[run.state]
+        if self.paused is not None:
+            model.last_result = model.run_result(spec, StopReason.of(self.paused))
+            event("run_paused", agent=model.name, run_id=run.run_id, state=run.state, reason=self.paused)
+            return None
+        self.release()
+        if spec.final is None or run.stop_reason is None:
+            return None
+        result = model.last_result = model.run_result(spec, None)
+        event(
+            "run_finished",
+            agent=model.name,
+            run_id=run.run_id,
+            state=str(result.state),
+            stop_reason=str(result.stop_reason),
+            steps=result.steps,
+        )
+        return result

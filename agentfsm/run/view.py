@@ -1,0 +1,77 @@
+"""What the run's driver and the recorders see of whatever they drive or record.
+
+The driver (`agentfsm.run.driver`) and the recorders (`agentfsm.recording`)
+sit below the agents in the package's layers: they never import an agent
+class. They type against these protocols, which `BaseAgent` satisfies, and
+which a second machine built the same way (a planning flow) can satisfy too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..fsm.machine import MachineTable, StateSpec
+from ..memory import Memory
+from .events import AgentEvent, Edit, EventListener
+from .result import AgentState, RunResult, StopReason
+from .state import RunState
+
+__all__ = ["Driven", "Recorded"]
+
+
+class Driven(Protocol):
+    """A model the driver runs: its table and run state, and the hooks that are its own policy."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def table(self) -> MachineTable: ...
+
+    run_state: RunState
+    fsm_state: str
+    last_result: RunResult | None
+
+    @property
+    def listening(self) -> bool:
+        """Whether anybody receives events (else the driver builds none)."""
+
+    def emit(self, event: AgentEvent) -> None:
+        """Deliver `event` to the listeners, in order."""
+
+    def open_run(self, request: str) -> None:
+        """Start a new run on `request` (a new `RunState`, the request in memory)."""
+
+    def interrupt(self) -> None:
+        """The run ends outside its phases' control (fail, cancel): close what it left open."""
+
+    def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
+        """The result of the run now in `spec`: ended there, or `paused` there for that reason."""
+
+    async def on_run_end(self, result: RunResult) -> None:
+        """Awaited after every run, however it ended."""
+
+
+class Recorded(Protocol):
+    """An agent a trace or a checkpoint records: what it is, how it is set up, what it holds."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def table(self) -> MachineTable: ...
+
+    @property
+    def state(self) -> AgentState: ...
+
+    run_state: RunState
+    memory: Memory
+    last_result: RunResult | None
+    paused_edits: tuple[Edit, ...]
+
+    def trace_config(self) -> dict[str, Any]:
+        """The options a trace's header and a checkpoint record (JSON values, never secrets)."""
+
+    def on_event(self, callback: EventListener) -> Callable[[], None]:
+        """Subscribe to every event; returns the function that unsubscribes."""

@@ -1,0 +1,127 @@
+"""The package's layers, read from its imports: no cycles (not even under TYPE_CHECKING), no arrow up.
+
+Every import counts: at module level, inside functions, and under
+`TYPE_CHECKING`, since each is a dependency a reader has to follow. A
+package importing its own submodules (its public re-exports) is not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import agentfsm
+
+ROOT = Path(agentfsm.__file__).parent
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not target.startswith(name + "."):
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            component.append(v)
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def _layer(module: str) -> str:
+    """`agentfsm.run.driver` -> ``run``; `agentfsm.errors` -> ``errors``; the package -> ``agentfsm``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+GRAPH = _graph()
+
+
+def test_the_import_graph_has_no_cycle():
+    assert _cycles(GRAPH) == []
+
+
+def test_a_cycle_would_be_found():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_points_up_the_layers():
+    """fsm < run < recording < agent < cli; tools and the sandbox never reach the engine or the CLI."""
+    allowed_above = {
+        "fsm": {"errors"},
+        "run": {"fsm", "errors", "log", "memory", "messages", "serde", "model"},
+        "recording": {"run", "fsm", "errors", "memory", "messages", "serde", "model"},
+        "toolbox": {"sandbox", "errors", "serde", "messages"},
+        "sandbox": {"errors", "log", "serde"},
+        "model": {"errors", "log", "messages", "serde"},
+    }
+    wrong = []
+    for module, targets in GRAPH.items():
+        layer = _layer(module)
+        if layer not in allowed_above:
+            continue
+        for target in targets:
+            other = _layer(target)
+            if other != layer and other not in allowed_above[layer]:
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_only_the_command_line_configures_logging():
+    configuring = ("basicConfig", "dictConfig", "structlog.configure", "setLevel", "addHandler")
+    found = []
+    for path in ROOT.rglob("*.py"):
+        module = _module(path)
+        if module.startswith("agentfsm.cli"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        found += [f"{module}: {word}" for word in configuring if word in text]
+    # log.py gives the library's logger a NullHandler, as the logging docs ask of a library
+    assert found == ["agentfsm.log: addHandler"]

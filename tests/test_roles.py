@@ -1,0 +1,181 @@
+"""State roles declared in the table: a user's final and pause states behave as declared everywhere."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentfsm import AgentState, Edge, Guard, StateSpec, StopReason, Terminate, ToolCallAgent, Transition
+from agentfsm.agent.stepping import Stepper
+from agentfsm.agent.table import AGENT_TABLE, NEXT_STEP
+from agentfsm.cli.commands import exit_code
+from agentfsm.errors import AgentBusyError, MachineSetupError
+from agentfsm.fsm import machine
+from agentfsm.fsm.diagram import to_dot, to_mermaid
+from agentfsm.testing import ScriptedLLM, reply
+
+TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
+
+HANDOFF = Guard("handoff", lambda agent: "hand off" in (agent.run_state.output or ""), "the model hands off")
+
+
+class HandOffAgent(ToolCallAgent):
+    """A user's final state, declared the README's way: reached by a guarded `think_done` edge."""
+
+    table = AGENT_TABLE.extend(
+        states=[StateSpec("HANDED_OFF", final=AgentState.FINISHED, doc="a person takes over")],
+        edges=[Edge("think_done", "THINKING", "HANDED_OFF", HANDOFF, stop_reason="handed_off")],
+        before=AGENT_TABLE.edge("THINKING", "ACTING"),
+    )
+
+
+async def test_a_users_final_state_ends_the_run_as_declared_and_the_next_run_starts_cleanly():
+    llm = ScriptedLLM([reply("I will hand off to a person"), TERMINATE])
+    agent = HandOffAgent(llm=llm, tools=[Terminate()])
+    result = await agent.run("help")
+    assert (result.state, result.stop_reason, agent.fsm_state) == (
+        AgentState.FINISHED,
+        "handed_off",
+        "HANDED_OFF",
+    )
+    assert agent.state is AgentState.FINISHED and agent.phase is None and not result.paused
+    assert exit_code(result) == 0
+    seen: list[Transition] = []
+    agent.on_transition(seen.append)
+    again = await agent.run("next")  # not refused as a paused run: the implicit reset edge is taken
+    assert again.stop_reason is StopReason.TERMINATED
+    assert [(t.source, t.dest, t.trigger) for t in seen[:2]] == [
+        ("HANDED_OFF", "IDLE", "reset"),
+        ("IDLE", "THINKING", "start"),
+    ]
+
+
+def test_every_final_state_gets_the_reset_edge_and_is_drawn_final():
+    table = HandOffAgent.table
+    assert table.edge("HANDED_OFF", "IDLE").trigger == "reset"
+    assert [s.name for s in table.finals] == ["FINISHED", "ERROR", "HANDED_OFF"]
+    mermaid = to_mermaid(table)
+    assert "HANDED_OFF --> [*]" in mermaid and "FINISHED --> [*]" in mermaid
+    assert "THINKING --> HANDED_OFF: think_done [handoff] / handed_off" in mermaid
+    assert '"HANDED_OFF" -> "IDLE" [label="reset"]' in to_dot(table)
+
+
+async def test_a_users_final_state_is_where_stepping_ends():
+    agent = HandOffAgent(llm=ScriptedLLM([reply("hand off now")]), tools=[Terminate()])
+    stepper = Stepper(agent, "help")
+    while await stepper.step() is not None:
+        pass
+    assert stepper.finished and stepper.result is not None and stepper.result.stop_reason == "handed_off"
+
+
+async def _wait_for_a_person(agent: ToolCallAgent) -> None:
+    """Nothing to do: the pause has no action, the app resumes it."""
+
+
+class ReviewAgent(ToolCallAgent):
+    """A user's pause state: after each step's observations the run waits for a review."""
+
+    table = AGENT_TABLE.extend(
+        states=[StateSpec("REVIEW", "RUNNING", done="reviewed", pause=True, doc="a person reviews")],
+        edges=[
+            Edge("observe_done", "OBSERVING", "REVIEW", Guard("first_step", lambda a: a.run_state.step == 1)),
+            Edge("reviewed", "REVIEW", "THINKING", effect=NEXT_STEP),
+        ],
+        before=AGENT_TABLE.edge("OBSERVING", "THINKING"),
+    )
+
+
+async def test_a_users_pause_state_pauses_run_and_resume_goes_on(toolbox):
+    agent = ReviewAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("add", {"a": 1, "b": 2})]), TERMINATE]), tools=toolbox
+    )
+    paused = await agent.run("add")
+    assert paused.paused and paused.state is AgentState.RUNNING and paused.stop_reason == "review"
+    assert agent.fsm_state == "REVIEW" and agent.phase == "REVIEW"
+    assert exit_code(paused) == 4
+    with pytest.raises(AgentBusyError, match="has a paused run"):
+        await agent.run("another")
+    done = await agent.resume()
+    assert done.stop_reason is StopReason.TERMINATED and done.steps == 2
+
+
+async def test_a_paused_users_state_can_be_cancelled(toolbox):
+    agent = ReviewAgent(llm=ScriptedLLM([reply(tool_calls=[("add", {"a": 1, "b": 2})])]), tools=toolbox)
+    await agent.run("add")
+    cancelled = await agent.cancel()
+    assert (cancelled.state, cancelled.stop_reason) == (AgentState.ERROR, StopReason.CANCELLED)
+
+
+def test_a_state_with_no_action_no_way_out_and_no_final_role_is_rejected_with_the_fix():
+    with pytest.raises(
+        MachineSetupError, match=r"'LIMBO' has no action, no pause and no final role.*final=AgentState"
+    ):
+        AGENT_TABLE.extend(
+            states=[StateSpec("LIMBO")],
+            edges=[Edge("think_done", "THINKING", "LIMBO", HANDOFF)],
+            before=AGENT_TABLE.edge("THINKING", "ACTING"),
+        )
+    with pytest.raises(MachineSetupError, match="final state 'GONE' has an action"):
+        AGENT_TABLE.extend(
+            states=[StateSpec("GONE", action=_wait_for_a_person, done="x", final=AgentState.FINISHED)],
+            edges=[Edge("think_done", "THINKING", "GONE", HANDOFF)],
+            before=AGENT_TABLE.edge("THINKING", "ACTING"),
+        )
+
+
+async def test_run_and_a_drained_iter_emit_identical_events(toolbox):
+    def events_of(drive: str) -> list[dict[str, object]]:
+        return recorded[drive]
+
+    recorded: dict[str, list[dict[str, object]]] = {}
+    for drive in ("run", "iter"):
+        script = [reply(tool_calls=[("add", {"a": 1, "b": 2}), ("explode", {"reason": "x"})]), reply("done")]
+        agent = ToolCallAgent(llm=ScriptedLLM(script), tools=toolbox, name="same")
+        events: list[object] = []
+        agent.on_event(events.append)
+        if drive == "run":
+            await agent.run("go")
+        else:
+            yielded = [t async for t in agent.iter("go")]
+            assert yielded == [e for e in events if isinstance(e, Transition)]
+        recorded[drive] = [_comparable(e) for e in events]
+    assert events_of("run") == events_of("iter")
+    assert len(events_of("run")) > 8
+
+
+def _comparable(event: object) -> dict[str, object]:
+    """An event without what differs between any two runs (the run id, durations)."""
+    fields = {k: getattr(event, k) for k in event.__dataclass_fields__}  # type: ignore[attr-defined]
+    fields.pop("run_id", None)
+    fields.pop("duration_s", None)
+    if "observation" in fields:
+        fields["observation"] = fields["observation"].model_copy(update={"duration_s": 0.0})
+    if "observations" in fields:
+        fields["observations"] = [o.model_copy(update={"duration_s": 0.0}) for o in fields["observations"]]
+    return {"kind": type(event).__name__, **json.loads(json.dumps(fields, default=repr))}
+
+
+async def test_every_trigger_goes_through_transitions_event_trigger(toolbox, monkeypatch):
+    calls: list[str] = []
+    original = machine._EdgeEvent.trigger
+
+    def spy(self, model, *args, **kwargs):
+        calls.append(self.name)
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(machine._EdgeEvent, "trigger", spy)
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("add", {"a": 1, "b": 2})]), TERMINATE]), tools=toolbox
+    )
+    await agent.run("add")
+    assert calls == [
+        "start",
+        "think_done",
+        "act_done",
+        "observe_done",
+        "think_done",
+        "act_done",
+        "observe_done",
+    ]
+    assert issubclass(machine._EdgeEvent, machine.Event)  # transitions' own Event, specialised
