@@ -112,3 +112,25 @@ def test_the_approval_machine_is_drawn_with_its_state(capsysbinary):
     text = capsysbinary.readouterr().out.decode()
     assert "THINKING --> AWAITING_APPROVAL: think_done [needs_approval]" in text
     assert "        AWAITING_APPROVAL\n" in text  # inside RUNNING
+
+
+def _readme_block(containing: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    (block,) = [b for b in blocks if containing in b]
+    return block
+
+
+async def test_the_readmes_extension_example_runs_as_described():
+    namespace: dict[str, object] = {}
+    exec(compile(_readme_block("class ReflectingAgent"), "README.md", "exec"), namespace)
+    from agentfsm import AgentState, StopReason
+    from agentfsm.testing import ScriptedLLM, reply
+
+    agent_class = namespace["ReflectingAgent"]
+    agent = agent_class(llm=ScriptedLLM([reply("[handoff] a person should take this")]))  # type: ignore[operator]
+    result = await agent.run("help")
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, "handed_off")
+    assert "HANDED_OFF --> [*]" in to_mermaid(agent.table)
+    agent.llm = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
+    assert (await agent.run("again")).stop_reason is StopReason.TERMINATED

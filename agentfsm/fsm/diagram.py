@@ -13,11 +13,11 @@ from typing import Any
 
 from .machine import Edge, MachineTable
 
-__all__ = ["FORMATS", "Path", "path_of", "render", "to_dot", "to_markdown", "to_mermaid"]
+__all__ = ["FORMATS", "EdgePath", "path_of", "render", "to_dot", "to_markdown", "to_mermaid"]
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 
-Path = Sequence[Edge]
+EdgePath = Sequence[Edge]
 """The edges a run took, in order (`path_of` reads them from a trace's transitions)."""
 
 
@@ -47,7 +47,7 @@ def path_of(table: MachineTable, transitions: Iterable[dict[str, Any]]) -> list[
     return path
 
 
-def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: Path | None = None) -> str:
+def to_mermaid(table: MachineTable, *, highlight: str | None = None, path: EdgePath | None = None) -> str:
     """`stateDiagram-v2` with each group drawn as a composite state around its members.
 
     With `path`, each edge taken is labelled with how often, the states visited
@@ -95,7 +95,7 @@ def to_markdown(table: MachineTable) -> str:
     return "\n".join(rows) + "\n"
 
 
-def to_dot(table: MachineTable, *, highlight: str | None = None, path: Path | None = None) -> str:
+def to_dot(table: MachineTable, *, highlight: str | None = None, path: EdgePath | None = None) -> str:
     """Graphviz DOT: each group a cluster around its members, each edge labelled trigger [guard].
 
     With `path`, the edges taken are drawn thick and labelled with how often, the
@@ -148,7 +148,9 @@ def to_dot(table: MachineTable, *, highlight: str | None = None, path: Path | No
     return "\n".join(lines) + "\n"
 
 
-def render(table: MachineTable, fmt: str, *, highlight: str | None = None, path: Path | None = None) -> bytes:
+def render(
+    table: MachineTable, fmt: str, *, highlight: str | None = None, path: EdgePath | None = None
+) -> bytes:
     """The diagram in `fmt` (one of `FORMATS`) as bytes; `path`: a run's edges drawn over it."""
     if fmt == "mermaid":
         return to_mermaid(table, highlight=highlight, path=path).encode()
