@@ -92,14 +92,14 @@ class BaseAgent(EventSource, ABC):
         self.run_state.state = value
 
     @property
-    def spec(self) -> StateSpec:
+    def state_spec(self) -> StateSpec:
         """The current state's declaration in the table (its role, action, trigger)."""
         return self.table.by_name[self.run_state.state]
 
     @property
     def state(self) -> AgentState:
         """The top-level state: IDLE, RUNNING, FINISHED or ERROR (a final state's declared one)."""
-        spec = self.spec
+        spec = self.state_spec
         if spec.final is not None:
             return AgentState(spec.final)
         return AgentState.IDLE if spec.name == self.table.initial else AgentState.RUNNING
@@ -107,7 +107,7 @@ class BaseAgent(EventSource, ABC):
     @property
     def phase(self) -> str | None:
         """The current phase (``"THINKING"``, ``"ACTING"``, ``"OBSERVING"``, a pause...), or None."""
-        spec = self.spec
+        spec = self.state_spec
         return spec.name if spec.is_phase else None
 
     @property
