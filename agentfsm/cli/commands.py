@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..agent.approval import with_approval
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
-from ..errors import ConfigError
+from ..errors import ConfigError, ReplayError
 from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
 from ..run.result import RunResult, StopReason
@@ -194,7 +194,7 @@ def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
     path = None
     if args.trace is not None:
-        from ..agent.replay import ReplayError, read_trace
+        from ..agent.replay import read_trace
 
         try:
             header, records = read_trace(args.trace)
@@ -252,7 +252,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
-    from ..agent.replay import ReplayError, replay
+    from ..agent.replay import replay
     from . import log_setup
 
     if args.step:
@@ -279,7 +279,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_step(args: argparse.Namespace) -> int:
     """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
-    from ..agent.replay import Replayer, ReplayError
+    from ..agent.replay import Replayer
     from . import log_setup
     from .debugger import debug_command
 
