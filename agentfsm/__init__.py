@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .agent import BaseAgent, ReActAgent, ToolCallAgent
+from .errors import AgentfsmError
 from .fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from .memory import Memory
 from .messages import Message, Role, ToolCall
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LLM",
     "AgentState",
+    "AgentfsmError",
     "AskHuman",
     "BaseAgent",
     "Bash",

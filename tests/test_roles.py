@@ -9,7 +9,7 @@ import pytest
 from agentfsm import AgentState, Edge, Guard, StateSpec, StopReason, Terminate, ToolCallAgent, Transition
 from agentfsm.agent.stepping import Stepper
 from agentfsm.agent.table import AGENT_TABLE, NEXT_STEP
-from agentfsm.cli.commands import exit_code
+from agentfsm.cli.output import exit_code
 from agentfsm.errors import AgentBusyError, MachineSetupError
 from agentfsm.fsm import machine
 from agentfsm.fsm.diagram import to_dot, to_mermaid

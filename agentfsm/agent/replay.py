@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TokenLimitExceeded, WrongPhaseError
+from ..errors import ReplayError, TokenLimitExceeded, WrongPhaseError
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice
@@ -40,10 +40,6 @@ __all__ = ["Replay", "ReplayError", "Replayer", "read_trace", "replay"]
 _COMPARED = ("source", "dest", "trigger", "step", "guards")
 
 
-class ReplayError(ValueError):
-    """The trace cannot be replayed: unreadable, another schema, or the replay diverged from it."""
-
-
 @dataclass(slots=True)
 class Replay:
     """What a replay reproduced."""
@@ -58,7 +54,11 @@ class Replay:
 
 class _Stop(BaseException):
     """Leaves the run from inside a phase. A BaseException so the engine does not turn it into a
-    `fail` edge: the trace ending is not something that happened in the recorded run."""
+    `fail` edge: the trace ending is not something that happened in the recorded run.
+
+    Control flow, not an error: it stays here, private, and does not inherit `AgentfsmError`,
+    so no ``except AgentfsmError`` (or ``except Exception``) can swallow it; `ReplayError`, the
+    error it may carry out of the run, is the one callers see."""
 
     def __init__(self, error: ReplayError | None, reason: str = "") -> None:
         super().__init__(reason)

@@ -11,52 +11,43 @@ Why it is built this way:
 - The exit status says how the run ended (0 done, 3 stopped by a limit,
   1 error, 2 bad usage or configuration, 4 paused for approval, 130
   interrupted), so scripts need not parse the output.
+- What is printed and the exit codes live in `output`, which the debugger
+  shares, so neither command module imports the other.
 - Importing this module does not import litellm (seconds): `LLM` loads it
-  on the first model call. The configuration and logging modules (pydantic-
-  settings, structlog with rich: a third of a second) are imported by the
-  commands that use them, so `agentfsm --help` stays fast.
+  on the first model call. What costs a noticeable share of `agentfsm --help`
+  is imported by the commands that use it: the configuration and logging
+  modules (pydantic-settings, structlog with rich: a third of a second),
+  Manus and its toolbox, the debugger and the terminal prompt (asyncio), and
+  the trace reader and checkpoint (pathlib, tempfile: a quarter of the
+  module's own import time). The rest is imported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConfigError
-from ..run.result import AgentState, RunResult, StopReason
+from ..agent.approval import with_approval
+from ..agent.base import BaseAgent
+from ..agent.toolcall import ToolCallAgent
+from ..errors import ConfigError, ReplayError
+from ..fsm.diagram import path_of, render
+from ..model.base import ChatModel
+from ..run.result import RunResult
+from ..toolbox.terminate import Terminate
+from .live import LiveView
+from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_transition, print_result
 from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
-    from ..agent import BaseAgent
-    from ..model.base import ChatModel
     from .config import Settings
 
-__all__ = ["exit_code", "format_result", "main"]
+__all__ = ["main"]
 
 T = TypeVar("T")
-
-EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_PAUSED = 0, 1, 3, 4
-LIMITS = frozenset({StopReason.MAX_STEPS, StopReason.TOKEN_LIMIT, StopReason.STUCK})
-"""Stop reasons of runs finished by a limit rather than by the model's choice."""
-
-
-def exit_code(result: RunResult) -> int:
-    """The status a run exits with, from its role: 1 for a run that ended in an error state, 4 for
-    a paused one (a replayed trace that ends at a pause), 3 for one finished by a limit, else 0
-    (finished by the model, or by a user's final state)."""
-    if result.state is AgentState.ERROR:
-        return EXIT_ERROR
-    if result.paused:
-        return EXIT_PAUSED
-    return EXIT_LIMIT if result.stop_reason in LIMITS else EXIT_OK
-
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,8 +168,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
     """The agent `name` as configured; calls that need approval are asked about on the terminal."""
-    from ..agent import Manus, ToolCallAgent
-    from ..toolbox import Terminate
+    from ..agent.manus import Manus
     from .terminal import TerminalApprover, ask_on_terminal
 
     options = settings.agent.agent_kwargs()
@@ -201,13 +191,10 @@ def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from ..agent.approval import with_approval
-    from ..fsm.diagram import path_of, render
-
     table = _agent_class(args.agent).table
     path = None
     if args.trace is not None:
-        from ..agent.replay import ReplayError, read_trace
+        from ..agent.replay import read_trace
 
         try:
             header, records = read_trace(args.trace)
@@ -245,14 +232,12 @@ def _agent_class(name: str) -> type[BaseAgent]:
         from ..agent.manus import Manus
 
         return Manus
-    from ..agent.toolcall import ToolCallAgent
-
     return ToolCallAgent
 
 
 def _demo(args: argparse.Namespace) -> int:
     from . import log_setup
-    from .demo import TASK, build_demo_agent, demo_sandbox, format_transition
+    from .demo import TASK, build_demo_agent, demo_sandbox
 
     sandbox, described = demo_sandbox()
     agent = build_demo_agent(sandbox)
@@ -267,9 +252,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
-    from ..agent.replay import ReplayError, replay
+    from ..agent.replay import replay
     from . import log_setup
-    from .demo import format_transition
 
     if args.step:
         return _replay_step(args)
@@ -289,13 +273,13 @@ def _replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    _print_result(replayed.result, args.json, out)
+    print_result(replayed.result, args.json, out)
     return exit_code(replayed.result)
 
 
 def _replay_step(args: argparse.Namespace) -> int:
     """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
-    from ..agent.replay import Replayer, ReplayError
+    from ..agent.replay import Replayer
     from . import log_setup
     from .debugger import debug_command
 
@@ -340,7 +324,7 @@ def _drive(
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
     if result is not None:
-        _print_result(result, as_json, out)
+        print_result(result, as_json, out)
     if interrupted:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -351,8 +335,6 @@ def _drive(
 def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
     """Progress on the terminal (stderr), or nothing when rich (the `live` extra) is missing."""
     try:
-        from .live import LiveView
-
         return LiveView(agent)
     except ImportError:
         return contextlib.nullcontext()
@@ -378,29 +360,6 @@ def _run_async(main: Coroutine[Any, Any, T]) -> T:
     import asyncio
 
     return asyncio.run(main)
-
-
-def _print_result(result: RunResult, as_json: bool, out: TextIO) -> None:
-    if as_json:
-        out.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
-    else:
-        out.write(format_result(result) + "\n")
-    out.flush()
-
-
-def format_result(result: RunResult) -> str:
-    """The output text, then one summary line: state, stop_reason, steps, tokens, cost."""
-    usage = result.usage
-    cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
-    summary = (
-        f"{result.state}  stop_reason={result.stop_reason}  steps={result.steps}  "
-        f"tokens={usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)  "
-        f"llm_calls={usage.llm_calls}  tool_calls={usage.tool_calls}  cost={cost}"
-    )
-    lines = [result.output or "(no output)"]
-    if result.error:
-        lines.append(f"error: {result.error}")
-    return "\n".join([*lines, summary])
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ from typing import TextIO
 from ..agent.base import BaseAgent
 from ..agent.stepping import Breakpoint, Stepper
 from ..fsm.diagram import to_mermaid
+from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, Transition
 from ..run.result import RunResult
-from .demo import format_transition
+from .output import EXIT_USAGE, exit_code, format_result, format_transition
 from .terminal import read_line
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
@@ -221,8 +222,6 @@ def debug_command(
 ) -> int:
     """`agentfsm debug` (and `replay --step`, which passes the replayed `transitions`): serve the
     prompt on stdin/stdout, print the result, return the exit status."""
-    from .commands import EXIT_USAGE, exit_code, format_result
-
     try:
         breakpoints = [_parse_breakpoint(text, agent) for text in breaks]
         debugger = Debugger(agent, task, breakpoints=breakpoints, transitions=transitions)
@@ -234,8 +233,6 @@ def debug_command(
         try:
             if trace is None:
                 return await debugger.run()
-            from ..recording.trace import TraceWriter
-
             with TraceWriter(trace, agent):
                 return await debugger.run()
         finally:

@@ -18,6 +18,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from ..errors import SandboxError
+
 __all__ = [
     "EXEC_TAG",
     "KILL_TAGGED",
@@ -69,10 +71,6 @@ the Docker sandbox and on the host by the local one.
 
 RESTARTED = "\n[the shell session was restarted: working directory and variables are reset]"
 SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (engine unreachable, image missing, container gone)."""
 
 
 class ExecResult(BaseModel):

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..errors import SandboxError
 from ..log import event
 from .base import (
     RESTARTED,
@@ -37,7 +38,6 @@ from .base import (
     ExecResult,
     OutputCapture,
     Sandbox,
-    SandboxError,
     SessionScript,
     finish,
     new_tag,

@@ -18,8 +18,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..errors import SandboxError
 from ..log import event
-from .base import EXEC_TAG, KILL_TAGGED, SandboxError
+from .base import EXEC_TAG, KILL_TAGGED
 from .docker_stream import RUN, ExecStream, tar_file, untar_file
 from .settings import SandboxSettings
 

@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from .base import OutputCapture, SandboxError
+from ..errors import SandboxError
+from .base import OutputCapture
 
 __all__ = [
     "PATH_HELPER",

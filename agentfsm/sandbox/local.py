@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import SandboxError
 from .base import (
     EXEC_TAG,
     KILL_TAGGED,
@@ -31,7 +32,6 @@ from .base import (
     ExecResult,
     OutputCapture,
     Sandbox,
-    SandboxError,
     SessionScript,
     finish,
     new_tag,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..errors import SandboxError
 from ..log import event
 from .base import Sandbox
 from .local import LocalSandbox
@@ -102,7 +103,6 @@ def docker_unavailable(image: str) -> str | None:
         import docker
     except ImportError:
         return "the docker SDK is not installed (pip install 'agentfsm[docker]')"
-    from .base import SandboxError
     from .docker_engine import connect, image_missing
 
     try:

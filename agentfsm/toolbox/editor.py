@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errors import EditorError
 from .editor_files import (
-    EditorError,
     check_range,
     clip,
     kind_of,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import EditorError
+
 if TYPE_CHECKING:
     from ..sandbox.base import Sandbox
 
@@ -34,10 +36,6 @@ _KIND_SCRIPT = (
     'if [ -d "$1" ]; then echo directory; elif [ -f "$1" ]; then echo file; '
     'elif [ -e "$1" ]; then echo "special file"; else echo missing; fi'
 )
-
-
-class EditorError(Exception):
-    """A refusal for the model (bad path, bad arguments): becomes the observation's error text."""
 
 
 async def resolve(sandbox: Sandbox, path: str) -> str:

@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
-from ..errors import ToolSetupError
+from ..errors import ArgumentError, ToolSetupError
 from ..serde import Serializable, slot_builder
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
+__all__ = ["ArgumentError", "FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,10 +45,6 @@ class ToolResult(Serializable):
 
 
 _tool_result = slot_builder(ToolResult)
-
-
-class ArgumentError(ValueError):
-    """Arguments that do not match a tool's parameter schema."""
 
 
 class Tool:
