@@ -35,8 +35,10 @@ class LLMResponse(Serializable):
 class ChatModel(Protocol):
     """Anything that answers a chat request with an `LLMResponse`."""
 
-    token_budget: int | None
-    """Tokens a single run may spend (input + output), or None for no budget."""
+    @property
+    def token_budget(self) -> int | None:
+        """Tokens a single run may spend (input + output), or None for no budget."""
+        ...
 
     async def ask_tool(
         self,
