@@ -33,7 +33,11 @@ class LLMResponse(Serializable):
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """Anything that answers a chat request with an `LLMResponse`."""
+    """Anything that answers a chat request with an `LLMResponse`.
+
+    A trace records the model's class and those of its attributes named after a traced
+    option of `LLMOptions` (`model`, `timeout`, ...): see `describe_model`.
+    """
 
     @property
     def token_budget(self) -> int | None:
