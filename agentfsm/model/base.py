@@ -16,7 +16,7 @@ from ..serde import Serializable
 
 __all__ = ["ChatModel", "LLMResponse", "ToolChoice"]
 
-ToolChoice = Literal["auto", "none", "required"]
+ToolChoice = Literal["auto", "required", "none"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
