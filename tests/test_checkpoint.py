@@ -419,5 +419,21 @@ def test_cli_resume_continues_a_killed_run(
     assert read_checkpoint(mid)["run_state"]["state"] == "FINISHED"
 
 
+def test_cli_resume_rebuilds_the_recorded_options_whatever_the_file_says(
+    scripted_cli: list[ModelRequest], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cp = tmp_path / "run.json"
+    run = ["run", "do it", "--model", "openai/test-model", "--max-steps", "7", "--checkpoint", str(cp)]
+    assert cli_main.main([*run, "--json"]) == 0
+    finished = json.loads(capfd.readouterr().out)
+    assert read_checkpoint(cp)["config"]["max_steps"] == 7
+    (tmp_path / "agentfsm.toml").write_text(
+        '[agent]\nmax_steps = 2\nstuck_limit = 5\nsystem_prompt = "other"\n'
+    )
+    assert cli_main.main(["resume", str(cp), "--json"]) == 0  # the checkpoint's options, not the file's
+    out, err = capfd.readouterr()
+    assert json.loads(out) == finished and "the run already finished" in err
+
+
 def test_cli_resume_errors_are_usage_errors(scripted_cli: list[ModelRequest], tmp_path: Path) -> None:
     assert cli_main.main(["resume", str(tmp_path / "missing.json")]) == 2

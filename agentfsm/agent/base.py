@@ -27,6 +27,7 @@ from ..run.events import Edit, Transition
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .event_source import EventSource
+from .options import AgentOptions
 from .table import AGENT_TABLE
 
 if TYPE_CHECKING:
@@ -57,28 +58,51 @@ class BaseAgent(EventSource, ABC):
         *,
         name: str | None = None,
         memory: Memory | None = None,
-        max_steps: int = 10,
-        stuck_limit: int | None = 3,
-        duplicate_threshold: int = 2,
-        finish_on_answer: bool = True,
+        max_steps: int = AgentOptions.max_steps,
+        stuck_limit: int | None = AgentOptions.stuck_limit,
+        duplicate_threshold: int = AgentOptions.duplicate_threshold,
+        finish_on_answer: bool = AgentOptions.finish_on_answer,
     ) -> None:
-        if max_steps < 1:
-            raise ValueError(f"`max_steps` must be at least 1, got {max_steps!r}")
-        if stuck_limit is not None and stuck_limit < 1:
-            raise ValueError(f"`stuck_limit` must be at least 1 or None (off), got {stuck_limit!r}")
-        if duplicate_threshold < 1:
-            raise ValueError(f"`duplicate_threshold` must be at least 1, got {duplicate_threshold!r}")
-        super().__init__()
+        """The options are `AgentOptions`' (documented and checked there)."""
+        options = AgentOptions(
+            max_steps=max_steps,
+            stuck_limit=stuck_limit,
+            duplicate_threshold=duplicate_threshold,
+            finish_on_answer=finish_on_answer,
+        )
+        self._init_agent(options, name=name, memory=memory)
+
+    def _init_agent(self, options: AgentOptions, *, name: str | None, memory: Memory | None) -> None:
+        """The constructor's work once the options are a checked record. A subclass with options
+        of its own builds its record (a subclass of `AgentOptions`) and calls this instead of
+        `BaseAgent.__init__`, so each option is checked once, where it is declared."""
+        EventSource.__init__(self)
+        self.options = options
+        """The agent's options; `trace_config()`, checkpoints, replay and resume read them."""
         self.name = name or type(self).__name__.removesuffix("Agent").lower() or "agent"
         self.memory = memory if memory is not None else Memory()
-        self.max_steps = max_steps
-        self.stuck_limit = stuck_limit
-        self.duplicate_threshold = duplicate_threshold
-        self.finish_on_answer = finish_on_answer
         self.run_state = RunState(state=self.table.initial)
         self.last_result: RunResult | None = None
         self._run: RunDriver | None = None
         """The current run's driver, or the paused run's (None between runs)."""
+
+    # -- the options, by name (read-only: replace `options` to change them) ----------------
+
+    @property
+    def max_steps(self) -> int:
+        return self.options.max_steps
+
+    @property
+    def stuck_limit(self) -> int | None:
+        return self.options.stuck_limit
+
+    @property
+    def duplicate_threshold(self) -> int:
+        return self.options.duplicate_threshold
+
+    @property
+    def finish_on_answer(self) -> bool:
+        return self.options.finish_on_answer
 
     # -- what callers read ------------------------------------------------------
 
@@ -346,14 +370,9 @@ class BaseAgent(EventSource, ABC):
         """Hook awaited after every run, however it ended (release per-run resources here)."""
 
     def trace_config(self) -> dict[str, Any]:
-        """The options a trace's header records (JSON values, never secrets); subclasses add theirs."""
-        return {
-            "max_steps": self.max_steps,
-            "stuck_limit": self.stuck_limit,
-            "duplicate_threshold": self.duplicate_threshold,
-            "finish_on_answer": self.finish_on_answer,
-            "max_messages": self.memory.max_messages,
-        }
+        """What a trace's header and a checkpoint record of the agent (JSON values, never secrets):
+        its options, and what its parts add (subclasses add theirs)."""
+        return {**self.options.to_json(), "max_messages": self.memory.max_messages}
 
     # -- what the driver asks of the agent (`agentfsm.run.view.Driven`) ------------------
 

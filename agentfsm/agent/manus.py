@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..run.result import AgentState, RunResult
 from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
-from .toolcall import ToolCallAgent
+from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from ..toolbox.tool import Tool
     from .approval import Approver
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus"]
+__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus", "ManusOptions"]
 
 SYSTEM_PROMPT = (
     "You are OpenManus, an all-capable AI assistant, aimed at solving any task presented by the user. "
@@ -60,8 +61,21 @@ _EDITOR_RESPONSE = 16_000
 """Upstream's clip for the editor; lowered to fit `max_observe`, so its own marker stays visible."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ManusOptions(ToolCallOptions):
+    """Manus's options: `ToolCallOptions` (types, bounds and docs), with upstream's defaults."""
+
+    max_steps: int = 20
+    max_observe: int | None = 10_000
+    system_prompt: str | None = SYSTEM_PROMPT
+    """Upstream's prompt; ``{directory}`` becomes the sandbox's workspace at each think."""
+    next_step_prompt: str | None = NEXT_STEP_PROMPT
+
+
 class Manus(ToolCallAgent):
     """A versatile agent that solves tasks with code, a shell, a file editor and, rarely, a human."""
+
+    options: ManusOptions
 
     def __init__(
         self,
@@ -70,26 +84,41 @@ class Manus(ToolCallAgent):
         sandbox: SandboxSettings | SandboxSession | None = None,
         ask_human: AskFn | None = None,
         extra_tools: Iterable[Tool] = (),
-        system_prompt: str | None = SYSTEM_PROMPT,
-        next_step_prompt: str | None = NEXT_STEP_PROMPT,
-        max_steps: int = 20,
-        max_observe: int | None = 10_000,
-        tool_choice: ToolChoice = "auto",
-        duplicate_threshold: int = 2,
-        stuck_limit: int | None = 3,
-        finish_on_answer: bool = True,
+        system_prompt: str | None = ManusOptions.system_prompt,
+        next_step_prompt: str | None = ManusOptions.next_step_prompt,
+        max_steps: int = ManusOptions.max_steps,
+        max_observe: int | None = ManusOptions.max_observe,
+        tool_choice: ToolChoice = ManusOptions.tool_choice,
+        duplicate_threshold: int = ManusOptions.duplicate_threshold,
+        stuck_limit: int | None = ManusOptions.stuck_limit,
+        finish_on_answer: bool = ManusOptions.finish_on_answer,
         memory: Memory | None = None,
-        parallel_tool_calls: bool = False,
-        require_approval: Iterable[str] = (),
+        special_tool_names: Iterable[str] = ManusOptions.special_tool_names,
+        parallel_tool_calls: bool = ManusOptions.parallel_tool_calls,
+        require_approval: Iterable[str] = ManusOptions.require_approval,
         approver: Approver | None = None,
         name: str | None = "manus",
     ) -> None:
-        """`sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
+        """The options are `ManusOptions`' (documented and checked in `ToolCallOptions`).
+        `sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
         session, which the agent then owns and closes. `ask_human`: how questions reach a person
         (None: the model is told no human is available). `extra_tools` join the toolbox.
         `system_prompt` may contain ``{directory}``, replaced by the workspace at each think."""
         from ..sandbox.session import SandboxSession
 
+        options = ManusOptions(
+            max_steps=max_steps,
+            stuck_limit=stuck_limit,
+            duplicate_threshold=duplicate_threshold,
+            finish_on_answer=finish_on_answer,
+            system_prompt=system_prompt,
+            next_step_prompt=next_step_prompt,
+            tool_choice=tool_choice,
+            max_observe=max_observe,
+            special_tool_names=frozenset(special_tool_names),
+            parallel_tool_calls=parallel_tool_calls,
+            require_approval=frozenset(require_approval),
+        )
         self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
         output = max_observe - 500 if max_observe is not None and max_observe > 1_500 else None
         editor = min(_EDITOR_RESPONSE, output) if output is not None else _EDITOR_RESPONSE
@@ -101,25 +130,7 @@ class Manus(ToolCallAgent):
             Terminate(),
             *extra_tools,
         ]
-        super().__init__(
-            llm=llm,
-            tools=tools,
-            system_prompt=system_prompt,
-            next_step_prompt=next_step_prompt,
-            max_steps=max_steps,
-            tool_choice=tool_choice,
-            max_observe=max_observe,
-            duplicate_threshold=duplicate_threshold,
-            stuck_limit=stuck_limit,
-            finish_on_answer=finish_on_answer,
-            memory=memory,
-            parallel_tool_calls=parallel_tool_calls,
-            require_approval=require_approval,
-            approver=approver,
-            name=name,
-        )
-        self.system_prompt_template = system_prompt
-        """The prompt as given; `system_prompt` is derived from it at each think (change this one)."""
+        self._init_tool_agent(options, llm=llm, tools=tools, memory=memory, approver=approver, name=name)
 
     @classmethod
     async def create(cls, **kwargs: Any) -> Manus:
@@ -133,15 +144,12 @@ class Manus(ToolCallAgent):
     # -- the sandbox in the prompt and at the end of a run ----------------------------------
 
     async def think(self) -> None:
-        template = self.system_prompt_template
+        # The configured prompt stays in `options` (and so in traces and checkpoints): the derived
+        # one names a workspace, which a resumed run's sandbox may place elsewhere.
+        template = self.options.system_prompt
         if template is not None and "{directory}" in template:
             self.system_prompt = template.replace("{directory}", await self.workspace())
         await super().think()
-
-    def trace_config(self) -> dict[str, Any]:
-        # The prompt as configured: the derived one names a workspace, which a resumed run's
-        # sandbox may place elsewhere, and the checkpoint check compares this configuration.
-        return {**super().trace_config(), "system_prompt": self.system_prompt_template}
 
     async def workspace(self) -> str:
         """The sandbox's working directory, without making the sandbox just to name it.

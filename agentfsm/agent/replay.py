@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReplayError, TokenLimitExceeded, WrongPhaseError
+from ..errors import ConfigError, ReplayError, TokenLimitExceeded, WrongPhaseError
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice
@@ -33,7 +33,7 @@ from ..run.result import RunResult
 from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
 from .approval import decide
-from .toolcall import ToolCallAgent
+from .toolcall import ToolCallAgent, ToolCallOptions
 
 __all__ = ["Replay", "ReplayError", "Replayer", "read_trace", "replay"]
 
@@ -187,30 +187,24 @@ class _RecordedTools(ToolCollection):
 class _ReplayAgent(ToolCallAgent):
     def __init__(self, header: dict[str, Any], script: _Script) -> None:
         config = header.get("config", {})
-        needed = ("llm", "tools", "tool_choice", "system_prompt", "next_step_prompt", "max_steps")
-        missing = [key for key in needed if key not in config]
+        missing = [key for key in ("llm", "tools") if key not in config]
         if missing:
             raise ReplayError(
                 f"the trace's agent ({header.get('agent_class')}) is not a tool-calling agent "
                 f"(its configuration lacks {', '.join(missing)}); replay needs one"
             )
+        try:
+            options = ToolCallOptions.from_json(config)  # options a trace lacks take their defaults
+        except (ConfigError, TypeError) as exc:
+            raise ReplayError(f"the trace's configuration is not an agent's: {exc}") from None
         self.script = script
         self.recorded_tools = _RecordedTools()
-        super().__init__(
+        self._init_tool_agent(
+            options,
             llm=_ReplayLLM(script, config["llm"].get("token_budget")),
             tools=self.recorded_tools,
-            system_prompt=config["system_prompt"],
-            next_step_prompt=config["next_step_prompt"],
-            max_steps=config["max_steps"],
-            tool_choice=config["tool_choice"],
-            max_observe=config.get("max_observe"),
-            duplicate_threshold=config.get("duplicate_threshold", 2),
-            stuck_limit=config.get("stuck_limit"),
-            finish_on_answer=config.get("finish_on_answer", True),
             memory=Memory(config.get("max_messages", 100)),
-            special_tool_names=config.get("special_tool_names", ("terminate",)),
-            parallel_tool_calls=config.get("parallel_tool_calls", False),
-            require_approval=config.get("require_approval", ()),
+            approver=None,
             name=header.get("agent"),
         )
         for message in header.get("history", []):

@@ -12,22 +12,26 @@ import functools
 import json
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from json.scanner import make_scanner
-from typing import Any
+from typing import Annotated, Any
 
 from ..errors import TokenLimitExceeded
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..model.options import describe_model
+from ..options import Spec
 from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
 from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
 from .approval import Approver, decide, rejection_text, undecided, with_approval
+from .options import AgentOptions
 from .react import ReActAgent
 
-__all__ = ["ToolCallAgent"]
+__all__ = ["ToolCallAgent", "ToolCallOptions"]
 
 SYSTEM_PROMPT = "You are an agent that can execute tool calls"
 NEXT_STEP_PROMPT = "If you want to stop interaction, use `terminate` tool/function call."
@@ -37,60 +41,120 @@ INTERRUPTED_CALL = (
     "Error: the run was interrupted while `{name}` ran, and it was not run again: "
     "it may or may not have taken effect. Check before calling it again."
 )
-_TOOL_CHOICES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallOptions(AgentOptions):
+    """`ToolCallAgent`'s options: the engine's (`AgentOptions`) and how it asks and acts."""
+
+    max_steps: int = 30
+    system_prompt: str | None = SYSTEM_PROMPT
+    """The system prompt of every request (None: none)."""
+    next_step_prompt: str | None = NEXT_STEP_PROMPT
+    """A user message appended to each request, after the history (None: none)."""
+    tool_choice: ToolChoice = "auto"
+    """``auto``; ``required`` (a reply without calls gets one nudge, a second ends in ERROR); ``none``."""
+    max_observe: Annotated[int | None, Spec(ge=1, none="no limit")] = None
+    """Characters of a tool's observation the model reads; the rest is cut, with a marker saying so."""
+    special_tool_names: frozenset[str] = frozenset({"terminate"})
+    """Tools whose successful call ends the run (`terminated`); calls after one are not run."""
+    parallel_tool_calls: bool = False
+    """Run the calls of one reply concurrently (results are still recorded in call order)."""
+    require_approval: frozenset[str] = frozenset()
+    """Tools whose calls wait for a decision (AWAITING_APPROVAL), besides tools marked `needs_approval`."""
 
 
 class ToolCallAgent(ReActAgent):
     """The tool-calling agent: the base of Manus and every practical agent."""
+
+    options: ToolCallOptions
 
     def __init__(
         self,
         *,
         llm: ChatModel,
         tools: ToolCollection | Iterable[Tool] | None = None,
-        system_prompt: str | None = SYSTEM_PROMPT,
-        next_step_prompt: str | None = NEXT_STEP_PROMPT,
-        max_steps: int = 30,
-        tool_choice: ToolChoice = "auto",
-        max_observe: int | None = None,
-        duplicate_threshold: int = 2,
-        stuck_limit: int | None = 3,
-        finish_on_answer: bool = True,
+        system_prompt: str | None = ToolCallOptions.system_prompt,
+        next_step_prompt: str | None = ToolCallOptions.next_step_prompt,
+        max_steps: int = ToolCallOptions.max_steps,
+        tool_choice: ToolChoice = ToolCallOptions.tool_choice,
+        max_observe: int | None = ToolCallOptions.max_observe,
+        duplicate_threshold: int = ToolCallOptions.duplicate_threshold,
+        stuck_limit: int | None = ToolCallOptions.stuck_limit,
+        finish_on_answer: bool = ToolCallOptions.finish_on_answer,
         memory: Memory | None = None,
-        special_tool_names: Iterable[str] = frozenset({"terminate"}),
-        parallel_tool_calls: bool = False,
-        require_approval: Iterable[str] = frozenset(),
+        special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
+        parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
+        require_approval: Iterable[str] = ToolCallOptions.require_approval,
         approver: Approver | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(
-            name=name,
-            memory=memory,
+        """The options are `ToolCallOptions`' (documented and checked there). `tools` defaults
+        to `terminate` alone; `approver` decides calls that need approval (None: the run pauses)."""
+        options = ToolCallOptions(
             max_steps=max_steps,
             stuck_limit=stuck_limit,
             duplicate_threshold=duplicate_threshold,
             finish_on_answer=finish_on_answer,
+            system_prompt=system_prompt,
+            next_step_prompt=next_step_prompt,
+            tool_choice=tool_choice,
+            max_observe=max_observe,
+            special_tool_names=frozenset(special_tool_names),
+            parallel_tool_calls=parallel_tool_calls,
+            require_approval=frozenset(require_approval),
         )
-        if tool_choice not in _TOOL_CHOICES:
-            raise ValueError(f"`tool_choice` must be one of {_TOOL_CHOICES!r}, got {tool_choice!r}")
-        if max_observe is not None and max_observe < 1:
-            raise ValueError(f"`max_observe` must be positive or None, got {max_observe!r}")
+        self._init_tool_agent(options, llm=llm, tools=tools, memory=memory, approver=approver, name=name)
+
+    def _init_tool_agent(
+        self,
+        options: ToolCallOptions,
+        *,
+        llm: ChatModel,
+        tools: ToolCollection | Iterable[Tool] | None,
+        memory: Memory | None,
+        approver: Approver | None,
+        name: str | None,
+    ) -> None:
+        """The constructor's work once the options are a checked record (Manus and replay build
+        theirs, then call this)."""
         if not callable(getattr(llm, "ask_tool", None)):
             raise TypeError(f"`llm` must be an LLM (or a ChatModel with `ask_tool`), got {llm!r}")
+        self._init_agent(options, name=name, memory=memory)
         self.llm = llm
         self.tools = ToolCollection.of(tools if tools is not None else [Terminate()])
-        self.system_prompt = system_prompt
-        self.next_step_prompt = next_step_prompt
-        self.tool_choice: ToolChoice = tool_choice
-        self.max_observe = max_observe
-        self.special_tool_names = frozenset(special_tool_names)  # of a frozenset: that same set
-        self.parallel_tool_calls = parallel_tool_calls
-        self.require_approval = frozenset(require_approval)
-        """Names of tools whose calls need approval, besides tools marked `needs_approval`."""
+        self.system_prompt = options.system_prompt
+        """The prompt the next request sends: `options.system_prompt` (Manus fills in its workspace)."""
         self.approver = approver
         """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.agent.approval`)."""
         self._sync_table()
         self._tools_seen = self.tools.to_params()
+
+    # -- the options, by name (read-only: replace `options` to change them) ----------------
+
+    @property
+    def next_step_prompt(self) -> str | None:
+        return self.options.next_step_prompt
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        return self.options.tool_choice
+
+    @property
+    def max_observe(self) -> int | None:
+        return self.options.max_observe
+
+    @property
+    def special_tool_names(self) -> frozenset[str]:
+        return self.options.special_tool_names
+
+    @property
+    def parallel_tool_calls(self) -> bool:
+        return self.options.parallel_tool_calls
+
+    @property
+    def require_approval(self) -> frozenset[str]:
+        return self.options.require_approval
 
     # -- approvals --------------------------------------------------------------
 
@@ -210,22 +274,10 @@ class ToolCallAgent(ReActAgent):
         )
 
     def trace_config(self) -> dict[str, Any]:
-        llm = self.llm
-        described: dict[str, Any] = {"class": type(llm).__name__}
-        for key in ("model", "api_base", "temperature", "max_tokens", "max_input_tokens", "timeout"):
-            value = getattr(llm, key, None)  # a whitelist: the LLM's api_key never reaches a trace
-            if value is None or isinstance(value, str | int | float):
-                described[key] = value
         return {
             **super().trace_config(),
-            "llm": {**described, "token_budget": llm.token_budget},
-            "system_prompt": self.system_prompt,
-            "next_step_prompt": self.next_step_prompt,
-            "tool_choice": self.tool_choice,
-            "max_observe": self.max_observe,
-            "special_tool_names": sorted(self.special_tool_names),
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "require_approval": self.approval_names,
+            "llm": describe_model(self.llm),
+            "require_approval": self.approval_names,  # the option's tools and those marked on the tool
             "tools": self.tools.to_params(),
         }
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..agent.approval import with_approval
@@ -43,6 +43,7 @@ from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_
 from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
+    from ..agent.toolcall import ToolCallOptions
     from .config import Settings
 
 __all__ = ["main"]
@@ -95,32 +96,24 @@ def _usage_error(message: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from . import log_setup
-    from .config import Settings, build_llm
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
 
     if args.trace is not None:
         try:
             open(args.trace, "w").close()  # a path we cannot write is bad usage, before the run
         except OSError as exc:
             return _usage_error(f"cannot write the trace {args.trace}: {exc.strerror}")
-    flags_llm = {"model": args.model, "api_base": args.api_base, "api_key": args.api_key}
-    approvals = [n.strip() for f in args.require_approval or () for n in f.split(",") if n.strip()]
-    flags_agent = {
-        "max_steps": args.max_steps,
-        "tool_choice": args.tool_choice,
-        "require_approval": approvals or None,
-    }
     overrides = {
-        "llm": {args.agent: {k: v for k, v in flags_llm.items() if v is not None}},
-        "agent": {k: v for k, v in flags_agent.items() if v is not None},
+        "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
+        "agent": _flagged(args, AgentSettings.model_fields),
     }
     try:
         settings = Settings.load(args.config, overrides)
         llm_settings = settings.llm_for(args.agent)
-        agent = _build_agent(args.agent, settings, build_llm(llm_settings))
+        agent = _build_agent(args.agent, settings, build_llm(llm_settings), settings.agent.agent_kwargs())
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
-    secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    with log_setup.configured(args.log_format, secrets=[secret] if secret else []):
+    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
         if args.command == "debug":
             from .debugger import debug_command
 
@@ -128,50 +121,47 @@ def _run(args: argparse.Namespace) -> int:
         return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
 
 
+def _flagged(args: argparse.Namespace, options: Iterable[str]) -> dict[str, Any]:
+    """The options set by a flag: a flag is named after the option it sets (``--max-steps``)."""
+    return {name: value for name in options if (value := getattr(args, name, None)) is not None}
+
+
 def _resume(args: argparse.Namespace) -> int:
-    """Rebuild the agent that wrote the checkpoint (its recorded options and model), then resume it."""
+    """Rebuild the agent that wrote the checkpoint, then resume it: its recorded options (the file's
+    `[agent]` does not apply: the run's options are the checkpoint's) and, unless flagged, model."""
     from ..recording.checkpoint import read_checkpoint
     from . import log_setup
-    from .config import Settings, build_llm
+    from .config import LLMSettings, Settings, build_llm
 
     try:
         data = read_checkpoint(args.checkpoint)
+        kind = _recorded_kind(data["agent_class"])
+        options = _options_class(kind).from_json(data["config"])
     except ValueError as exc:
         return _usage_error(str(exc))
-    kind = _recorded_kind(data["agent_class"])
-    config = data["config"]
-    llm = config.get("llm") or {}
-    flags_llm = {"model": args.model or llm.get("model"), "api_base": args.api_base, "api_key": args.api_key}
-    recorded_agent = {
-        "max_steps": config.get("max_steps"),
-        "tool_choice": config.get("tool_choice"),
-        "require_approval": config.get("require_approval") or None,
-    }
-    overrides = {
-        "llm": {kind: {k: v for k, v in flags_llm.items() if v is not None}},
-        "agent": {k: v for k, v in recorded_agent.items() if v is not None},
-    }
+    flags_llm = _flagged(args, LLMSettings.model_fields)
+    recorded_model = (data["config"].get("llm") or {}).get("model")
+    if "model" not in flags_llm and recorded_model:
+        flags_llm["model"] = recorded_model
     try:
-        settings = Settings.load(args.config, overrides)
+        settings = Settings.load(args.config, {"llm": {kind: flags_llm}})
         llm_settings = settings.llm_for(kind)
-        agent = _build_agent(kind, settings, build_llm(llm_settings))
+        agent = _build_agent(kind, settings, build_llm(llm_settings), options.to_dict())
     except ValueError as exc:
         return _usage_error(str(exc))
     agent.name = str(data.get("agent") or agent.name)
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
-    secret = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    with log_setup.configured(args.log_format, secrets=[secret] if secret else []):
+    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
         return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
 
 
-def _build_agent(name: str, settings: Settings, llm: ChatModel) -> BaseAgent:
-    """The agent `name` as configured; calls that need approval are asked about on the terminal."""
+def _build_agent(name: str, settings: Settings, llm: ChatModel, options: Mapping[str, Any]) -> BaseAgent:
+    """The agent `name` with `options`; calls that need approval are asked about on the terminal."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, ask_on_terminal
 
-    options = settings.agent.agent_kwargs()
     agent: ToolCallAgent
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
@@ -233,6 +223,17 @@ def _agent_class(name: str) -> type[BaseAgent]:
 
         return Manus
     return ToolCallAgent
+
+
+def _options_class(name: str) -> type[ToolCallOptions]:
+    """The options record of the agent `name` (its defaults fill what a checkpoint lacks)."""
+    if name == "manus":
+        from ..agent.manus import ManusOptions
+
+        return ManusOptions
+    from ..agent.toolcall import ToolCallOptions
+
+    return ToolCallOptions
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -1,12 +1,16 @@
 """Settings: the TOML file, then `AGENTFSM_*` environment variables, then flags.
 
-Why pydantic-settings: it merges the three layers key by key (an environment
-variable replaces one key of the file, not its whole section) and validates
-the result once, so a wrong value is reported with its section and key
-whichever layer it came from. `Settings.load` turns pydantic's errors into a
-one-line `ConfigError` that names the key, the bad value, where it came from
-and what is allowed.
+Why pydantic-settings: its sources read the file and the environment (an
+``AGENTFSM_LLM__MODEL`` becomes ``[llm] model``), the layers are merged key by
+key (an environment variable replaces one key of the file, not its whole
+section), and the result is validated once, so a wrong value is reported with
+its section and key whichever layer it came from. `Settings.load` turns
+pydantic's errors into a one-line `ConfigError` that names the key, the bad
+value, where it came from and what is allowed.
 
+The `[agent]` and `[llm]` sections are made from the options records
+(`ToolCallOptions`, `LLMOptions`): the keys, types, defaults and bounds are the
+ones the agent and the LLM check when built, declared there once.
 `[llm.<agent name>]` tables override `[llm]` for that agent only; an agent's
 LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
@@ -19,15 +23,16 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from ..agent.toolcall import ToolCallOptions
 from ..errors import ConfigError
+from ..model.options import LLMOptions
+from ..options import Options, option_fields
 from ..sandbox.settings import SandboxSettings
 
 if TYPE_CHECKING:
@@ -48,40 +53,84 @@ ENV_PREFIX = "AGENTFSM_"
 NO_MODEL_MESSAGE = (
     "no model configured: pass --model, set [llm] model in agentfsm.toml, or AGENTFSM_LLM__MODEL"
 )
+_SECRET_KEYS = frozenset(f.name for f in option_fields(LLMOptions) if f.spec.secret)
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class LLMSettings(_Section):
-    """One agent's LLM connection; the defaults are those of `LLM`'s constructor."""
-
-    model: str | None = None
-    """Any litellm model name, e.g. ``openai/gpt-4o-mini``. No default: a run needs one."""
-    api_base: str | None = None
-    api_key: SecretStr | None = None
-    """Kept as a `SecretStr`: its repr and every dump show ``**********``."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=4096, ge=1)
-    max_input_tokens: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    timeout: float = Field(default=60.0, gt=0)
-    max_attempts: int = Field(default=6, ge=1)
+_S = TypeVar("_S", bound=_Section)
 
 
-class _LLMOverride(_Section):
-    """An `[llm.<agent name>]` table: only the keys it sets replace `[llm]`'s."""
+def _section_of(
+    name: str, record: type[Options], base: type[_S], *, unset_is_none: bool, doc: str | None = None
+) -> type[_S]:
+    """A config section with the options of `record`, held to the same bounds.
 
-    model: str | None = None
-    api_base: str | None = None
-    api_key: SecretStr | None = None
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_input_tokens: int | None = Field(default=None, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    timeout: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, ge=1)
+    `unset_is_none`: every key defaults to None, "not configured" (the agent's own default
+    then applies, or the table below's); otherwise the record's defaults, and None for an
+    option the record requires (the model: `build_llm` reports it missing). A secret is a
+    `SecretStr`; an option with a `file_none` accepts that value too (TOML has no null).
+    """
+    fields: dict[str, Any] = {}
+    for option in option_fields(record):
+        spec = option.spec
+        ge = spec.ge if spec.file_none is None or spec.ge is None else min(spec.ge, spec.file_none)
+        kind = SecretStr if spec.secret else option.type
+        annotation: Any = Annotated[kind, Field(ge=ge, gt=spec.gt, le=spec.le)]
+        default = None if unset_is_none or option.required else option.default
+        if default is None:
+            annotation = annotation | None
+        fields[option.name] = (annotation, default)
+    return create_model(name, __base__=base, __module__=__name__, __doc__=doc or base.__doc__, **fields)
+
+
+class _AgentSection(_Section):
+    """`[agent]`: the agent's options, those of `ToolCallOptions` (which documents them). Unset
+    (None) keeps the agent's own default (Manus: 20 steps, the tool-calling agent: 30)."""
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments to pass to the agent: only what was configured."""
+        kwargs = {}
+        for option in option_fields(ToolCallOptions):
+            value = getattr(self, option.name)
+            if value is not None:
+                kwargs[option.name] = None if value == option.spec.file_none else value
+        return kwargs
+
+
+class _LLMOptionsSection(_Section):
+    """One agent's LLM connection: the options of `LLMOptions` (which documents them), with its
+    defaults. `api_key` is a `SecretStr`: its repr and every dump show ``**********``."""
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        """`LLM`'s keyword arguments, the secrets revealed."""
+        return {key: _revealed(value) for key, value in self}
+
+    def secrets(self) -> list[str]:
+        """The secrets configured, for the log to hide."""
+        return [value.get_secret_value() for _, value in self if isinstance(value, SecretStr)]
+
+
+def _revealed(value: Any) -> Any:
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+if TYPE_CHECKING:  # the fields are made from the records, which a type checker cannot follow
+    AgentSettings = _AgentSection
+    LLMSettings = _LLMOptionsSection
+    _LLMOverride = _Section
+else:
+    AgentSettings = _section_of("AgentSettings", ToolCallOptions, _AgentSection, unset_is_none=True)
+    LLMSettings = _section_of("LLMSettings", LLMOptions, _LLMOptionsSection, unset_is_none=False)
+    _LLMOverride = _section_of(
+        "_LLMOverride",
+        LLMOptions,
+        _Section,
+        unset_is_none=True,
+        doc="An `[llm.<agent name>]` table: only the keys it sets replace `[llm]`'s.",
+    )
 
 
 class _LLMSection(LLMSettings):
@@ -100,37 +149,14 @@ class _LLMSection(LLMSettings):
         return own
 
 
-class AgentSettings(_Section):
-    """`[agent]`: options of the agent's constructor. Unset (None) keeps the agent's default."""
-
-    max_steps: int | None = Field(default=None, ge=1)
-    tool_choice: Literal["auto", "required", "none"] | None = None
-    max_observe: int | None = Field(default=None, ge=1)
-    stuck_limit: int | None = Field(default=None, ge=0)
-    """0 turns stuck detection off."""
-    duplicate_threshold: int | None = Field(default=None, ge=1)
-    finish_on_answer: bool | None = None
-    system_prompt: str | None = None
-    next_step_prompt: str | None = None
-    parallel_tool_calls: bool | None = None
-    require_approval: list[str] | None = None
-    """Tools whose calls a person approves first (the command line asks on the terminal)."""
-
-    def agent_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments to pass to the agent: only what was configured."""
-        kwargs = self.model_dump(exclude_none=True)
-        if kwargs.get("stuck_limit") == 0:
-            kwargs["stuck_limit"] = None
-        return kwargs
-
-
 class _MCPSection(_Section):
     servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """``[mcp.servers.<id>]`` tables, read by the MCP client when it exists."""
 
 
 class Settings(BaseSettings):
-    """The whole configuration. Use `Settings.load(...)` for errors as `ConfigError`."""
+    """The whole configuration. Use `Settings.load(...)`: it adds the TOML file under the
+    environment, and reports errors as `ConfigError` (built directly, `Settings(...)` has no file)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
@@ -141,37 +167,25 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     mcp: _MCPSection = Field(default_factory=_MCPSection)
 
-    def __init__(self, _config_file: str | os.PathLike[str] | None = None, **values: Any) -> None:
-        """`_config_file`: the TOML file (must exist); default `agentfsm.toml` here, if present."""
-        token = _NEXT_FILE.set(_resolve_path(_config_file))
-        try:
-            super().__init__(**values)
-        finally:
-            _NEXT_FILE.reset(token)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # First wins: flags (init arguments), then the environment, then the file.
-        return init_settings, env_settings, _TomlFile(settings_cls)
-
     @classmethod
     def load(
         cls,
         config_file: str | os.PathLike[str] | None = None,
         overrides: Mapping[str, Any] | None = None,
     ) -> Settings:
-        """File < environment < `overrides` (nested like the file); raise `ConfigError`."""
+        """File < environment < `overrides` (nested like the file); raise `ConfigError`.
+
+        The layers are pydantic-settings' own sources (its TOML file and environment sources),
+        stacked here rather than in `settings_customise_sources` because the file is chosen per
+        call, where a source's file is otherwise fixed per class.
+        """
         path = _resolve_path(config_file)
         _check_environment_names()
+        data: dict[str, Any] = {}
+        for layer in (_read_toml(cls, path), EnvSettingsSource(cls)(), overrides or {}):
+            data = _laid_over(data, layer)
         try:
-            return cls(path, **dict(overrides or {}))
+            return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(_describe(exc, path, overrides or {})) from None
 
@@ -186,41 +200,15 @@ class Settings(BaseSettings):
 
 def build_llm(settings: LLMSettings) -> LLM:
     """The `LLM` for `settings`; `ConfigError` when no model is configured."""
-    if not settings.model:
+    kwargs = settings.llm_kwargs()
+    if not kwargs.get("model"):
         raise ConfigError(NO_MODEL_MESSAGE)
     from ..model.llm import LLM  # litellm is loaded by the LLM on first use, never by the CLI's import
 
-    return LLM(
-        settings.model,
-        api_base=settings.api_base,
-        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-        max_input_tokens=settings.max_input_tokens,
-        token_budget=settings.token_budget,
-        timeout=settings.timeout,
-        max_attempts=settings.max_attempts,
-    )
+    return LLM(**kwargs)
 
 
 # -- the file layer ---------------------------------------------------------------
-
-_NEXT_FILE: ContextVar[Path | None] = ContextVar("agentfsm_config_file", default=None)
-
-
-class _TomlFile(PydanticBaseSettingsSource):
-    """The TOML layer, reading the file `Settings.__init__` chose (sources are built per class)."""
-
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        super().__init__(settings_cls)
-        self.path = _NEXT_FILE.get()
-        self.data = _read_toml(self.path) if self.path is not None else {}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self.data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return self.data
 
 
 def _resolve_path(config_file: str | os.PathLike[str] | None) -> Path | None:
@@ -234,14 +222,27 @@ def _resolve_path(config_file: str | os.PathLike[str] | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(settings_cls: type[BaseSettings], path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return TomlConfigSettingsSource(settings_cls, toml_file=path)()
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+
+
+def _laid_over(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+    """`high` over `low`, table by table: an environment variable replaces one key of the
+    file's section, not the section."""
+    merged = dict(low)
+    for key, value in high.items():
+        below = merged.get(key)
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            value = _laid_over(below, value)
+        merged[key] = value
+    return merged
 
 
 # -- error messages ---------------------------------------------------------------
@@ -262,7 +263,7 @@ def _describe(exc: ValidationError, path: Path | None, overrides: Mapping[str, A
             problems.append(f"{what} ({origin}){hint}")
         else:
             value = error.get("input")
-            shown = "<hidden>" if key == "api_key" else repr(value)
+            shown = "<hidden>" if key in _SECRET_KEYS else repr(value)
             problems.append(f"{where} = {shown} ({origin}): {error['msg']}")
     return "invalid configuration: " + "; ".join(problems)
 

@@ -102,7 +102,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--require-approval",
         metavar="TOOL",
-        action="append",
+        type=_tool_names,
+        action="extend",
         help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
     )
 
@@ -145,6 +146,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _tool_names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected tool names separated by commas, got {text!r}")
+    return names
 
 
 def _version() -> str:

@@ -15,7 +15,7 @@ from ..serde import Serializable
 
 __all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage"]
 
-ToolChoice = Literal["auto", "none", "required"]
+ToolChoice = Literal["auto", "required", "none"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,10 +71,16 @@ class LLMResponse(Serializable):
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """Anything that answers a chat request with an `LLMResponse`."""
+    """Anything that answers a chat request with an `LLMResponse`.
 
-    token_budget: int | None
-    """Tokens a single run may spend (input + output), or None for no budget."""
+    A trace records the model's class and those of its attributes named after a traced
+    option of `LLMOptions` (`model`, `timeout`, ...): see `describe_model`.
+    """
+
+    @property
+    def token_budget(self) -> int | None:
+        """Tokens a single run may spend (input + output), or None for no budget."""
+        ...
 
     async def ask_tool(
         self,

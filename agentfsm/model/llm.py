@@ -33,10 +33,11 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from ..errors import ConfigError, LLMError, TokenLimitExceeded
+from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
 from ..messages import Message, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
+from .options import LLMOptions
 from .retry import RetryPolicy
 from .wire import IMAGE_OMITTED, to_wire
 
@@ -46,25 +47,6 @@ __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 # them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
 # and any temperature but the default.
 _REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
-
-# Keys `extra` may not set, with the argument to use instead.
-_RESERVED_EXTRA = {
-    "model": "`model`",
-    "messages": "the `messages` of ask_tool",
-    "tools": "the `tools` of ask_tool",
-    "tool_choice": "the `tool_choice` of ask_tool",
-    "api_base": "`api_base`",
-    "api_key": "`api_key`",
-    "timeout": "`timeout`",
-    "request_timeout": "`timeout`",
-    "num_retries": "`max_attempts` (retries are LLM's own)",
-    "max_retries": "`max_attempts` (retries are LLM's own)",
-    "temperature": "`temperature`",
-    "max_tokens": "`max_tokens`",
-    "max_completion_tokens": "`max_tokens`",
-    "stream": "nothing: LLM does not stream",
-}
-
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 _load_lock = threading.Lock()
@@ -122,79 +104,30 @@ def _keep_litellm_off_stdout(loggers: list[logging.Logger]) -> None:
 # -- the adapter ---------------------------------------------------------------
 
 
-class LLM:
+class LLM(LLMOptions):
     """A chat model reached through litellm; implements `ChatModel`.
 
+    Built from its options (`LLMOptions`, where each is documented and checked):
+    ``LLM("openai/gpt-4o-mini", timeout=30, max_attempts=4, token_budget=50_000)``.
     `max_input_tokens` overrides the input window litellm knows for the model
     (for ``openai/<name>`` on your own server litellm knows none, so nothing
     is checked before sending unless you set it). `token_budget` caps the
     tokens one agent run may spend; the agent compares it with the run's
-    usage. `extra` is passed to ``litellm.acompletion`` as is (headers,
-    provider options).
+    usage. The adapter is immutable: `dataclasses.replace(llm, timeout=5)`
+    gives another.
     """
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_base: str | None = None,
-        api_key: str | None = None,
-        temperature: float | None = 0.0,
-        max_tokens: int | None = 4096,
-        max_input_tokens: int | None = None,
-        token_budget: int | None = None,
-        timeout: float = 60.0,
-        max_attempts: int = 6,
-        backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"`model` must be a litellm model name such as 'openai/gpt-4o-mini', got {model!r}"
-            )
-        if api_base is not None and (
-            not isinstance(api_base, str) or not api_base.startswith(("http://", "https://"))
-        ):
-            raise ConfigError(
-                f"`api_base` must be a URL starting with http:// or https:// "
-                f"(e.g. 'http://127.0.0.1:8000/v1'), got {api_base!r}"
-            )
-        if api_key is not None and not isinstance(api_key, str):
-            raise ConfigError(f"`api_key` must be a string or None, got a {type(api_key).__name__}")
-        _check_number("temperature", temperature, low=0.0, high=2.0, optional=True)
-        for name, value in (
-            ("max_tokens", max_tokens),
-            ("max_input_tokens", max_input_tokens),
-            ("token_budget", token_budget),
-        ):
-            _check_int(name, value, low=1, optional=True)
-        _check_number("timeout", timeout, low=0.0, exclusive=True)
-        _check_int("max_attempts", max_attempts, low=1)
-        _check_number("backoff_base", backoff_base, low=0.0)
-        _check_number("backoff_max", backoff_max, low=0.0)
-        extra = dict(extra or {})
-        for key in extra:
-            if key in _RESERVED_EXTRA:
-                raise ConfigError(f"`extra` may not set {key!r}; use {_RESERVED_EXTRA[key]} instead")
-
-        self.model = model.strip()
-        self.api_base = api_base
-        self.api_key = api_key
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.max_input_tokens = max_input_tokens
-        self.token_budget = token_budget
-        self.timeout = float(timeout)
-        self.max_attempts = max_attempts
-        self.backoff_base = float(backoff_base)
-        self.backoff_max = float(backoff_max)
-        self.extra = extra
-        self._retry = RetryPolicy(max_attempts, self.backoff_base, self.backoff_max)
+    # A connection, not a value: two adapters with the same options are two adapters.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:  # never shows the API key
         base = f", api_base={self.api_base!r}" if self.api_base else ""
         return f"LLM(model={self.model!r}{base})"
+
+    @cached_property
+    def _retry(self) -> RetryPolicy:
+        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_max)
 
     # -- what litellm knows about the model ---------------------------------
 
@@ -312,7 +245,7 @@ class LLM:
             request["max_completion_tokens" if self.is_reasoning else "max_tokens"] = self.max_tokens
         if self.temperature is not None and not self.is_reasoning:
             request["temperature"] = self.temperature
-        request.update(self.extra)
+        request.update(self.extra or {})
         return request
 
     def _reply(self, response: Any, litellm: Any) -> LLMResponse:
@@ -356,32 +289,3 @@ def _tool_call(call: Any) -> ToolCall:
     return ToolCall(
         id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=function.name or "", arguments=arguments
     )
-
-
-def _check_number(
-    name: str,
-    value: Any,
-    *,
-    low: float,
-    high: float = math.inf,
-    exclusive: bool = False,
-    optional: bool = False,
-) -> None:
-    if value is None and optional:
-        return
-    number_ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    in_range = number_ok and (value > low if exclusive else value >= low) and value <= high
-    if not in_range:
-        bound = f"> {low:g}" if exclusive else f">= {low:g}"
-        if high != math.inf:
-            bound += f" and <= {high:g}"
-        none = " (or None)" if optional else ""
-        raise ConfigError(f"`{name}` must be a number {bound}{none}, got {value!r}")
-
-
-def _check_int(name: str, value: Any, *, low: int, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        none = " (or None for no limit)" if optional else ""
-        raise ConfigError(f"`{name}` must be an integer >= {low}{none}, got {value!r}")

@@ -1,0 +1,102 @@
+"""`LLMOptions`: the options of the litellm adapter, `LLM`, which is built from them.
+
+Kept apart from `agentfsm.model.llm` so that what a trace records of a model
+(`describe_model`) can be read without loading the adapter: a run on a test
+model records the same keys as one on `LLM`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Annotated, Any
+
+from ..errors import ConfigError
+from ..options import Options, Spec, option_fields
+
+__all__ = ["LLMOptions", "describe_model"]
+
+# Keys litellm takes that `extra` may not set, though no option is named after them; an option's
+# own name is refused too ("use `timeout`").
+_NOT_IN_EXTRA = {
+    "messages": "the `messages` of ask_tool",
+    "tools": "the `tools` of ask_tool",
+    "tool_choice": "the `tool_choice` of ask_tool",
+    "request_timeout": "`timeout`",
+    "num_retries": "`max_attempts` (retries are LLM's own)",
+    "max_retries": "`max_attempts` (retries are LLM's own)",
+    "max_completion_tokens": "`max_tokens`",
+    "stream": "nothing: LLM does not stream",
+}
+
+
+def _named(value: str) -> bool:
+    return bool(value.strip())
+
+
+def _is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class LLMOptions(Options):
+    """How `LLM` reaches a model, how much a run may spend, and how it retries."""
+
+    model: Annotated[str, Spec(valid=_named, expected="a litellm model name such as 'openai/gpt-4o-mini'")]
+    """Any litellm model name; ``openai/<name>`` with `api_base` reaches any OpenAI-compatible server."""
+    _: KW_ONLY
+    api_base: Annotated[
+        str | None,
+        Spec(
+            valid=_is_url,
+            expected="a URL starting with http:// or https:// (e.g. 'http://127.0.0.1:8000/v1')",
+        ),
+    ] = None
+    """The server's base URL (None: the provider's own)."""
+    api_key: Annotated[str | None, Spec(secret=True)] = field(default=None, repr=False)
+    """The provider's key (None: litellm reads the provider's environment variable)."""
+    temperature: Annotated[float | None, Spec(ge=0, le=2)] = 0.0
+    """Sampling temperature (None: the provider's default; reasoning models are sent none)."""
+    max_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = 4096
+    """Tokens one reply may have (sent as `max_completion_tokens` to reasoning models)."""
+    max_input_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = None
+    """The input window checked before sending (None: litellm's for the model, if it knows one)."""
+    token_budget: Annotated[int | None, Spec(ge=1, none="no limit")] = None
+    """Tokens one agent run may spend, input and output; then it ends with `token_limit`."""
+    timeout: Annotated[float, Spec(gt=0)] = 60.0
+    """Seconds one request may take."""
+    max_attempts: Annotated[int, Spec(ge=1, traced=False)] = 6
+    """Tries of a request that fails transiently (rate limit, timeout, connection, 5xx)."""
+    backoff_base: Annotated[float, Spec(ge=0, traced=False)] = 1.0
+    """Seconds before the first retry, doubled for each next one (a Retry-After is honoured)."""
+    backoff_max: Annotated[float, Spec(ge=0, traced=False)] = 60.0
+    """The longest wait between two tries."""
+    extra: Annotated[dict[str, Any] | None, Spec(traced=False)] = None
+    """Passed to ``litellm.acompletion`` as is (headers, provider options); never traced."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "model", self.model.strip())
+        if self.extra is not None:
+            object.__setattr__(self, "extra", dict(self.extra))  # the caller's dict may change later
+        for key in self.extra or {}:
+            instead = f"`{key}`" if key in _OPTION_NAMES else _NOT_IN_EXTRA.get(key)
+            if instead is not None:
+                raise ConfigError(f"`extra` may not set {key!r}; use {instead} instead")
+
+
+_OPTION_NAMES = frozenset(f.name for f in fields(LLMOptions))
+
+
+def describe_model(model: object) -> dict[str, Any]:
+    """What a trace records of a chat model: its class, and each traced `LLMOptions` it has.
+
+    Any `ChatModel` may have some (every one has `token_budget`); an option it lacks is None.
+    Options that are secret or untraced (`api_key`, `extra`, ...) are never read.
+    """
+    described: dict[str, Any] = {"class": type(model).__name__}
+    for option in option_fields(LLMOptions):
+        if option.recorded:
+            value = getattr(model, option.name, None)
+            if value is None or isinstance(value, str | int | float):
+                described[option.name] = value
+    return described
