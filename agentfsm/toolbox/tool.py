@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
 from ..errors import ToolSetupError
-from ..serde import Serializable, slot_builder
+from ..serde import Serializable
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -42,9 +42,6 @@ class ToolResult(Serializable):
         if self.system:
             text = f"{text}\n<system>{self.system}</system>" if text else f"<system>{self.system}</system>"
         return text
-
-
-_tool_result = slot_builder(ToolResult)
 
 
 class ArgumentError(ValueError):
@@ -116,7 +113,7 @@ class Tool:
         """Validate, execute, and normalise the result to a `ToolResult`."""
         arguments = self.validate(kwargs)
         result = await self.execute(**arguments)
-        return result if isinstance(result, ToolResult) else _tool_result(result, None, None, None)
+        return result if isinstance(result, ToolResult) else ToolResult(output=result)
 
     def to_param(self) -> dict[str, Any]:
         """The OpenAI function-tool declaration sent to the model."""
