@@ -140,7 +140,6 @@ class FunctionTool(Tool):
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._model = _arguments_model(fn)
-        self._plain = _plain_fields(self._model)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -153,26 +152,6 @@ class FunctionTool(Tool):
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        plain = self._plain
-        if plain is not None:
-            # The fast path: every value of exactly its field's type (and no extra or
-            # missing key) is what pydantic would return unchanged; else pydantic decides.
-            checked: dict[str, Any] = {}
-            given = 0
-            for name, kind, default in plain:
-                value = arguments.get(name, _MISSING)
-                if value is _MISSING:
-                    if default is _MISSING:
-                        break
-                    value = default
-                elif type(value) is kind:
-                    given += 1
-                else:
-                    break
-                checked[name] = value
-            else:
-                if given == len(arguments):
-                    return checked
         from pydantic import ValidationError
 
         try:
@@ -194,25 +173,6 @@ class FunctionTool(Tool):
 
 
 _NOT_AWAITABLE = frozenset({int, float, str, bool, type(None), dict, list, tuple, ToolResult})
-_PLAIN_TYPES = (int, float, str, bool)
-_MISSING: Any = object()
-
-
-def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...] | None:
-    """(name, type, default) of each field when all are plain `int`/`float`/`str`/`bool` with
-    plain or no defaults (`FunctionTool.validate`'s fast path); else None."""
-    fields = []
-    for name, info in model.model_fields.items():
-        default = _MISSING if info.is_required() else info.default
-        if (
-            info.annotation not in _PLAIN_TYPES
-            or info.metadata
-            or info.alias is not None
-            or (default is not _MISSING and type(default) not in (*_PLAIN_TYPES, type(None)))
-        ):
-            return None
-        fields.append((name, info.annotation, default))
-    return tuple(fields)
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
