@@ -167,12 +167,7 @@ class FunctionTool(Tool):
         if self._is_async:
             return await self.fn(**kwargs)
         result = self.fn(**kwargs)
-        if type(result) in _NOT_AWAITABLE:
-            return result
         return (await result) if inspect.isawaitable(result) else result
-
-
-_NOT_AWAITABLE = frozenset({int, float, str, bool, type(None), dict, list, tuple, ToolResult})
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
