@@ -155,7 +155,7 @@ class FunctionTool(Tool):
         from pydantic import ValidationError
 
         try:
-            model = self._model.__pydantic_validator__.validate_python(arguments)
+            model = self._model.model_validate(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
