@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from conftest import assert_pairs_complete
@@ -73,7 +75,7 @@ async def test_json_schema_tools_are_validated_before_execute():
     class Greet(Tool):
         name = "greet"
         description = "Greet someone."
-        parameters = {
+        parameters: Mapping[str, Any] = {
             "type": "object",
             "properties": {"who": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
             "required": ["who"],

@@ -9,7 +9,7 @@ so a tool body never sees arguments the model made up.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
@@ -58,7 +58,8 @@ class Tool:
 
     name: str = ""
     description: str = ""
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+    """The JSON schema of the arguments. Read-only: a class's schema is shared by its instances."""
     needs_approval: bool = False
     """A person approves each call before it runs (see `agentfsm.approval`)."""
     idempotent: ClassVar[bool] = False
@@ -70,7 +71,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        parameters: dict[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
         needs_approval: bool | None = None,
     ) -> None:
         if name is not None:
