@@ -14,9 +14,10 @@ import re
 import secrets
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar
 
-from pydantic import BaseModel
+from ..serde import Serializable
 
 __all__ = [
     "EXEC_TAG",
@@ -75,7 +76,8 @@ class SandboxError(RuntimeError):
     """The sandbox itself failed (engine unreachable, image missing, container gone)."""
 
 
-class ExecResult(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class ExecResult(Serializable):
     """The outcome of one command. Output is decoded text, already clipped to the sandbox's limit."""
 
     exit_code: int | None
