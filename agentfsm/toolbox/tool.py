@@ -99,7 +99,7 @@ class Tool:
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check `arguments` against `parameters`; raise `ArgumentError` naming the problem."""
         if self._validator is None:
-            from jsonschema.validators import validator_for  # 150 ms: loaded on first use
+            from jsonschema.validators import validator_for  # slow to import: loaded on first use
 
             cls = validator_for(self.parameters)
             cls.check_schema(self.parameters)
