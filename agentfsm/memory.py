@@ -114,9 +114,8 @@ class Memory:
             del self._open_calls[message.tool_call_id]
         elif role is Role.ASSISTANT and message.tool_calls:
             self._open_calls = {call.id: call.name for call in message.tool_calls}
-        tail = self._tail
-        tail.append(message)
-        if len(self._head) + len(tail) + (self._pinned is not None) > self.max_messages:
+        self._tail.append(message)
+        if len(self) > self.max_messages:
             self._trim()
 
     def add_messages(self, messages: list[Message]) -> None:
