@@ -6,11 +6,12 @@ Importing this package is cheap: litellm (seconds to import) is loaded by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .agent import BaseAgent, ReActAgent, ToolCallAgent
 from .errors import AgentfsmError
 from .fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
+from .lazy import lazy_attributes
 from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .model.base import ChatModel, LLMResponse, Usage
@@ -66,20 +67,14 @@ __all__ = [
 
 # Loaded on first use, so `import agentfsm` stays cheap: the LLM adapter (litellm itself
 # loads on the first call), Manus and its system tools.
-_LAZY = {
-    "LLM": ("model.llm", "LLM"),
-    "Manus": ("agent.manus", "Manus"),
-    "AskHuman": ("toolbox.ask_human", "AskHuman"),
-    "Bash": ("toolbox.bash", "Bash"),
-    "PythonExecute": ("toolbox.python_execute", "PythonExecute"),
-    "StrReplaceEditor": ("toolbox.editor", "StrReplaceEditor"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attribute = _LAZY[name]
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
-    raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "LLM": "model.llm",
+        "Manus": "agent.manus",
+        "AskHuman": "toolbox.ask_human",
+        "Bash": "toolbox.bash",
+        "PythonExecute": "toolbox.python_execute",
+        "StrReplaceEditor": "toolbox.editor",
+    },
+)

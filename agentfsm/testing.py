@@ -21,7 +21,6 @@ from typing import Any
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
 from .model.base import LLMResponse, ToolChoice, Usage
-from .serde import slot_builder
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]
 
@@ -61,9 +60,6 @@ class ModelRequest:
         return [t["function"]["name"] for t in self.tools]
 
 
-_model_request = slot_builder(ModelRequest)
-
-
 @dataclass
 class _Recorder:
     token_budget: int | None = None
@@ -80,7 +76,7 @@ class _Recorder:
         tool_choice: ToolChoice,
     ) -> ModelRequest:
         if not self.record:  # the live view, not a copy
-            return _model_request(messages, system_msgs, tools, tool_choice)
+            return ModelRequest(messages, system_msgs, tools, tool_choice)
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from conftest import assert_pairs_complete
@@ -15,6 +17,7 @@ from agentfsm import (
     StopReason,
     Terminate,
     Tool,
+    ToolCall,
     ToolCallAgent,
     ToolCollection,
     ToolResult,
@@ -72,7 +75,7 @@ async def test_json_schema_tools_are_validated_before_execute():
     class Greet(Tool):
         name = "greet"
         description = "Greet someone."
-        parameters = {
+        parameters: Mapping[str, Any] = {
             "type": "object",
             "properties": {"who": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
             "required": ["who"],
@@ -280,22 +283,16 @@ async def test_tool_called_directly_validates_and_runs():
     assert asyncio.iscoroutinefunction(double.execute)
 
 
-def test_plain_argument_fast_path_agrees_with_pydantic():
+def test_validated_arguments_are_what_pydantic_returns():
     @tool
     def mixed(a: int, b: float = 1.0, s: str = "x", flag: bool = False) -> str:
-        """Plain fields only: the fast path applies."""
+        """Plain fields, with defaults."""
         return ""
 
-    @tool
-    def optional(a: int | None = None) -> int:
-        """Not a plain type: no fast path, pydantic decides."""
-        return a or 0
-
-    assert mixed._plain is not None and optional._plain is None
     cases = [
         {"a": 1},
         {"a": 1, "b": 2.5, "s": "y", "flag": True},
-        {"a": True},  # pydantic coerces: not the exact type, so not the fast path
+        {"a": True},  # pydantic coerces
         {"a": 1.0},
         {"a": "1"},
         {"a": 1, "b": 2},
@@ -309,12 +306,12 @@ def test_plain_argument_fast_path_agrees_with_pydantic():
         except Exception:
             via_pydantic = "error"
         try:
-            fast: object = mixed.validate(arguments)
+            validated: object = mixed.validate(arguments)
         except Exception:
-            fast = "error"
-        assert fast == via_pydantic, arguments
-        if fast != "error":
-            assert [type(v) for v in fast.values()] == [type(v) for v in via_pydantic.values()]  # type: ignore[union-attr]
+            validated = "error"
+        assert validated == via_pydantic, arguments
+        if validated != "error":
+            assert [type(v) for v in validated.values()] == [type(v) for v in via_pydantic.values()]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -328,14 +325,8 @@ def test_plain_argument_fast_path_agrees_with_pydantic():
         ('{"a": [1, {"b": 2}]}', "ok"),
     ],
 )
-def test_argument_json_parsing_matches_json_loads(text, expected):
-    from agentfsm.agent.toolcall import _loads
+def test_argument_json_parsing(text, expected):
+    from agentfsm.agent.toolcall import _arguments
 
-    try:
-        want: object = json.loads(text)
-    except json.JSONDecodeError:
-        with pytest.raises(json.JSONDecodeError):
-            _loads(text)
-        assert expected.startswith("Error")
-    else:
-        assert _loads(text) == want and expected == "ok"
+    arguments = _arguments(ToolCall(id="call_1", name="add", arguments=text))
+    assert arguments == (json.loads(text) if expected == "ok" else expected)

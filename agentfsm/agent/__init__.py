@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_attributes
 from .base import BaseAgent
 from .react import ReActAgent
 from .toolcall import ToolCallAgent
@@ -17,9 +18,4 @@ if TYPE_CHECKING:
 __all__ = ["BaseAgent", "Manus", "ReActAgent", "ToolCallAgent"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Manus":
-        from .manus import Manus
-
-        return Manus
-    raise AttributeError(f"module 'agentfsm.agent' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"Manus": "manus"})

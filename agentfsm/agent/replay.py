@@ -178,7 +178,9 @@ class _ReplayLLM:
 class _RecordedTools(ToolCollection):
     """The tool declarations of the request about to be replayed (the set may change between steps)."""
 
-    params: list[dict[str, Any]] = []
+    def __init__(self) -> None:
+        super().__init__()
+        self.params: list[dict[str, Any]] = []
 
     def to_params(self) -> list[dict[str, Any]]:
         return self.params

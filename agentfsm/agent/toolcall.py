@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from json.scanner import make_scanner
 from typing import Annotated, Any
 
 from ..errors import TokenLimitExceeded
@@ -405,7 +404,7 @@ def _system_messages(prompt: str | None) -> tuple[Message, ...]:
 def _arguments(call: ToolCall) -> dict[str, Any] | str:
     """The call's arguments as a dict, or the error observation saying why they are not one."""
     try:
-        arguments = _loads(call.arguments or "{}")
+        arguments = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:
         return f"Error: Error parsing arguments for {call.name}: Invalid JSON format"
     if not isinstance(arguments, dict):
@@ -422,19 +421,3 @@ def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:
     if not text:
         return f"Cmd `{name}` completed with no output", result.base64_image, False
     return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False
-
-
-_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: the C scanner takes a decoder
-
-
-def _loads(text: str) -> Any:
-    """`json.loads`, with a direct path for the common case of a bare JSON object."""
-    if text[:1] == "{" and text[-1:] == "}":
-        try:
-            value, end = _scan(text, 0)
-        except (StopIteration, ValueError, RecursionError):
-            pass  # json.loads below raises the canonical error
-        else:
-            if end == len(text):
-                return value
-    return json.loads(text)

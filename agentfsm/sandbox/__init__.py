@@ -9,8 +9,9 @@ a run or on close, always on error and cancellation); `SandboxSettings` is the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_attributes
 from .base import ExecResult, Sandbox, SandboxError
 from .local import LocalSandbox
 from .session import SandboxSession
@@ -30,10 +31,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """`DockerSandbox` on first use only (its module is light, but keeps docker out of plain imports)."""
-    if name == "DockerSandbox":
-        from .docker import DockerSandbox
-
-        return DockerSandbox
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `DockerSandbox` on first use only (its module is light, but keeps docker out of plain imports).
+__getattr__ = lazy_attributes(__name__, {"DockerSandbox": "docker"})

@@ -14,11 +14,11 @@ import re
 import secrets
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar
 
-from pydantic import BaseModel
-
 from ..errors import SandboxError
+from ..serde import Serializable
 
 __all__ = [
     "EXEC_TAG",
@@ -73,7 +73,8 @@ RESTARTED = "\n[the shell session was restarted: working directory and variables
 SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
 
 
-class ExecResult(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class ExecResult(Serializable):
     """The outcome of one command. Output is decoded text, already clipped to the sandbox's limit."""
 
     exit_code: int | None

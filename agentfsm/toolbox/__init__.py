@@ -8,8 +8,9 @@ the run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_attributes
 from .terminate import Terminate
 
 if TYPE_CHECKING:
@@ -40,9 +41,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'agentfsm.toolbox' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -8,7 +8,7 @@ command line passes `ask_on_terminal` when stdin is a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .tool import Tool, ToolResult
@@ -24,7 +24,7 @@ class AskHuman(Tool):
 
     name = "ask_human"
     description = "Use this tool to ask human for help."
-    parameters: dict[str, Any] = {
+    parameters: Mapping[str, Any] = {
         "type": "object",
         "properties": {"inquire": {"type": "string", "description": "The question you want to ask human."}},
         "required": ["inquire"],

@@ -7,6 +7,7 @@ the run after it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .tool import Tool
@@ -23,7 +24,7 @@ class Terminate(Tool):
     name = "terminate"
     idempotent = True  # no effect: a resumed run may call it again
     description = _DESCRIPTION
-    parameters: dict[str, Any] = {
+    parameters: Mapping[str, Any] = {
         "type": "object",
         "properties": {
             "status": {

@@ -9,12 +9,12 @@ so a tool body never sees arguments the model made up.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
 from ..errors import ArgumentError, ToolSetupError
-from ..serde import Serializable, slot_builder
+from ..serde import Serializable
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -44,9 +44,6 @@ class ToolResult(Serializable):
         return text
 
 
-_tool_result = slot_builder(ToolResult)
-
-
 class Tool:
     """A callable the model can request by name.
 
@@ -57,7 +54,8 @@ class Tool:
 
     name: str = ""
     description: str = ""
-    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+    """The JSON schema of the arguments. Read-only: a class's schema is shared by its instances."""
     needs_approval: bool = False
     """A person approves each call before it runs (see `agentfsm.approval`)."""
     idempotent: ClassVar[bool] = False
@@ -69,7 +67,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        parameters: dict[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
         needs_approval: bool | None = None,
     ) -> None:
         if name is not None:
@@ -97,7 +95,7 @@ class Tool:
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check `arguments` against `parameters`; raise `ArgumentError` naming the problem."""
         if self._validator is None:
-            from jsonschema.validators import validator_for  # 150 ms: loaded on first use
+            from jsonschema.validators import validator_for  # slow to import: loaded on first use
 
             cls = validator_for(self.parameters)
             cls.check_schema(self.parameters)
@@ -112,7 +110,7 @@ class Tool:
         """Validate, execute, and normalise the result to a `ToolResult`."""
         arguments = self.validate(kwargs)
         result = await self.execute(**arguments)
-        return result if isinstance(result, ToolResult) else _tool_result(result, None, None, None)
+        return result if isinstance(result, ToolResult) else ToolResult(output=result)
 
     def to_param(self) -> dict[str, Any]:
         """The OpenAI function-tool declaration sent to the model."""
@@ -139,7 +137,6 @@ class FunctionTool(Tool):
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         self._model = _arguments_model(fn)
-        self._plain = _plain_fields(self._model)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -152,30 +149,10 @@ class FunctionTool(Tool):
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        plain = self._plain
-        if plain is not None:
-            # The fast path: every value of exactly its field's type (and no extra or
-            # missing key) is what pydantic would return unchanged; else pydantic decides.
-            checked: dict[str, Any] = {}
-            given = 0
-            for name, kind, default in plain:
-                value = arguments.get(name, _MISSING)
-                if value is _MISSING:
-                    if default is _MISSING:
-                        break
-                    value = default
-                elif type(value) is kind:
-                    given += 1
-                else:
-                    break
-                checked[name] = value
-            else:
-                if given == len(arguments):
-                    return checked
         from pydantic import ValidationError
 
         try:
-            model = self._model.__pydantic_validator__.validate_python(arguments)
+            model = self._model.model_validate(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
@@ -187,31 +164,7 @@ class FunctionTool(Tool):
         if self._is_async:
             return await self.fn(**kwargs)
         result = self.fn(**kwargs)
-        if type(result) in _NOT_AWAITABLE:
-            return result
         return (await result) if inspect.isawaitable(result) else result
-
-
-_NOT_AWAITABLE = frozenset({int, float, str, bool, type(None), dict, list, tuple, ToolResult})
-_PLAIN_TYPES = (int, float, str, bool)
-_MISSING: Any = object()
-
-
-def _plain_fields(model: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...] | None:
-    """(name, type, default) of each field when all are plain `int`/`float`/`str`/`bool` with
-    plain or no defaults (`FunctionTool.validate`'s fast path); else None."""
-    fields = []
-    for name, info in model.model_fields.items():
-        default = _MISSING if info.is_required() else info.default
-        if (
-            info.annotation not in _PLAIN_TYPES
-            or info.metadata
-            or info.alias is not None
-            or (default is not _MISSING and type(default) not in (*_PLAIN_TYPES, type(None)))
-        ):
-            return None
-        fields.append((name, info.annotation, default))
-    return tuple(fields)
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
