@@ -128,3 +128,14 @@ def test_only_the_command_line_configures_logging():
         found += [f"{module}: {word}" for word in configuring if word in text]
     # log.py gives the library's logger a NullHandler, as the logging docs ask of a library
     assert found == ["agentfsm.log: addHandler"]
+
+
+def test_every_public_name_of_the_spec_imports_from_agentfsm():
+    import agentfsm.testing
+
+    spec = ["ToolCallAgent", "ReActAgent", "BaseAgent", "AgentState", "StopReason", "RunResult", "LLM"]
+    spec += ["Memory", "Message", "Tool", "ToolCollection", "ToolResult", "Terminate", "tool", "Transition"]
+    spec += ["Edge", "Guard", "StateSpec", "MachineTable", "Manus", "AgentfsmError"]
+    assert [name for name in spec if not hasattr(agentfsm, name)] == []
+    assert set(agentfsm.__all__) >= set(spec)
+    assert callable(agentfsm.testing.ScriptedLLM) and callable(agentfsm.testing.reply)
