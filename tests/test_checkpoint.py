@@ -381,6 +381,9 @@ async def test_a_new_run_on_a_checkpoint_begins_a_new_journal(tmp_path: Path) ->
     assert {r["run_state"]["run_id"] for r in records[1:]} == {second.run_id} != {first.run_id}
     assert records[1]["memory"][0]["op"] == "snapshot"  # memory whole once, then what changed
     assert all(c["op"] != "snapshot" for r in records[2:] for c in r["memory"])
+    assert "seen" in records[1]["run_state"]  # stuck detection's counts too: whole once, then changes
+    assert not any("seen" in r["run_state"] for r in records[2:])
+    assert any(r["seen"] for r in records[2:]) and all(len(r["seen"]) <= 1 for r in records[2:])
 
 
 async def test_a_resumed_run_appends_and_reads_back_as_it_ran(tmp_path: Path) -> None:

@@ -15,9 +15,12 @@ Schema version `CHECKPOINT_SCHEMA` = 2. JSON Lines; every record has a ``kind``:
   the agent that resumes), ``started_at`` (ISO 8601, UTC).
 - ``checkpoint`` (one per write): ``run_state`` (the `RunState` dump: machine
   state, step, pending calls, observations, usage, stuck counters, and the
-  step's started and completed calls), ``memory`` (memory's changes since the
-  record before, in order; below), ``config`` (only when it is not the one
-  in force: the first record of a resumed run, which may use another model),
+  step's started and completed calls; its ``seen``, stuck detection's count of
+  each assistant turn of the run, only in the first record of a run or of a
+  resume, else left out), ``seen`` (the entries of ``seen`` added or counted up
+  since the record before), ``memory`` (memory's changes since the record
+  before, in order; below), ``config`` (only when it is not the one in force:
+  the first record of a resumed run, which may use another model),
   ``written_at`` (ISO 8601, UTC).
 
 Memory's changes, each an object with an ``op``: ``snapshot`` with ``memory``
@@ -154,6 +157,8 @@ class Checkpointer:
         """Memory's changes since the last record (None: the next record holds all of memory)."""
         self._config: dict[str, Any] | None = None
         """The configuration in force in the journal (None: the next record writes it)."""
+        self._seen: dict[str, int] | None = None
+        """`RunState.seen` as the journal holds it (None: the next record writes it whole)."""
         self._started = False
         self._unsubscribe = agent.on_event(self._on_event)
 
@@ -186,11 +191,16 @@ class Checkpointer:
             if new:
                 head = _line(self._header(config))
                 self._config = config
-        record: dict[str, Any] = {
-            "kind": "checkpoint",
-            "run_state": agent.run_state.model_dump(mode="json"),
-            "memory": self._memory_changes(),
-        }
+        run_state = agent.run_state.model_dump(mode="json")
+        seen: dict[str, int] = run_state["seen"]
+        record: dict[str, Any] = {"kind": "checkpoint", "run_state": run_state}
+        known = self._seen
+        if known is not None and len(seen) >= len(known):  # entries are only ever added or counted up
+            changed = {key: count for key, count in seen.items() if known.get(key) != count}
+            if len(seen) - len(known) == sum(key not in known for key in changed):
+                del run_state["seen"]
+                record["seen"] = changed
+        record["memory"] = self._memory_changes()
         if config != self._config:
             record["config"] = config
         record["written_at"] = _now()
@@ -198,8 +208,9 @@ class Checkpointer:
             append_record(self.path, head + _line(record), new=bool(head))
         except BaseException:
             self._forget()  # what was taken from the watch is not in the journal: start whole again
+            self._seen = None
             raise
-        self._started, self._config = True, config
+        self._started, self._config, self._seen = True, config, seen
 
     def _header(self, config: dict[str, Any]) -> dict[str, Any]:
         cls = type(self.agent)
@@ -306,6 +317,7 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
         raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
     config = header.get("config")
     run_state: Any = None
+    seen: dict[str, Any] = {}
     written_at: Any = None
     messages: list[Any] = []
     pinned: int | None = None
@@ -319,6 +331,10 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
             continue
         records += 1
         run_state, written_at = record.get("run_state"), record.get("written_at")
+        if isinstance(run_state, dict) and "seen" in run_state:
+            seen = dict(run_state["seen"])
+        else:
+            seen.update(record.get("seen", {}))
         config = record.get("config", config)
         for change in record.get("memory", ()):
             op = change.get("op") if isinstance(change, dict) else None
@@ -338,7 +354,7 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
         "agent": header.get("agent"),
         "agent_class": header.get("agent_class"),
         "config": config,
-        "run_state": run_state,
+        "run_state": {**run_state, "seen": seen} if isinstance(run_state, dict) else None,
         "memory": {"max_messages": max_messages, "messages": messages, "pinned_index": pinned},
         "written_at": written_at,
     }
