@@ -17,6 +17,7 @@ __all__ = [
     "ScriptExhaustedError",
     "TokenLimitExceeded",
     "ToolSetupError",
+    "TraceError",
     "WrongPhaseError",
 ]
 
@@ -31,6 +32,10 @@ class ToolSetupError(ValueError):
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read, or that the resuming agent does not match."""
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read: missing, not a trace, damaged, or of another schema version."""
 
 
 class ConfigError(ValueError):

@@ -207,11 +207,11 @@ def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
     path = None
     if args.trace is not None:
-        from ..agent.replay import ReplayError, read_trace
+        from ..recording.trace import TraceError, read_trace
 
         try:
             header, records = read_trace(args.trace)
-        except ReplayError as exc:
+        except TraceError as exc:
             return _usage_error(str(exc))
         table = _agent_class(_recorded_kind(header.get("agent_class"))).table
         if header.get("config", {}).get("require_approval"):
