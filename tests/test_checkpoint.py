@@ -386,6 +386,25 @@ async def test_a_new_run_on_a_checkpoint_begins_a_new_journal(tmp_path: Path) ->
     assert any(r["seen"] for r in records[2:]) and all(len(r["seen"]) <= 1 for r in records[2:])
 
 
+async def test_the_journal_follows_memory_relimited_replaced_or_cleared_mid_run(tmp_path: Path) -> None:
+    """Changes a caller makes between steps reach the next record: memory reads back as it is."""
+    path = tmp_path / "run.json"
+    agent = Tools().agent()
+    changes = {
+        ("THINKING", 1): lambda: setattr(agent.memory, "max_messages", 50),
+        ("ACTING", 1): lambda: setattr(agent, "memory", Memory.from_snapshot(agent.memory.snapshot())),
+        ("THINKING", 2): lambda: agent.memory.clear(),
+    }
+    seen = []
+    async for transition in agent.iter("go", checkpoint=path):
+        assert read_checkpoint(path)["memory"] == agent.memory.snapshot().model_dump(mode="json")
+        seen.append((transition.dest, transition.step))
+        changes.get((transition.dest, transition.step), lambda: None)()
+    assert {("THINKING", 1), ("ACTING", 1), ("THINKING", 2)} <= set(seen)
+    ops = [c["op"] for line in path.read_text().splitlines()[1:] for c in json.loads(line)["memory"]]
+    assert ops.count("snapshot") == 3 and "clear" in ops  # the first, the new limit, the new object
+
+
 async def test_a_resumed_run_appends_and_reads_back_as_it_ran(tmp_path: Path) -> None:
     """Killed in ACTING, resumed: the journal goes on from there, and reads back as memory is."""
     path, killed = tmp_path / "run.json", tmp_path / "killed.json"

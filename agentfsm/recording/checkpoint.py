@@ -157,6 +157,8 @@ class Checkpointer:
         """Memory's changes since the last record (None: the next record holds all of memory)."""
         self._config: dict[str, Any] | None = None
         """The configuration in force in the journal (None: the next record writes it)."""
+        self._max_messages = 0
+        """The memory limit in the journal's last snapshot of memory."""
         self._seen: dict[str, int] | None = None
         """`RunState.seen` as the journal holds it (None: the next record writes it whole)."""
         self._started = False
@@ -225,10 +227,10 @@ class Checkpointer:
 
     def _memory_changes(self) -> list[dict[str, Any]]:
         memory, watch = self.agent.memory, self._watch
-        if watch is not None and watch.memory is memory:
+        if watch is not None and watch.memory is memory and self._max_messages == memory.max_messages:
             return [_change_record(change) for change in watch.take()]
-        self._forget()
-        self._watch = memory.watch()
+        self._forget()  # the first record, another memory object, or another limit: memory whole
+        self._watch, self._max_messages = memory.watch(), memory.max_messages
         return [{"op": "snapshot", "memory": memory.snapshot().model_dump(mode="json")}]
 
     def _forget(self) -> None:
