@@ -167,9 +167,7 @@ class Checkpointer:
     def close(self) -> None:
         """Stop listening, and stop watching memory."""
         self._unsubscribe()
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
+        self._forget()
 
     def _on_event(self, event: AgentEvent) -> None:
         if isinstance(event, LLMCall):
