@@ -30,6 +30,7 @@ __all__ = [
     "ScriptExhaustedError",
     "TokenLimitExceeded",
     "ToolSetupError",
+    "TraceError",
     "WrongPhaseError",
 ]
 
@@ -48,6 +49,10 @@ class ToolSetupError(AgentfsmError, ValueError):
 
 class CheckpointError(AgentfsmError, ValueError):
     """A checkpoint that cannot be read, or that the resuming agent does not match."""
+
+
+class TraceError(AgentfsmError, ValueError):
+    """A trace that cannot be read: missing, not a trace, damaged, or of another schema version."""
 
 
 class ConfigError(AgentfsmError, ValueError):
@@ -108,5 +113,5 @@ class SandboxError(AgentfsmError, RuntimeError):
     """The sandbox itself failed (engine unreachable, image missing, container gone)."""
 
 
-class ReplayError(AgentfsmError, ValueError):
+class ReplayError(TraceError):
     """The trace cannot be replayed: unreadable, another schema, or the replay diverged from it."""

@@ -8,6 +8,11 @@ request is pinned and survives trimming, so the model never loses the task.
 
 Trimming pops from the left end of deques, so adding a message is O(1)
 amortized however long the history is.
+
+`Memory.watch()` reports each change as it is made (a `MemoryChange`:
+appended, pinned, dropped by trimming, last message replaced, cleared), so
+a checkpointer writes what changed since its last write in O(changes),
+never by comparing two copies of the history.
 """
 
 from __future__ import annotations
@@ -16,12 +21,20 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, islice
-from typing import overload
+from typing import Literal, TypeVar, assert_never, overload
 
 from .messages import Message, Role, ToolCall
 from .serde import Serializable
 
-__all__ = ["Memory", "MemorySnapshot", "MessagesView"]
+__all__ = [
+    "ChangeKind",
+    "Memory",
+    "MemoryChange",
+    "MemorySnapshot",
+    "MemoryWatch",
+    "MessagesView",
+    "apply_change",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +46,93 @@ class MemorySnapshot(Serializable):
     pinned_index: int | None = None
 
 
+ChangeKind = Literal["add", "request", "drop", "replace_last", "clear"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChange:
+    """One change to a memory's messages, as `Memory.watch` reports it, in the order made.
+
+    Applied in order to the messages (and pin) before them, the changes give
+    the messages after them; that is all a checkpoint journal records.
+    """
+
+    kind: ChangeKind
+    """``add``: `message` appended. ``request``: `message` appended and pinned (a run's
+    request; the previous pin is released, its message stays). ``drop``: `count` messages
+    removed from position `at` (trimming, whole blocks). ``replace_last``: the last message
+    is now `message` (its pending calls were replaced). ``clear``: every message removed."""
+    message: Message | None = None
+    at: int = 0
+    count: int = 0
+
+
+class MemoryWatch:
+    """The changes made to one `Memory` since the last `take()`.
+
+    O(1) per change, and nothing at all while nobody watches. A watch keeps
+    every change until it is taken: `close()` it when done.
+    """
+
+    __slots__ = ("_changes", "memory")
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._changes: list[MemoryChange] = []
+
+    def take(self) -> list[MemoryChange]:
+        """The changes since the last `take()` (or since the watch began), oldest first."""
+        changes, self._changes = self._changes, []
+        return changes
+
+    def close(self) -> None:
+        self.memory._unwatch(self)
+
+    def _note(self, change: MemoryChange) -> None:
+        changes = self._changes
+        last = changes[-1] if changes else None
+        if change.kind == "drop" and last is not None and last.kind == "drop" and last.at == change.at:
+            changes[-1] = MemoryChange("drop", at=change.at, count=last.count + change.count)
+        else:
+            changes.append(change)
+
+
+_M = TypeVar("_M")
+
+
+def apply_change(
+    messages: list[_M],
+    pinned_index: int | None,
+    kind: ChangeKind,
+    message: _M | None = None,
+    *,
+    at: int = 0,
+    count: int = 0,
+) -> int | None:
+    """Apply one `MemoryChange` to `messages` in place; return the pinned request's index after it.
+
+    `messages` are a memory's messages, or their JSON dumps (a checkpoint's
+    reader replays its journal on those), with the pin at `pinned_index`.
+    """
+    if kind == "drop":
+        del messages[at : at + count]
+        return pinned_index - count if pinned_index is not None and at < pinned_index else pinned_index
+    if kind == "clear":
+        messages.clear()
+        return None
+    if message is None:
+        raise ValueError(f"a {kind!r} change carries the message it adds or puts last; got None")
+    if kind == "replace_last":
+        messages[-1] = message
+        return pinned_index
+    messages.append(message)
+    if kind == "request":
+        return len(messages) - 1
+    if kind == "add":
+        return pinned_index
+    assert_never(kind)
+
+
 class Memory:
     """The agent's message history, bounded by `max_messages`.
 
@@ -40,6 +140,9 @@ class Memory:
     a `tool` message always follows the assistant message that called it, and
     trimming drops whole blocks, so no tool message is ever orphaned.
     """
+
+    _watches: tuple[MemoryWatch, ...] = ()
+    """Who is told of each change (`watch`); empty, and free, unless someone asks."""
 
     def __init__(self, max_messages: int = 100) -> None:
         if max_messages < 2:
@@ -103,6 +206,8 @@ class Memory:
         self._pinned = None
         self._check_add(message)
         self._pinned = message
+        if self._watches:
+            self._changed(MemoryChange("request", message))
         if len(self._head) >= self.max_messages:  # the head, the request and an empty tail
             self._trim()
 
@@ -115,6 +220,8 @@ class Memory:
         elif role is Role.ASSISTANT and message.tool_calls:
             self._open_calls = {call.id: call.name for call in message.tool_calls}
         self._tail.append(message)
+        if self._watches:
+            self._changed(MemoryChange("add", message))
         if len(self) > self.max_messages:
             self._trim()
 
@@ -146,6 +253,8 @@ class Memory:
             )
         message = replace(last, tool_calls=tuple(calls))
         self._tail[-1] = message
+        if self._watches:
+            self._changed(MemoryChange("replace_last", message))
         self._open_calls = {call.id: call.name for call in calls}
         return message
 
@@ -167,6 +276,23 @@ class Memory:
         self._tail.clear()
         self._pinned = None
         self._open_calls = {}
+        if self._watches:
+            self._changed(MemoryChange("clear"))
+
+    # -- watching -------------------------------------------------------------
+
+    def watch(self) -> MemoryWatch:
+        """Start recording every change to this memory (see `MemoryWatch`)."""
+        watch = MemoryWatch(self)
+        self._watches = (*self._watches, watch)
+        return watch
+
+    def _unwatch(self, watch: MemoryWatch) -> None:
+        self._watches = tuple(w for w in self._watches if w is not watch)
+
+    def _changed(self, change: MemoryChange) -> None:
+        for watch in self._watches:
+            watch._note(change)
 
     # -- snapshots ------------------------------------------------------------
 
@@ -211,6 +337,9 @@ class Memory:
                 return  # the newest block is never dropped, even if it alone is too long
             for _ in range(size):
                 source.popleft()
+            if self._watches:  # from the front, or (the head empty) just after the pinned request
+                at = 1 if source is self._tail and self._pinned is not None else 0
+                self._changed(MemoryChange("drop", at=at, count=size))
 
 
 def _block_size(messages: deque[Message]) -> int:

@@ -3,7 +3,7 @@
     python checkpoint_child.py run|resume WORKDIR KILL
 
 KILL is ``none``, ``write:K`` (SIGKILL right after the K-th checkpoint write),
-``torn:K`` (SIGKILL inside the K-th write, its temporary file written but not yet in place),
+``torn:K`` (SIGKILL inside the K-th write, half of its line appended to the journal),
 ``before:N`` or ``after:N`` (SIGKILL inside ``record(n=N)``, before or after its
 side effect), or ``mark`` (print ``checkpoint`` after each write and let each
 call take 20 ms: the parent kills the process when it chooses). The run's result
@@ -66,34 +66,21 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
             _die()
         return f"recorded {n}"
 
-    if mode == "write":
-        original, count = checkpoint.write_atomic, [0]
+    if mode in ("write", "torn", "mark"):
+        append, count = checkpoint.append_record, [0]
 
-        def write_then_maybe_die(path: checkpoint.TracePath, text: str) -> None:
-            original(path, text)
+        def hooked(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
             count[0] += 1
-            if count[0] == int(arg):
+            if mode == "torn" and count[0] == int(arg):
+                append(path, text[: len(text) // 2], new=new)  # the kill lands mid-line
                 _die()
-
-        checkpoint.write_atomic = write_then_maybe_die  # type: ignore[assignment]
-    if mode == "torn":
-        replace, writes = os.replace, [0]
-
-        def die_before_the_kth_replace(source: str, target: str) -> None:
-            writes[0] += 1
-            if writes[0] == int(arg):
+            append(path, text, new=new)
+            if mode == "write" and count[0] == int(arg):
                 _die()
-            replace(source, target)
+            if mode == "mark":
+                print("checkpoint", flush=True)
 
-        os.replace = die_before_the_kth_replace  # type: ignore[assignment]
-    if mode == "mark":
-        plain = checkpoint.write_atomic
-
-        def write_then_mark(path: checkpoint.TracePath, text: str) -> None:
-            plain(path, text)
-            print("checkpoint", flush=True)
-
-        checkpoint.write_atomic = write_then_mark  # type: ignore[assignment]
+        checkpoint.append_record = hooked  # type: ignore[assignment]
     return ToolCallAgent(llm=FunctionLLM(script), tools=[record, Terminate()], name="child", max_steps=5)
 
 

@@ -18,6 +18,7 @@ from agentfsm.agent.replay import replay
 from agentfsm.agent.table import AGENT_TABLE
 from agentfsm.errors import AgentBusyError, CheckpointError, WrongPhaseError
 from agentfsm.fsm.diagram import to_mermaid
+from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.run.events import Edit
 from agentfsm.testing import ScriptedLLM, reply
 
@@ -243,19 +244,19 @@ async def test_a_paused_run_survives_a_restart_through_its_checkpoint(tmp_path):
     deleter = Deleter()
     first, _ = build(DELETE_TWO, deleter=deleter)
     await first.run("clean", checkpoint=path)
-    assert json.loads(path.read_text())["run_state"]["state"] == "AWAITING_APPROVAL"
+    assert read_checkpoint(path)["run_state"]["state"] == "AWAITING_APPROVAL"
     # another process: the same agent, built again; it resumes into the same pause
     second, _ = build(TERMINATE, deleter=deleter)
     result = await second.resume(path)
     assert result.paused and [c.id for c in result.pending_approval] == ["call_1", "call_2"]
     second.approve("call_2")
     second.reject("call_1")
-    decisions = json.loads(path.read_text())["run_state"]["decisions"]  # decisions are checkpointed
+    decisions = read_checkpoint(path)["run_state"]["decisions"]  # decisions are checkpointed
     assert decisions == {"call_2": {"approved": True, "arguments": None, "reason": None},
                          "call_1": {"approved": False, "arguments": None, "reason": None}}  # fmt: skip
     result = await second.resume()  # in place, still writing the checkpoint
     assert result.stop_reason is StopReason.TERMINATED and deleter.deleted == ["b"]
-    assert json.loads(path.read_text())["run_state"]["state"] == "FINISHED"
+    assert read_checkpoint(path)["run_state"]["state"] == "FINISHED"
     other = ToolCallAgent(llm=ScriptedLLM([]), tools=[look, Terminate()])
     with pytest.raises(CheckpointError, match="require_approval"):
         await other.resume(path)

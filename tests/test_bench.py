@@ -78,3 +78,47 @@ def test_the_report_reads_every_runner_and_any_subset_of_sections() -> None:
     assert "One step as history grows" not in table
     data["history"] = {"step_us": {"10 messages": 1.0, "10000 messages": 1.1}, "ratio_10000_to_10": 1.1}
     assert "ratio 10,000 : 10 = 1.10" in bench.report(data)
+    assert "Recording" not in bench.report(data)
+    growth = {"steps": 10, "messages": 21, "history_bytes": 3_000, "trace_bytes": 21_000,
+              "trace_bytes_per_message": 1000.0, "trace_to_history": 7.0,
+              "checkpoint_bytes": 63_000, "checkpoint_bytes_per_message": 3000.0}  # fmt: skip
+    data["recording"] = {
+        "step_us": {"10 messages": 1500.0, "10000 messages": 1800.0},
+        "ratio_10000_to_10": 1.2,
+        "growth": [growth],
+    }
+    table = bench.report(data)
+    assert table.index("One step as history grows") < table.index("Recording: one step") < len(table)
+    assert "ratio 10,000 : 10 = 1.20" in table
+    assert (
+        "     10        21       3,000      21,000       1000           7.00        63,000       3000"
+        in table
+    )
+
+
+async def test_the_recording_section_times_whole_recorded_steps_and_sizes_growing_runs(
+    tmp_path: Path,
+) -> None:
+    """A recorded step is think, act and observe, with every checkpoint and trace record they write;
+    a growth run keeps its whole history in memory, so trace and history grow together."""
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection, tool
+    from agentfsm.recording.checkpoint import read_checkpoint
+
+    tools = ToolCollection(tool(bench_peers.add), Terminate())
+    agent = ToolCallAgent(
+        llm=bench.endless_model(), tools=tools, memory=bench.filled_memory(10), max_steps=99
+    )
+    run = bench.RecordedRun(agent, tmp_path)
+    for _ in range(3):  # the start edge, then two whole steps
+        await run.step()
+    assert (agent.fsm_state, agent.current_step) == ("THINKING", 3)
+    journal = (tmp_path / "run.checkpoint").read_text().splitlines()
+    assert len(journal) == 1 + 1 + 2 * 5  # the header, the start, five writes a step
+    await run.close()
+    assert read_checkpoint(tmp_path / "run.checkpoint")["run_state"]["state"] == "ERROR"  # closed: cancelled
+    assert (tmp_path / "run.jsonl").read_text().count('"kind": "llm"') == 2
+
+    small, large = [await bench._trace_growth(tools, steps, tmp_path) for steps in (3, 12)]
+    assert (small["steps"], small["messages"], large["messages"]) == (3, 7, 25)
+    assert small["trace_bytes"] < large["trace_bytes"] and small["history_bytes"] < large["history_bytes"]
+    assert large["trace_bytes_per_message"] < 1.5 * small["trace_bytes_per_message"]  # linear, not worse

@@ -1,9 +1,10 @@
 """Checkpoints and resume: a run killed with SIGKILL anywhere continues to the same result.
 
 The kill tests run `checkpoint_child.py` in subprocesses: once to the end (the
-reference), then killed after each checkpoint write and inside a tool call,
-then resumed in a new process. The in-process tests pin what each phase does
-on resume, the file's atomicity, and the errors.
+reference), then killed after each checkpoint write, inside a write and
+inside a tool call, then resumed in a new process. The in-process tests pin
+what each phase does on resume, the journal (append-only, replayed into the
+same state as memory's), and the errors.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from agentfsm.agent.toolcall import INTERRUPTED_CALL
 from agentfsm.cli import commands as cli_main
 from agentfsm.cli import config
 from agentfsm.errors import CheckpointError
+from agentfsm.memory import Memory
 from agentfsm.messages import Role, ToolCall
 from agentfsm.recording import checkpoint
 from agentfsm.recording.checkpoint import read_checkpoint
@@ -130,26 +133,14 @@ def test_a_kill_inside_a_write_leaves_the_previous_checkpoint_and_resume_cleans_
     workdir.mkdir()
     killed = child("run", workdir, "torn:4")
     assert killed.returncode == SIGKILLED, killed.stderr
-    torn = [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
-    assert len(torn) == 1 and torn[0].startswith(".run.checkpoint.json.")  # the 4th write, not in place
-    assert read_checkpoint(workdir / "run.checkpoint.json")  # the 3rd write: whole
+    journal = workdir / "run.checkpoint.json"
+    text = journal.read_text()
+    assert not text.endswith("\n") and text.count("\n") == 4  # the header, 3 records, half the 4th
+    assert read_checkpoint(journal)["run_state"]["state"] == "ACTING"  # the 3rd write: whole
     assert outcome(child("resume", workdir)) == reference
-    assert not [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
-
-
-def test_only_the_temporaries_of_dead_writers_are_removed(tmp_path: Path) -> None:
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    names = [
-        f".run.json.{dead.stdout.strip()}.abc.tmp",  # a writer killed mid-write: removed
-        f".run.json.{os.getpid()}.def.tmp",  # a live writer's: kept
-        f".other.json.{dead.stdout.strip()}.ghi.tmp",  # another checkpoint's: kept
-    ]
-    for name in names:
-        (tmp_path / name).write_text("{")
-    assert checkpoint.remove_stale_temporaries(tmp_path / "run.json") == names[:1]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+    lines = journal.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)  # the torn line was cut off before appending
+    assert [json.loads(line)["kind"] for line in lines].count("header") == 1
 
 
 def parent_kill_then_resume(base: Path, k: int) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
@@ -224,16 +215,27 @@ def _script(request: ModelRequest) -> object:
 async def checkpoints_by_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any
 ) -> list[dict[str, Any]]:
-    """Run to the end with checkpointing; every checkpoint as written (each read back right away)."""
+    """Run to the end with checkpointing; every checkpoint as written (each read back right away).
+
+    Each write appends to the journal (what was there stays as it was), and
+    the journal read back holds the run state and the memory of that moment.
+    """
     seen: list[dict[str, Any]] = []
-    original = checkpoint.write_atomic
+    original = checkpoint.append_record
+    before = [""]
 
-    def write_and_read(path: checkpoint.TracePath, text: str) -> None:
-        original(path, text)
-        assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left behind
+    def write_and_read(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+        original(path, text, new=new)
+        assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # the journal, nothing else
+        written = Path(path).read_text()
+        assert written == before[0] + text and text.count("\n") == (2 if new else 1)
+        assert new == (not before[0])  # the run's first write begins the journal
+        before[0] = written
         seen.append(read_checkpoint(path))
+        assert seen[-1]["run_state"] == agent.run_state.model_dump(mode="json")
+        assert seen[-1]["memory"] == agent.memory.snapshot().model_dump(mode="json")
 
-    monkeypatch.setattr(checkpoint, "write_atomic", write_and_read)
+    monkeypatch.setattr(checkpoint, "append_record", write_and_read)
     agent = Tools().agent(**options)
     async for transition in agent.iter("go", checkpoint=tmp_path / "run.json"):
         assert seen[-1]["run_state"]["state"] == transition.dest  # written before the edge is yielded
@@ -246,7 +248,7 @@ async def resume_from(
     saved: dict[str, Any], tmp_path: Path, **options: Any
 ) -> tuple[Tools, ToolCallAgent, Any]:
     path = tmp_path / "resume.json"
-    path.write_text(json.dumps(saved))
+    checkpoint.write_checkpoint(path, saved)
     tools = Tools()
     agent = tools.agent(**options)
     result = await agent.resume(path)
@@ -349,6 +351,79 @@ def test_unreadable_checkpoints_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"schema": 99}')
     with pytest.raises(CheckpointError, match="schema"):
         agent.resume_iter(tmp_path / "other.json")
+    (tmp_path / "torn.json").write_text('{"kind": "header", "schema": 2, "agent_class": "x", "con')
+    with pytest.raises(CheckpointError, match="holds no whole record"):
+        agent.resume_iter(tmp_path / "torn.json")
+
+
+def test_a_checkpoint_of_another_schema_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """A schema 1 checkpoint (one JSON object, rewritten whole) names the file, both versions, the fix."""
+    old = tmp_path / "run.json"
+    old.write_text(json.dumps({"schema": 1, "agent_class": "x", "config": {}, "run_state": {}, "memory": {}}))
+    with pytest.raises(CheckpointError) as refused:
+        Tools().agent().resume_iter(old)
+    message = str(refused.value)
+    assert message == (
+        f"{old}: checkpoint schema 1 is not supported; this agentfsm reads schema 2; "
+        "finish that run with the agentfsm that wrote it, or start it again"
+    )
+    assert checkpoint.CHECKPOINT_SCHEMA == 2 and "\n" not in message
+
+
+async def test_a_new_run_on_a_checkpoint_begins_a_new_journal(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    tools = Tools()
+    first = await tools.agent().run("go", checkpoint=path)
+    second = await tools.agent().run("go again", checkpoint=path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kind"] for r in records[:2]] == ["header", "checkpoint"]
+    assert [r["kind"] for r in records].count("header") == 1
+    assert {r["run_state"]["run_id"] for r in records[1:]} == {second.run_id} != {first.run_id}
+    assert records[1]["memory"][0]["op"] == "snapshot"  # memory whole once, then what changed
+    assert all(c["op"] != "snapshot" for r in records[2:] for c in r["memory"])
+    assert "seen" in records[1]["run_state"]  # stuck detection's counts too: whole once, then changes
+    assert not any("seen" in r["run_state"] for r in records[2:])
+    assert any(r["seen"] for r in records[2:]) and all(len(r["seen"]) <= 1 for r in records[2:])
+
+
+async def test_the_journal_follows_memory_relimited_replaced_or_cleared_mid_run(tmp_path: Path) -> None:
+    """Changes a caller makes between steps reach the next record: memory reads back as it is."""
+    path = tmp_path / "run.json"
+    agent = Tools().agent()
+    changes = {
+        ("THINKING", 1): lambda: setattr(agent.memory, "max_messages", 50),
+        ("ACTING", 1): lambda: setattr(agent, "memory", Memory.from_snapshot(agent.memory.snapshot())),
+        ("THINKING", 2): lambda: agent.memory.clear(),
+    }
+    seen = []
+    async for transition in agent.iter("go", checkpoint=path):
+        assert read_checkpoint(path)["memory"] == agent.memory.snapshot().model_dump(mode="json")
+        seen.append((transition.dest, transition.step))
+        changes.get((transition.dest, transition.step), lambda: None)()
+    assert {("THINKING", 1), ("ACTING", 1), ("THINKING", 2)} <= set(seen)
+    ops = [c["op"] for line in path.read_text().splitlines()[1:] for c in json.loads(line)["memory"]]
+    assert ops.count("snapshot") == 3 and "clear" in ops  # the first, the new limit, the new object
+
+
+async def test_a_resumed_run_appends_and_reads_back_as_it_ran(tmp_path: Path) -> None:
+    """Killed in ACTING, resumed: the journal goes on from there, and reads back as memory is."""
+    path, killed = tmp_path / "run.json", tmp_path / "killed.json"
+    agent = Tools().agent(memory=Memory(3))  # trimming: drops in the journal, the request pinned
+    async for transition in agent.iter("go", checkpoint=path):
+        if (transition.dest, transition.step) == ("ACTING", 1):
+            shutil.copyfile(path, killed)  # the journal a kill on entering ACTING would leave
+    lines = killed.read_text().count("\n")
+    resumed = Tools().agent(memory=Memory(3))
+    result = await resumed.resume(killed)
+    assert result.stop_reason == "terminated"
+    records = [json.loads(line) for line in killed.read_text().splitlines()]
+    appended = records[lines:]
+    assert [r["kind"] for r in appended] == ["checkpoint"] * len(appended)
+    assert appended[0]["memory"][0]["op"] == "snapshot" and "config" in appended[0]
+    assert all("config" not in r for r in appended[1:])
+    assert any(c["op"] == "drop" for r in appended for c in r["memory"])
+    assert read_checkpoint(killed)["memory"] == resumed.memory.snapshot().model_dump(mode="json")
+    assert read_checkpoint(killed)["memory"] == read_checkpoint(path)["memory"]
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -387,20 +462,20 @@ def test_cli_resume_continues_a_killed_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cp, mid = tmp_path / "run.json", tmp_path / "mid.json"
-    original = checkpoint.write_atomic
+    original = checkpoint.append_record
 
-    def keep_step_2_thinking(path: checkpoint.TracePath, text: str) -> None:
-        original(path, text)
-        run_state = json.loads(text)["run_state"]
+    def keep_step_2_thinking(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+        original(path, text, new=new)
+        run_state = json.loads(text.splitlines()[-1])["run_state"]
         if (run_state["state"], run_state["step"]) == ("THINKING", 2):
-            original(mid, text)  # the file a kill on entering step 2's THINKING would leave
+            shutil.copyfile(path, mid)  # the file a kill on entering step 2's THINKING would leave
 
-    monkeypatch.setattr(checkpoint, "write_atomic", keep_step_2_thinking)
+    monkeypatch.setattr(checkpoint, "append_record", keep_step_2_thinking)
     assert (
         cli_main.main(["run", "do it", "--model", "openai/test-model", "--json", "--checkpoint", str(cp)])
         == 0
     )
-    monkeypatch.setattr(checkpoint, "write_atomic", original)
+    monkeypatch.setattr(checkpoint, "append_record", original)
     finished = json.loads(capfd.readouterr().out)
     assert len(scripted_cli) == 2
 

@@ -9,7 +9,6 @@ The Docker variants are in test_manus_docker.py.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from conftest import assert_pairs_complete
 
 from agentfsm import AgentState, Manus, Role, StopReason
 from agentfsm.agent.manus import UNKNOWN_WORKSPACE
+from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.sandbox.base import Sandbox, SandboxError
 from agentfsm.sandbox.session import SandboxSession
 from agentfsm.sandbox.settings import SandboxSettings
@@ -215,7 +215,7 @@ async def test_a_manus_run_resumes_from_its_checkpoint_in_a_new_agent(tmp_path: 
     first.on_transition(keep)
     reference = await first.run("Compute 12 squared with a script.", checkpoint=path)
     await first.aclose()
-    state = json.loads(saved.read_text())["run_state"]
+    state = read_checkpoint(saved)["run_state"]
     assert (state["state"], state["step"]) == ("OBSERVING", 2)
     llm = ScriptedLLM(script[2:])  # what the model answers after step 2
     second = Manus(llm=llm, sandbox=settings)

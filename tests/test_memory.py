@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm import Memory, Message, Role, ToolCall
-from agentfsm.memory import MemorySnapshot
+from agentfsm.memory import MemorySnapshot, apply_change
 
 
 def call_turn(prefix: str, n: int) -> list[Message]:
@@ -55,6 +55,68 @@ def test_trimming_never_breaks_pairs_or_drops_the_request(history, max_messages)
             if len(messages) > max_messages:
                 assert messages[0] == req
         assert memory.messages[0].role is not Role.TOOL
+
+
+# Operations on a watched memory: each, then its reported changes replayed on a copy.
+operation = st.one_of(
+    st.tuples(st.just("request"), st.integers(0, 0)),
+    st.tuples(st.just("text"), st.integers(0, 0)),
+    st.tuples(st.just("tools"), st.integers(1, 3)),
+    st.tuples(st.just("replace"), st.integers(1, 2)),
+    st.tuples(st.just("clear"), st.integers(0, 0)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=st.lists(operation, max_size=40), max_messages=st.integers(2, 9))
+def test_watched_changes_replayed_in_order_give_the_memory(operations, max_messages):
+    memory = Memory(max_messages=max_messages)
+    memory.add_message(Message.assistant_message("before the watch"))
+    copy, pinned = memory.messages, None
+    watch = memory.watch()
+    for counter, (kind, n) in enumerate(operations):
+        if kind == "request":
+            memory.add_request(Message.user_message(f"request {counter}"))
+        elif kind == "text":
+            memory.add_message(Message.assistant_message(f"a{counter}"))
+        elif kind == "tools":
+            for message in call_turn(str(counter), n):
+                memory.add_message(message)
+        elif kind == "clear":
+            memory.clear()
+        else:  # an assistant call whose pending calls are replaced, then answered
+            memory.add_message(Message.from_tool_calls([ToolCall(id=f"{counter}-x", name="t")]))
+            memory.replace_open_calls([ToolCall(id=f"{counter}-{i}", name="t") for i in range(n)])
+            memory.close_open_calls("answered")
+        for change in watch.take():
+            pinned = apply_change(copy, pinned, change.kind, change.message, at=change.at, count=change.count)
+        snapshot = memory.snapshot()
+        assert (copy, pinned) == (snapshot.messages, snapshot.pinned_index)
+    watch.close()
+    memory.add_message(Message.assistant_message("after the watch"))
+    assert watch.take() == []
+
+
+def test_a_watch_reports_what_changed_and_nothing_else():
+    memory = Memory(max_messages=4)
+    watch = memory.watch()
+    request = Message.user_message("task")
+    memory.add_request(request)
+    turn = call_turn("a", 1)
+    memory.add_messages(turn)
+    memory.add_messages(call_turn("b", 1))  # five messages: the block of `a` goes, after the pin
+    assert [(c.kind, c.at, c.count) for c in watch.take()] == [
+        ("request", 0, 0),
+        ("add", 0, 0),
+        ("add", 0, 0),
+        ("add", 0, 0),
+        ("add", 0, 0),
+        ("drop", 1, 2),
+    ]
+    assert watch.take() == []
+    other = memory.watch()
+    memory.clear()
+    assert [c.kind for c in watch.take()] == [c.kind for c in other.take()] == ["clear"]
 
 
 def assert_pairs_complete_prefix(messages: list[Message]) -> None:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentfsm import Terminate, ToolCall, ToolCallAgent, ToolCollection, cli
 from agentfsm.agent.replay import ReplayError, replay
 from agentfsm.cli import config
 from agentfsm.errors import TokenLimitExceeded
-from agentfsm.recording.trace import TRACE_SCHEMA, TraceWriter
-from agentfsm.run.events import Transition
+from agentfsm.memory import Memory
+from agentfsm.messages import Message
+from agentfsm.recording.trace import TRACE_SCHEMA, TraceError, TraceWriter, _Numbering, read_trace
+from agentfsm.run.events import LLMCall, Transition
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -121,12 +126,15 @@ async def test_trace_records(toolbox, tmp_path):
     assert tools[0]["observation"] == "Error: ⚠️ Tool 'explode' encountered a problem: boom"
     assert tools[1]["arguments"] == "{bad"
     llm = next(r for r in lines if r["kind"] == "llm")
-    assert llm["request"]["messages"][0] == {
-        **llm["request"]["messages"][0],
-        "role": "user",
-        "content": "do it",
-    }
+    request, prompt, system = llm["new_messages"]  # each message is written once, numbered 0, 1, ...
+    assert request == {**request, "role": "user", "content": "do it"} and system["role"] == "system"
+    assert llm["request"]["messages"] == [[0, 2]] and llm["request"]["system_msgs"] == [[2, 1]]
     assert llm["request"]["tool_choice"] == "auto" and llm["usage"]["input_tokens"] == 10
+    second = [r for r in lines if r["kind"] == "llm"][1]  # the same prompt and tools: named, not written
+    assert prompt not in second["new_messages"] and second["request"]["tools"] is None
+    assert second["request"]["messages"][-1] == [1, 1]
+    _, whole = read_trace(path)
+    assert next(r for r in whole if r["kind"] == "llm")["request"]["messages"] == [request, prompt]
     first = next(r for r in lines if r["kind"] == "transition" and r["trigger"] == "think_done")
     assert first["guards"][0] == {"name": "token_limit", "held": False} and first["duration_s"] >= 0
 
@@ -194,13 +202,82 @@ async def test_a_trace_cut_short_replays_up_to_where_it_ends(toolbox, tmp_path):
                 assert n < len(lines) - 1
 
 
+async def test_each_request_reads_back_as_sent_and_each_message_is_written_once(toolbox, tmp_path):
+    """Memory trims from the front and keeps the request, a prompt ends each request, an edit
+    rewrites the last message: the trace names what it already holds and writes the rest."""
+    script = [reply(f"adding {i}", [("add", {"a": i, "b": 1})]) for i in range(6)] + [TERMINATE]
+    agent = ToolCallAgent(llm=ScriptedLLM(script), tools=toolbox, memory=Memory(5))
+    sent: list[LLMCall] = []
+    agent.on_event(lambda event: sent.append(event) if isinstance(event, LLMCall) else None)
+    path = tmp_path / "run.jsonl"
+    with TraceWriter(path, agent):
+        async for t in agent.iter("add them"):
+            if t.dest == "ACTING" and t.step == 3:
+                agent.replace_pending_calls([ToolCall.create("edited", "add", {"a": 40, "b": 2})])
+    _, whole = read_trace(path)
+    requests = [r["request"] for r in whole if r["kind"] == "llm"]
+    assert [r["messages"] for r in requests] == [
+        [m.model_dump(mode="json") for m in c.messages] for c in sent
+    ]
+    assert [r["system_msgs"] for r in requests] == [
+        [m.model_dump(mode="json") for m in c.system_msgs] for c in sent
+    ]
+    assert all(r["tools"] == list(c.tools) for r, c in zip(requests, sent, strict=True))
+    raw = [r for r in records(path) if r["kind"] == "llm"]
+    written = [m for r in raw for m in r["new_messages"]]
+    assert len(written) == len({json.dumps(m, sort_keys=True) for m in written})  # never twice
+    assert all(len(r["request"]["messages"]) <= 3 for r in raw)  # the request, the rest, the prompt
+    replayed = await replay(path)
+    assert fields(replayed.result) == fields(agent.last_result)
+
+
+messages_pool = [Message.user_message("u"), Message.assistant_message("a"), Message.user_message("u")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests=st.lists(st.lists(st.integers(0, 7), max_size=12), max_size=8))
+def test_any_sequence_of_requests_is_numbered_and_read_back_exactly(requests):
+    """Runs of numbers express any request, with equal messages, repeats, reorderings, fresh objects."""
+    pool = [*messages_pool, *(Message.assistant_message(str(i)) for i in range(3))]
+    numbering, table = _Numbering(0), []
+    for picks in requests:
+        sent = [pool[k] if k < len(pool) else Message.user_message(f"fresh {k}") for k in picks]
+        runs = numbering.runs(sent)
+        table.extend(numbering.take_new())
+        rebuilt = [table[n] for first, count in runs for n in range(first, first + count)]
+        assert rebuilt == [m.model_dump(mode="json") for m in sent]
+        assert all(count >= 1 for _, count in runs)
+        assert all(a + n != b for (a, n), (b, _) in itertools.pairwise(runs))  # runs merged
+
+
+def test_a_trace_of_the_first_schema_is_refused_with_the_fix(tmp_path, capsys):
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"kind": "header", "schema": 1, "request": "t"}) + "\n")
+    expected = (
+        f"{path}: trace schema 1 is not supported; this agentfsm reads schema 2; "
+        "re-record the run with this agentfsm"
+    )
+    with pytest.raises(TraceError) as refused:
+        read_trace(path)
+    assert str(refused.value) == expected and TRACE_SCHEMA == 2
+    with pytest.raises(ReplayError, match="re-record the run"):
+        asyncio.run(replay(path))
+    assert cli.main(["replay", str(path)]) == 2
+    assert cli.main(["diagram", "--trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("trace schema 1 is not supported") == 2 and err.count("\n") == 2
+
+
 def test_other_schema_or_not_a_trace_is_a_clear_error(toolbox, tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     asyncio.run(traced_run(toolbox, path, "final_answer"))
     lines = records(path)
     lines[0]["schema"] = 99
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    with pytest.raises(ReplayError, match="trace schema 99 is not supported; this agentfsm reads schema 1"):
+    with pytest.raises(
+        ReplayError,
+        match="trace schema 99 is not supported; this agentfsm reads schema 2; re-record the run",
+    ):
         asyncio.run(replay(path))
     assert cli.main(["replay", str(path)]) == 2
     err = capsys.readouterr().err

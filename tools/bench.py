@@ -7,8 +7,10 @@
 Sections: per-run overhead against a bare loop, LangGraph and pydantic-ai,
 with agentfsm's two floors (its engine with phases that do nothing, and its
 phases' work fused into one loop without the engine);
-the cost of a step as history grows; many agents in one event loop (in
-process, and over HTTP against a loopback llmock server); start-up time.
+the cost of a step as history grows; the cost of recording a step (checkpoint
+and trace) as history grows, and how a trace grows with its run; many agents
+in one event loop (in process, and over HTTP against a loopback llmock
+server); start-up time.
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import functools
 import gc
+import itertools
 import json
 import logging
 import os
@@ -26,9 +29,10 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +117,105 @@ async def history(quick: bool) -> dict[str, Any]:
     return {"step_us": per_step, "ratio_10000_to_10": per_step["10000 messages"] / per_step["10 messages"]}
 
 
-# -- 3. scale -----------------------------------------------------------------------------
+# -- 3. recording -------------------------------------------------------------------------
+
+
+def endless_model() -> Any:
+    """A model that always asks for one more `add` call, each with new arguments (so stuck
+    detection stays quiet): a run goes on until its `max_steps`, or until it is closed."""
+    from agentfsm.messages import ToolCall
+    from agentfsm.testing import FunctionLLM, ModelRequest, reply
+
+    count = itertools.count()
+
+    def decide(request: ModelRequest) -> Any:
+        n = next(count)
+        return reply(f"adding {n}", [ToolCall.create(f"rec_{n}", "add", {"a": n, "b": 1})])
+
+    return FunctionLLM(decide, record=False)
+
+
+class RecordedRun:
+    """One run of `agent` with a checkpoint and a trace in `directory`, advanced a step at a time."""
+
+    def __init__(self, agent: Any, directory: Path) -> None:
+        from agentfsm.recording.trace import TraceWriter
+
+        self.writer = TraceWriter(directory / "run.jsonl", agent)
+        self.steps: AsyncGenerator[Any, None] = agent.iter(
+            "one more step", checkpoint=directory / "run.checkpoint"
+        )
+
+    async def step(self) -> None:
+        """To the next THINKING: one whole step (think, act, observe) with every write it makes; the
+        first call takes the run's start edge only."""
+        while (await anext(self.steps)).dest != "THINKING":
+            pass
+
+    async def close(self) -> None:
+        await self.steps.aclose()
+        self.writer.close()
+
+
+async def recording(quick: bool) -> dict[str, Any]:
+    """A checkpointed and traced step at 10 and at 10,000 messages, then traces of growing runs."""
+    from agentfsm import Terminate, ToolCallAgent, ToolCollection, tool
+
+    tools = ToolCollection(tool(bench_peers.add), Terminate())
+    rounds, batch = (5, 20) if quick else (11, 40)
+    sizes = (10, 10_000)
+    samples: dict[str, list[float]] = {f"{size} messages": [] for size in sizes}
+    with tempfile.TemporaryDirectory() as scratch:
+        agents = {
+            size: ToolCallAgent(llm=endless_model(), tools=tools, memory=filled_memory(size), max_steps=10**6)
+            for size in sizes
+        }
+        for _ in range(rounds):
+            for size, agent in agents.items():
+                directory = Path(scratch) / str(size)
+                directory.mkdir(exist_ok=True)
+                run = RecordedRun(agent, directory)
+                await run.step()  # its start edge writes the history whole (trace, journal): not timed
+                gc.collect()
+                started = time.perf_counter()
+                for _ in range(batch):
+                    await run.step()
+                samples[f"{size} messages"].append((time.perf_counter() - started) / batch * 1e6)
+                await run.close()
+        growth = [await _trace_growth(tools, steps, Path(scratch)) for steps in (10, 30, 100, 300)]
+    step_us = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        "step_us": step_us,
+        "ratio_10000_to_10": step_us["10000 messages"] / step_us["10 messages"],
+        "growth": growth,
+    }
+
+
+async def _trace_growth(tools: Any, steps: int, scratch: Path) -> dict[str, Any]:
+    """One run of `steps` steps whose memory keeps everything: the trace and checkpoint beside it."""
+    from agentfsm import Memory, ToolCallAgent
+
+    memory = Memory(max_messages=2 * steps + 10)
+    agent = ToolCallAgent(llm=endless_model(), tools=tools, memory=memory, max_steps=steps)
+    trace, journal = scratch / f"growth-{steps}.jsonl", scratch / f"growth-{steps}.checkpoint"
+    result = await agent.run("keep adding", trace=trace, checkpoint=journal)
+    assert result.stop_reason == "max_steps", result
+    messages = len(memory)
+    history = sum(len(m.model_dump_json()) for m in memory)
+    trace_bytes, checkpoint_bytes = trace.stat().st_size, journal.stat().st_size
+    return {
+        "steps": steps,
+        "messages": messages,
+        "history_bytes": history,
+        "trace_bytes": trace_bytes,
+        "trace_bytes_per_message": trace_bytes / messages,
+        "trace_to_history": trace_bytes / history,
+        "checkpoint_bytes": checkpoint_bytes,
+        "checkpoint_bytes_per_message": checkpoint_bytes / messages,
+    }
+
+
+# -- 4. scale -----------------------------------------------------------------------------
 
 
 async def scale(quick: bool) -> dict[str, Any]:
@@ -257,7 +359,7 @@ async def _http_runs(base: str, count: int) -> dict[str, Any]:
     }
 
 
-# -- 4. start-up ---------------------------------------------------------------------------
+# -- 5. start-up ---------------------------------------------------------------------------
 
 
 def startup(quick: bool) -> dict[str, Any]:
@@ -330,6 +432,24 @@ def _history_lines(h: dict[str, Any], lines: list[str]) -> None:
     lines.append(f"  ratio 10,000 : 10 = {h['ratio_10000_to_10']:.2f}")
 
 
+def _recording_lines(r: dict[str, Any], lines: list[str]) -> None:
+    lines.append("Recording: one step with a checkpoint and a trace, as history grows (µs, median)")
+    for size, value in r["step_us"].items():
+        lines.append(f"  {size:<16}{value:>10.1f}")
+    lines.append(f"  ratio 10,000 : 10 = {r['ratio_10000_to_10']:.2f}")
+    lines.append("Recording: a run's trace and checkpoint against its history (memory keeps every message)")
+    lines.append(
+        f"  {'steps':>7}{'messages':>10}{'history B':>12}{'trace B':>12}{'B/message':>11}"
+        f"{'trace/history':>15}{'checkpoint B':>14}{'B/message':>11}"
+    )
+    for g in r["growth"]:
+        lines.append(
+            f"  {g['steps']:>7}{g['messages']:>10}{g['history_bytes']:>12,}{g['trace_bytes']:>12,}"
+            f"{g['trace_bytes_per_message']:>11.0f}{g['trace_to_history']:>15.2f}"
+            f"{g['checkpoint_bytes']:>14,}{g['checkpoint_bytes_per_message']:>11.0f}"
+        )
+
+
 def _scale_lines(s: dict[str, Any], lines: list[str]) -> None:
     lines.append(f"{s['agents']:,} agents in one event loop (in-process fake model, 1 tool call + answer)")
     lines.append(f"  construct            {s['construct_us_per_agent']:.1f} µs/agent")
@@ -370,6 +490,7 @@ def _startup_lines(st: dict[str, Any], lines: list[str]) -> None:
 RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "overhead": _overhead_lines,
     "history": _history_lines,
+    "recording": _recording_lines,
     "scale": _scale_lines,
     "scale_http": _http_lines,
     "startup": _startup_lines,
@@ -383,6 +504,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
     for name, fn in (
         ("overhead", overhead),
         ("history", history),
+        ("recording", recording),
         ("scale", scale),
         ("scale_http", scale_http),
     ):
@@ -397,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,scale,scale_http",
+        default="startup,overhead,history,recording,scale,scale_http",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

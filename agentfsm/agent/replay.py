@@ -20,14 +20,13 @@ import json
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ReplayError, TokenLimitExceeded, WrongPhaseError
+from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, WrongPhaseError
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice
-from ..recording.trace import TRACE_SCHEMA, TracePath, transition_record
+from ..recording.trace import TracePath, read_trace, transition_record
 from ..run.events import Transition
 from ..run.result import RunResult
 from ..run.state import Decision, Observation
@@ -35,7 +34,7 @@ from ..toolbox.tool import ToolCollection
 from .approval import decide
 from .toolcall import ToolCallAgent, ToolCallOptions
 
-__all__ = ["Replay", "ReplayError", "Replayer", "read_trace", "replay"]
+__all__ = ["Replay", "ReplayError", "Replayer", "replay"]
 
 _COMPARED = ("source", "dest", "trigger", "step", "guards")
 
@@ -63,36 +62,6 @@ class _Stop(BaseException):
     def __init__(self, error: ReplayError | None, reason: str = "") -> None:
         super().__init__(reason)
         self.error, self.reason = error, reason
-
-
-def read_trace(path: TracePath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and the other records; a last line cut mid-write (a crash) is dropped."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReplayError(f"cannot read the trace {path}: {exc}") from None
-    lines = text.splitlines()
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines) and not text.endswith("\n"):
-                break
-            raise ReplayError(f"{path}:{number}: not a JSON object") from None
-        if not isinstance(record, dict) or "kind" not in record:
-            raise ReplayError(f"{path}:{number}: every trace record is a JSON object with a 'kind'")
-        records.append(record)
-    if not records or records[0]["kind"] != "header":
-        raise ReplayError(f"{path}: not an agentfsm trace (the first record must be the header)")
-    schema = records[0].get("schema")
-    if schema != TRACE_SCHEMA:
-        raise ReplayError(
-            f"{path}: trace schema {schema!r} is not supported; this agentfsm reads schema {TRACE_SCHEMA}"
-        )
-    return records[0], records[1:]
 
 
 def _json(value: Any) -> Any:
@@ -229,7 +198,10 @@ class Replayer:
     `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
 
     def __init__(self, path: TracePath) -> None:
-        self.header, records = read_trace(path)
+        try:
+            self.header, records = read_trace(path)  # each request whole, as the engine sends it
+        except TraceError as exc:
+            raise ReplayError(str(exc)) from None
         self.script = _Script(records)
         self.agent: ToolCallAgent = _ReplayAgent(self.header, self.script)
         self.recorded: list[dict[str, Any]] = []

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..agent.approval import with_approval
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
-from ..errors import ConfigError, ReplayError
+from ..errors import ConfigError, ReplayError, TraceError
 from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
 from ..run.result import RunResult
@@ -184,11 +184,11 @@ def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
     path = None
     if args.trace is not None:
-        from ..agent.replay import read_trace
+        from ..recording.trace import read_trace
 
         try:
             header, records = read_trace(args.trace)
-        except ReplayError as exc:
+        except TraceError as exc:
             return _usage_error(str(exc))
         table = _agent_class(_recorded_kind(header.get("agent_class"))).table
         if header.get("config", {}).get("require_approval"):

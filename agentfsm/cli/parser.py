@@ -23,7 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
     _run_options(run)
-    run.add_argument("--checkpoint", metavar="FILE", help="rewrite FILE after every transition, for `resume`")
+    run.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="append the run to FILE (a journal) after every transition, for `resume`",
+    )
     _output_options(run)
 
     resume = commands.add_parser(

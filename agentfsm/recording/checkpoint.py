@@ -1,38 +1,54 @@
-"""Checkpoints: the whole state of a run in one JSON file, rewritten after every transition.
+"""Checkpoints: a run's whole state as a journal, one record appended after every transition.
 
 Why: a run killed at any point (SIGKILL, a lost machine) continues with
-`BaseAgent.resume(path)` or `agentfsm resume PATH` from its last transition,
-instead of starting over and running its tools again.
+`BaseAgent.resume(path)` or `agentfsm resume PATH` from its last record,
+instead of starting over and running its tools again. Why a journal: a
+write costs what changed since the one before (the run state, and memory's
+changes as `Memory.watch` reports them), never the whole history again,
+however long the conversation.
 
-Schema version `CHECKPOINT_SCHEMA` = 1. One JSON object:
+Schema version `CHECKPOINT_SCHEMA` = 2. JSON Lines; every record has a ``kind``:
 
-- ``schema``, ``agent`` (name), ``agent_class`` (``module.QualName``);
-- ``config``: the agent's `trace_config()` (as a trace's header records it;
-  never an API key), checked on resume against the agent that resumes;
-- ``run_state``: the `RunState` dump (machine state, step, pending calls,
-  observations, usage, stuck counters, and the step's started and completed calls);
-- ``memory``: the `MemorySnapshot` dump;
-- ``written_at`` (ISO 8601, UTC).
+- ``header`` (first): ``schema``, ``agent`` (name), ``agent_class``
+  (``module.QualName``), ``config`` (the agent's `trace_config()`, as a
+  trace's header records it; never an API key; checked on resume against
+  the agent that resumes), ``started_at`` (ISO 8601, UTC).
+- ``checkpoint`` (one per write): ``run_state`` (the `RunState` dump: machine
+  state, step, pending calls, observations, usage, stuck counters, and the
+  step's started and completed calls; its ``seen``, stuck detection's count of
+  each assistant turn of the run, only in the first record of a run or of a
+  resume, else left out), ``seen`` (the entries of ``seen`` added or counted up
+  since the record before), ``memory`` (memory's changes since the record
+  before, in order; below), ``config`` (only when it is not the one in force:
+  the first record of a resumed run, which may use another model),
+  ``written_at`` (ISO 8601, UTC).
 
-The file is replaced atomically (a temporary file in the same directory,
-fsync, `os.replace`, then an fsync of the directory), so a reader, or a
-resume after a kill, sees the previous checkpoint or the new one, never a
-partial file. A kill in the middle of a write leaves the temporary file
-(``.<name>.<pid>.<random>.tmp``); the next run or resume on that checkpoint
-removes those of dead processes. The engine holds no random state, so nothing else is needed.
+Memory's changes, each an object with an ``op``: ``snapshot`` with ``memory``
+(the whole `MemorySnapshot`: the first record of a run or of a resume, or
+after `agent.memory` was replaced), ``add`` with ``message`` (appended),
+``request`` with ``message`` (appended and pinned: a run's request),
+``drop`` with ``at`` and ``count`` (removed by trimming), ``replace_last``
+with ``message`` (the pending calls were replaced), ``clear``.
+
+Each record is one line, appended with one write and fsynced before the run
+goes on. A kill in the middle of a write leaves at most part of the last
+line, without its newline: readers ignore it (the record before it is the
+checkpoint), and a resume cuts it off before appending. A run's `start`
+edge begins a new journal (an existing file is truncated); a resumed run
+appends to the journal it was restored from, beginning with a snapshot of
+memory. `read_checkpoint` replays a journal into the state of its last
+record. The engine holds no random state, so nothing else is needed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import CheckpointError
-from ..memory import Memory, MemorySnapshot
+from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
 from ..run.events import AgentEvent, LLMCall, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
@@ -43,134 +59,308 @@ __all__ = [
     "CHECKPOINT_SCHEMA",
     "CheckpointError",
     "Checkpointer",
+    "append_record",
     "read_checkpoint",
-    "remove_stale_temporaries",
     "restore",
-    "write_atomic",
+    "write_checkpoint",
 ]
 
-CHECKPOINT_SCHEMA = 1
+CHECKPOINT_SCHEMA = 2
 _UNCHECKED = frozenset({"llm"})
 """Config keys a resume may change: the model and its settings (a run may resume on another server)."""
+_PARTS = ("agent_class", "config", "run_state", "memory")
+_CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
+"""The ``op`` of each change a journal may hold, but ``snapshot`` (the whole memory)."""
 
 
-def _temp_head(target: str) -> str:
-    """How the temporary files of `target` begin: ``.<name>.``, then the writer's pid."""
-    return f".{os.path.basename(target)}."
+def append_record(path: TracePath, text: str, *, new: bool = False) -> None:
+    """Append `text` (whole lines) to the journal at `path` with one write, fsynced before returning.
 
-
-def remove_stale_temporaries(path: TracePath) -> list[str]:
-    """Delete the temporary files of `path` left by processes killed mid-write; return their names.
-
-    A temporary file is named after its checkpoint and the writing process, so
-    only those of dead processes are removed (a live writer's file is its own).
+    `new`: start the journal over (create the file, or truncate it), and make
+    its creation durable too (an fsync of the directory).
     """
-    target = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(target))
-    head = _temp_head(target)
-    removed = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir(directory):
-            if not (name.startswith(head) and name.endswith(".tmp")):
-                continue
-            pid = name[len(head) :].split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(directory, name))
-                    removed.append(name)
-    return removed
-
-
-def _alive(pid: int) -> bool:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if new else os.O_APPEND)
+    fd = os.open(path, flags, 0o666)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        pass
-    return True
-
-
-def write_atomic(path: TracePath, text: str) -> None:
-    """Replace `path` with `text` so that the file is always either the old or the new content."""
-    target = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, temp = tempfile.mkstemp(prefix=f"{_temp_head(target)}{os.getpid()}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself survives a crash of the machine
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data) :]
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
+    if new:
+        directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def _cut_torn_tail(path: TracePath) -> bool:
+    """Drop a last line cut short by a kill (it has no newline), so the next record starts a line
+    of its own. False when there is no journal to append to (missing or empty)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, "rb+") as journal:
+        end = journal.seek(0, os.SEEK_END)
+        if end == 0:
+            return False
+        journal.seek(end - 1)
+        if journal.read(1) == b"\n":
+            return True
+        start = end
+        while start > 0:  # backwards, a block at a time, to the last newline
+            block_start = max(0, start - 65536)
+            journal.seek(block_start)
+            newline = journal.read(start - block_start).rfind(b"\n")
+            if newline >= 0:
+                journal.truncate(block_start + newline + 1)
+                break
+            start = block_start
+        else:
+            journal.truncate(0)
+        journal.flush()
+        os.fsync(journal.fileno())
+        return journal.seek(0, os.SEEK_END) > 0
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _change_record(change: MemoryChange) -> dict[str, Any]:
+    if change.kind == "drop":
+        return {"op": "drop", "at": change.at, "count": change.count}
+    if change.message is None:
+        return {"op": change.kind}
+    return {"op": change.kind, "message": change.message.model_dump(mode="json")}
 
 
 class Checkpointer:
-    """Writes `agent`'s run to `path` after every event that changes it: a listener of the run.
+    """Appends `agent`'s run to the journal at `path` after every event that changes it.
 
     Every transition (but the `reset` back to the initial state, which ends the
     previous run rather than changing this one), every edit, and the start
     and the completion of every tool call. The model's calls change nothing a
-    resume needs until the transition that follows them. Subscribed from the
-    start; `close()` (called when the run ends) unsubscribes.
+    resume needs until the transition that follows them. A listener of the
+    run from its start; `close()` (called when the run ends) unsubscribes.
     """
 
     def __init__(self, path: TracePath, agent: Recorded) -> None:
         self.path = path
         self.agent = agent
-        remove_stale_temporaries(path)
-        self.close = agent.on_event(self._on_event)
+        self._watch: MemoryWatch | None = None
+        """Memory's changes since the last record (None: the next record holds all of memory)."""
+        self._config: dict[str, Any] | None = None
+        """The configuration in force in the journal (None: the next record writes it)."""
+        self._max_messages = 0
+        """The memory limit in the journal's last snapshot of memory."""
+        self._seen: dict[str, int] | None = None
+        """`RunState.seen` as the journal holds it (None: the next record writes it whole)."""
+        self._started = False
+        self._unsubscribe = agent.on_event(self._on_event)
+
+    def close(self) -> None:
+        """Stop listening, and stop watching memory."""
+        self._unsubscribe()
+        self._forget()
 
     def _on_event(self, event: AgentEvent) -> None:
         if isinstance(event, LLMCall):
             return
-        if isinstance(event, Transition) and event.dest == self.agent.table.initial:
+        initial = self.agent.table.initial
+        if isinstance(event, Transition) and event.dest == initial:
             return
-        self.write()
+        self.write(new=isinstance(event, Transition) and event.source == initial)
 
-    def snapshot(self) -> dict[str, Any]:
+    def write(self, *, new: bool = False) -> None:
+        """Append one record: the run state, and what changed in memory since the last record.
+
+        The first write of a run's `start` edge (`new`) begins a new journal with
+        its header; the first write of a resumed run appends to its journal.
+        """
         agent = self.agent
-        cls = type(agent)
+        config = agent.trace_config()
+        head = ""
+        if not self._started:
+            new = new or not _cut_torn_tail(self.path)  # no journal to go on with: begin one
+            if new:
+                head = _line(self._header(config))
+                self._config = config
+        run_state = agent.run_state.model_dump(mode="json")
+        seen: dict[str, int] = run_state["seen"]
+        record: dict[str, Any] = {"kind": "checkpoint", "run_state": run_state}
+        known = self._seen
+        if known is not None and len(seen) >= len(known):  # entries are only ever added or counted up
+            changed = {key: count for key, count in seen.items() if known.get(key) != count}
+            if len(seen) - len(known) == sum(key not in known for key in changed):
+                del run_state["seen"]
+                record["seen"] = changed
+        record["memory"] = self._memory_changes()
+        if config != self._config:
+            record["config"] = config
+        record["written_at"] = _now()
+        try:
+            append_record(self.path, head + _line(record), new=bool(head))
+        except BaseException:
+            self._forget()  # what was taken from the watch is not in the journal: start whole again
+            self._seen = None
+            raise
+        self._started, self._config, self._seen = True, config, seen
+
+    def _header(self, config: dict[str, Any]) -> dict[str, Any]:
+        cls = type(self.agent)
         return {
+            "kind": "header",
             "schema": CHECKPOINT_SCHEMA,
-            "agent": agent.name,
+            "agent": self.agent.name,
             "agent_class": f"{cls.__module__}.{cls.__qualname__}",
-            "config": agent.trace_config(),
-            "run_state": agent.run_state.model_dump(mode="json"),
-            "memory": agent.memory.snapshot().model_dump(mode="json"),
-            "written_at": datetime.now(UTC).isoformat(),
+            "config": config,
+            "started_at": _now(),
         }
 
-    def write(self) -> None:
-        write_atomic(self.path, json.dumps(self.snapshot(), ensure_ascii=False))
+    def _memory_changes(self) -> list[dict[str, Any]]:
+        memory, watch = self.agent.memory, self._watch
+        if watch is not None and watch.memory is memory and self._max_messages == memory.max_messages:
+            return [_change_record(change) for change in watch.take()]
+        self._forget()  # the first record, another memory object, or another limit: memory whole
+        self._watch, self._max_messages = memory.watch(), memory.max_messages
+        return [{"op": "snapshot", "memory": memory.snapshot().model_dump(mode="json")}]
+
+    def _forget(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+
+def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
+    """Write `data` (as `read_checkpoint` returns it) as a new journal at `path`: a header, one record.
+
+    Reading a long journal and writing it to another path this way compacts
+    it; the write is not atomic, so do not write over the journal being read.
+    """
+    missing = [key for key in _PARTS if key not in data]
+    if missing:
+        raise CheckpointError(f"a checkpoint needs {', '.join(_PARTS)}; this one lacks {', '.join(missing)}")
+    header = {
+        "kind": "header",
+        "schema": CHECKPOINT_SCHEMA,
+        "agent": data.get("agent"),
+        "agent_class": data["agent_class"],
+        "config": data["config"],
+        "started_at": _now(),
+    }
+    record = {
+        "kind": "checkpoint",
+        "run_state": data["run_state"],
+        "memory": [{"op": "snapshot", "memory": data["memory"]}],
+        "written_at": data.get("written_at") or _now(),
+    }
+    append_record(path, _line(header) + _line(record), new=True)
+
+
+def _schema_error(name: str, found: object) -> CheckpointError:
+    return CheckpointError(
+        f"{name}: checkpoint schema {found!r} is not supported; this agentfsm reads schema "
+        f"{CHECKPOINT_SCHEMA}; finish that run with the agentfsm that wrote it, or start it again"
+    )
+
+
+def _parse(name: str, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"the checkpoint {name} is not JSON Lines (line {number}: {exc})") from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"the checkpoint {name} is not JSON Lines of objects (line {number})")
+    return record
 
 
 def read_checkpoint(path: TracePath) -> dict[str, Any]:
-    """The checkpoint at `path`, checked for its schema and parts; `CheckpointError` otherwise."""
+    """The run in the journal at `path` as of its last whole record; `CheckpointError` otherwise.
+
+    The journal is replayed into one snapshot: ``schema``, ``agent``,
+    ``agent_class``, ``config`` (the one in force), ``run_state`` (the last
+    record's), ``memory`` (the `MemorySnapshot` dump that memory's changes
+    add up to) and ``written_at``. A last line without its newline (a write
+    cut short) is ignored.
+    """
+    name = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as source:
-            data = json.load(source)
+            text = source.read()
     except OSError as exc:
-        raise CheckpointError(f"cannot read the checkpoint {os.fspath(path)}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"the checkpoint {os.fspath(path)} is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema") != CHECKPOINT_SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else None
-        raise CheckpointError(
-            f"{os.fspath(path)} is not an agentfsm checkpoint of schema {CHECKPOINT_SCHEMA} "
-            f"(schema: {found!r})"
-        )
-    missing = [key for key in ("agent_class", "config", "run_state", "memory") if key not in data]
+        raise CheckpointError(f"cannot read the checkpoint {name}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"the checkpoint {name} is not JSON Lines: {exc}") from None
+    lines = text.split("\n")
+    torn = lines.pop()  # what follows the last newline: nothing, or a write cut short
+    if not lines:  # one line and no newline: an older checkpoint (one object), or a first write cut short
+        try:
+            header = _parse(name, 1, torn)
+        except CheckpointError:
+            raise CheckpointError(
+                f"the checkpoint {name} holds no whole record: it is not JSON Lines, "
+                "or its first write was cut short"
+            ) from None
+    else:
+        header = _parse(name, 1, lines[0])
+    if header.get("schema") != CHECKPOINT_SCHEMA:
+        raise _schema_error(name, header.get("schema"))
+    if header.get("kind") != "header":
+        raise CheckpointError(f"the checkpoint {name} does not begin with its header")
+    if not lines:
+        raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
+    config = header.get("config")
+    run_state: Any = None
+    seen: dict[str, Any] = {}
+    written_at: Any = None
+    messages: list[Any] = []
+    pinned: int | None = None
+    max_messages: Any = None
+    records = 0
+    for number, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        record = _parse(name, number, line)
+        if record.get("kind") != "checkpoint":
+            continue
+        records += 1
+        run_state, written_at = record.get("run_state"), record.get("written_at")
+        if isinstance(run_state, dict) and "seen" in run_state:
+            seen = dict(run_state["seen"])
+        else:
+            seen.update(record.get("seen", {}))
+        config = record.get("config", config)
+        for change in record.get("memory", ()):
+            op = change.get("op") if isinstance(change, dict) else None
+            if op == "snapshot":
+                snapshot = change["memory"]
+                messages, pinned = list(snapshot["messages"]), snapshot.get("pinned_index")
+                max_messages = snapshot["max_messages"]
+            elif isinstance(op, str) and op in _CHANGES:
+                message, at, count = change.get("message"), change.get("at", 0), change.get("count", 0)
+                pinned = apply_change(messages, pinned, _CHANGES[op], message, at=at, count=count)
+            else:
+                raise CheckpointError(f"{name}:{number}: unknown memory change {change!r}")
+    if records == 0:
+        raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
+    data = {
+        "schema": CHECKPOINT_SCHEMA,
+        "agent": header.get("agent"),
+        "agent_class": header.get("agent_class"),
+        "config": config,
+        "run_state": {**run_state, "seen": seen} if isinstance(run_state, dict) else None,
+        "memory": {"max_messages": max_messages, "messages": messages, "pinned_index": pinned},
+        "written_at": written_at,
+    }
+    missing = [key for key in _PARTS if data[key] is None] + (["memory"] if max_messages is None else [])
     if missing:
-        raise CheckpointError(f"the checkpoint {os.fspath(path)} lacks {', '.join(missing)}")
+        raise CheckpointError(f"the checkpoint {name} lacks {', '.join(missing)}")
     return data
 
 

@@ -4,20 +4,26 @@ Why JSON Lines, written record by record and flushed: a run killed midway
 leaves a readable prefix, and `agentfsm replay` re-drives the machine from
 that prefix as far as it goes. The records come from the engine's one event
 stream (`BaseAgent.on_event`), so a trace holds exactly what a debugger sees.
+Why messages are numbered: each request resends the conversation, and a
+trace that wrote every request whole would grow with the square of the
+run's length. Each distinct message is written once; requests name theirs.
 
-Schema version `TRACE_SCHEMA` = 1. One JSON object per line; every one has a `kind`:
+Schema version `TRACE_SCHEMA` = 2. One JSON object per line; every one has a `kind`:
 
 - ``header`` (first): ``schema``, ``run_id``, ``agent`` (name), ``agent_class``
   (``module.QualName``), ``config`` (the agent's `trace_config()`: limits,
   prompts, tool choice, tool declarations, the LLM's model and settings; never
-  its API key), ``request``, ``history`` (messages in memory before this run),
-  ``started_at`` (ISO 8601, UTC).
+  its API key), ``request``, ``history`` (messages in memory before this run;
+  they are the trace's messages number 0, 1, ...), ``started_at`` (ISO 8601, UTC).
 - ``transition``: ``step``, ``source``, ``dest``, ``trigger``, ``guards``
   (``[{"name", "held"}]`` in table order), ``stop_reason``, ``error``, ``duration_s``.
-- ``llm``: ``step``, ``request`` (``messages`` as sent, ``system_msgs``, ``tools``,
-  ``tool_choice``), ``reply`` (content, tool_calls, usage, model, finish_reason;
-  null when the call raised), ``usage``, ``error`` (null or ``{"type", "message"}``),
-  ``duration_s``.
+- ``llm``: ``step``, ``new_messages`` (the messages of this request the trace
+  did not hold yet, numbered on from the last one), ``request`` (``messages`` and
+  ``system_msgs`` as sent, each a list of runs ``[first, count]``: the messages
+  numbered ``first`` to ``first + count - 1``, in order; ``tools``, or null for the
+  same tools as the previous ``llm`` record; ``tool_choice``), ``reply`` (content,
+  tool_calls, usage, model, finish_reason; null when the call raised), ``usage``,
+  ``error`` (null or ``{"type", "message"}``), ``duration_s``.
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
   ``observation``, ``base64_image``, ``is_error``, ``duration_s``; written just
   before the ``ACTING -> OBSERVING`` transition, as the tools returned them (before edits).
@@ -29,23 +35,33 @@ Schema version `TRACE_SCHEMA` = 1. One JSON object per line; every one has a `ki
   `resume(trace=...)` appends the rest of the run after it.
 
 Messages, calls and results are the pydantic JSON dumps of the engine's types.
+A message is the same message wherever it appears (one object, or equal
+values: a next-step prompt built again for each request is written once), so
+a request costs the trace its new messages and a few runs, however long the
+history; the order of the runs can express any request, not only a longer
+one (memory trims from the front, keeps the first request, and a transient
+prompt ends each request). `read_trace` gives each request back whole.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from ..errors import TraceError
+from ..messages import Message
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.state import Decision
 from ..run.view import Recorded
 
-__all__ = ["TRACE_SCHEMA", "TracePath", "TraceWriter"]
+__all__ = ["TRACE_SCHEMA", "TraceError", "TracePath", "TraceWriter", "read_trace"]
 
-TRACE_SCHEMA = 1
+TRACE_SCHEMA = 2
 TracePath = str | os.PathLike[str]
 
 
@@ -55,12 +71,17 @@ class TraceWriter:
     The file is opened at once, so a bad path fails before the run starts.
     Events before the run's `start` edge (the `reset` of the previous run) are
     not part of this run and are skipped. `append`: the agent's run was paused
-    and is resumed; its records go on at the end of the file (no new header).
+    and is resumed; its records go on at the end of the file (no new header),
+    and its messages are numbered on from those the file holds (its first
+    request writes its messages again: this writer never saw those objects).
     """
 
     def __init__(self, path: TracePath, agent: Recorded, *, append: bool = False) -> None:
         self.agent = agent
         self.run_id: str | None = agent.run_state.run_id if append else None
+        self._numbers = _Numbering(_messages_held(path) if append else 0)
+        self._tools: tuple[dict[str, Any], ...] | None = None
+        """The tools of the last `llm` record (the next one writes null if they are the same)."""
         self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
         for edit in agent.paused_edits if append else ():
             self._write(_edit_record(edit))
@@ -111,7 +132,7 @@ class TraceWriter:
                 )
             self._write(transition_record(event))
         elif isinstance(event, LLMCall):
-            self._write(_llm_record(event))
+            self._write(self._llm_record(event))
         elif isinstance(event, Edit):
             self._write(_edit_record(event))
 
@@ -119,6 +140,7 @@ class TraceWriter:
         agent = self.agent
         cls = type(agent)
         history = agent.memory.messages[:-1]  # at `start` the request is the last message
+        self._numbers.hold(history)
         return {
             "kind": "header",
             "schema": TRACE_SCHEMA,
@@ -129,6 +151,27 @@ class TraceWriter:
             "request": agent.run_state.request,
             "history": [m.model_dump(mode="json") for m in history],
             "started_at": datetime.now(UTC).isoformat(),
+        }
+
+    def _llm_record(self, call: LLMCall) -> dict[str, Any]:
+        numbers, reply = self._numbers, call.reply
+        messages, system = numbers.runs(call.messages), numbers.runs(call.system_msgs)
+        tools = None if call.tools == self._tools else list(call.tools)
+        self._tools = call.tools
+        return {
+            "kind": "llm",
+            "step": call.step,
+            "new_messages": numbers.take_new(),
+            "request": {
+                "messages": messages,
+                "system_msgs": system,
+                "tools": tools,
+                "tool_choice": call.tool_choice,
+            },
+            "reply": reply.model_dump(mode="json") if reply is not None else None,
+            "usage": reply.usage.model_dump(mode="json") if reply is not None else None,
+            "error": {"type": call.error_type, "message": call.error} if call.error_type else None,
+            "duration_s": call.duration_s,
         }
 
 
@@ -147,24 +190,6 @@ def transition_record(t: Transition) -> dict[str, Any]:
     }
 
 
-def _llm_record(call: LLMCall) -> dict[str, Any]:
-    reply = call.reply
-    return {
-        "kind": "llm",
-        "step": call.step,
-        "request": {
-            "messages": [m.model_dump(mode="json") for m in call.messages],
-            "system_msgs": [m.model_dump(mode="json") for m in call.system_msgs],
-            "tools": list(call.tools),
-            "tool_choice": call.tool_choice,
-        },
-        "reply": reply.model_dump(mode="json") if reply is not None else None,
-        "usage": reply.usage.model_dump(mode="json") if reply is not None else None,
-        "error": {"type": call.error_type, "message": call.error} if call.error_type else None,
-        "duration_s": call.duration_s,
-    }
-
-
 def _edit_record(edit: Edit) -> dict[str, Any]:
     def dump(value: tuple[Any, ...] | str | Decision) -> Any:
         if isinstance(value, Decision):
@@ -179,3 +204,174 @@ def _edit_record(edit: Edit) -> dict[str, Any]:
         "before": dump(edit.before),
         "after": dump(edit.after),
     }
+
+
+class _Numbering:
+    """The trace's messages by number, and each request as runs of numbers.
+
+    A message is known by its identity (memory hands the same objects to each
+    request) or else by its value, so a request costs O(new messages + runs)
+    lookups. Each run is found by galloping over the ends of ever longer
+    stretches, then proved by one comparison of the whole stretch (C speed,
+    identity first): the runs hold exactly the messages sent, whatever
+    happened to them in between.
+    """
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        """Messages numbered before this writer (the trace it appends to holds them)."""
+        self.table: list[Message] = []
+        """The messages numbered `start`, `start + 1`, ..., as first seen."""
+        self._by_id: dict[int, int] = {}
+        self._by_value: dict[Message, int] = {}
+        self._alive: list[Message] = []
+        """The messages known by identity but not in `table`, kept so that their ids stay theirs."""
+        self._new: list[dict[str, Any]] = []
+
+    def hold(self, messages: Sequence[Message]) -> None:
+        """Number `messages` in order, each (equal ones too): what the trace writes whole (the history)."""
+        for message in messages:
+            number = self.start + len(self.table)
+            self.table.append(message)
+            self._by_id[id(message)] = number
+            self._by_value.setdefault(message, number)
+
+    def number(self, message: Message) -> int:
+        """The number of `message`; one not held yet gets the next, and is written with the record."""
+        number = self._by_id.get(id(message))
+        if number is not None:
+            return number
+        number = self._by_value.get(message)
+        if number is None:
+            number = self.start + len(self.table)
+            self.table.append(message)
+            self._by_value[message] = number
+            self._new.append(message.model_dump(mode="json"))
+        else:
+            self._alive.append(message)
+        self._by_id[id(message)] = number
+        return number
+
+    def take_new(self) -> list[dict[str, Any]]:
+        """The dumps of the messages numbered since the last call, in number order."""
+        new, self._new = self._new, []
+        return new
+
+    def runs(self, sent: Sequence[Message]) -> list[list[int]]:
+        """`sent` as runs ``[first, count]`` of message numbers."""
+        messages = tuple(sent)
+        runs: list[list[int]] = []
+        i = 0
+        while i < len(messages):
+            first = self.number(messages[i])
+            count = self._stretch(first - self.start, messages, i)
+            if runs and runs[-1][0] + runs[-1][1] == first:
+                runs[-1][1] += count
+            else:
+                runs.append([first, count])
+            i += count
+        return runs
+
+    def _stretch(self, at: int, messages: tuple[Message, ...], i: int) -> int:
+        """How many of `messages` from `i` on are `table` from `at` on (at least one: the first is)."""
+        table = self.table
+        limit = min(len(messages) - i, len(table) - at)
+        good, bad, step = 1, limit + 1, 1
+        while good + step <= limit:  # gallop: the ends of stretches twice as long each time
+            if table[at + good + step - 1] is not messages[i + good + step - 1]:
+                bad = good + step
+                break
+            good, step = good + step, step * 2
+        else:  # the next stretch would pass the limit: try the limit itself
+            if table[at + limit - 1] is messages[i + limit - 1]:
+                good = limit
+            else:
+                bad = limit
+        while bad - good > 1:  # then halve the gap between the last end that matched and the first not
+            middle = (good + bad) // 2
+            if table[at + middle - 1] is messages[i + middle - 1]:
+                good = middle
+            else:
+                bad = middle
+        if good > 1 and tuple(table[at : at + good]) != messages[i : i + good]:  # the ends, not all
+            good = next(k for k in range(1, good) if table[at + k] != messages[i + k])
+        return good
+
+
+def _lines(path: TracePath) -> list[tuple[int, dict[str, Any]]]:
+    """The records of the trace at `path` with their line numbers, checked for the header and schema;
+    a last line cut mid-write (a crash) is dropped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read the trace {path}: {exc}") from None
+    lines = text.splitlines()
+    records: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                break
+            raise TraceError(f"{path}:{number}: not a JSON object") from None
+        if not isinstance(record, dict) or "kind" not in record:
+            raise TraceError(f"{path}:{number}: every trace record is a JSON object with a 'kind'")
+        records.append((number, record))
+    if not records or records[0][1]["kind"] != "header":
+        raise TraceError(f"{path}: not an agentfsm trace (the first record must be the header)")
+    schema = records[0][1].get("schema")
+    if schema != TRACE_SCHEMA:
+        raise TraceError(
+            f"{path}: trace schema {schema!r} is not supported; this agentfsm reads schema {TRACE_SCHEMA}; "
+            "re-record the run with this agentfsm"
+        )
+    return records
+
+
+def _messages_held(path: TracePath) -> int:
+    """How many messages the trace at `path` has numbered (a writer appending to it numbers on)."""
+    if not os.path.exists(path):
+        return 0
+    records = _lines(path)
+    held = len(records[0][1].get("history", ()))
+    return held + sum(len(r.get("new_messages", ())) for _, r in records if r["kind"] == "llm")
+
+
+def read_trace(path: TracePath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the other records, each `llm` record's request whole again (its ``messages``
+    and ``system_msgs`` the message dumps, its ``tools`` the list); `TraceError` if it cannot be.
+    A last line cut mid-write (a crash) is dropped."""
+    (_, header), *rest = _lines(path)
+    table: list[Any] = list(header.get("history", ()))
+    tools: Any = None
+    records: list[dict[str, Any]] = []
+    for number, record in rest:
+        if record["kind"] == "llm":
+            table.extend(record.get("new_messages", ()))
+            request = record["request"] = dict(record["request"])
+            for key in ("messages", "system_msgs"):
+                request[key] = _whole(path, number, table, request[key])
+            if request["tools"] is None:
+                if tools is None:
+                    raise TraceError(
+                        f"{path}:{number}: the request's tools are the previous ones, but none came before"
+                    )
+                request["tools"] = tools
+            tools = request["tools"]
+        records.append(record)
+    return header, records
+
+
+def _whole(path: TracePath, line: int, table: list[Any], runs: Any) -> list[Any]:
+    whole: list[Any] = []
+    for run in runs:
+        first, count = run
+        if not (first >= 0 and count >= 1 and first + count <= len(table)):
+            raise TraceError(
+                f"{path}:{line}: the request names messages {first} to {first + count - 1}; "
+                f"the trace holds {len(table)} by then"
+            )
+        whole.extend(table[first : first + count])
+    return whole
