@@ -16,12 +16,14 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import AbstractContextManager, aclosing, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import AgentBusyError, WrongPhaseError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
+from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
+from ..recording.trace import TracePath, TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, Transition
 from ..run.result import AgentState, RunResult, StopReason
@@ -29,12 +31,6 @@ from ..run.state import RunState
 from .event_source import EventSource
 from .options import AgentOptions
 from .table import AGENT_TABLE
-
-if TYPE_CHECKING:
-    from ..recording.trace import TracePath
-
-# The recorders (`agentfsm.recording`) are imported by the runs that use them: tempfile and
-# json are not part of `import agentfsm`'s cost.
 
 __all__ = ["BaseAgent"]
 
@@ -163,7 +159,7 @@ class BaseAgent(EventSource, ABC):
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
         `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.recording.trace`).
-        `checkpoint`: a file rewritten after every transition and tool call, for `resume`
+        `checkpoint`: a journal appended to after every transition and tool call, for `resume`
         (see `agentfsm.recording.checkpoint`).
         """
         self._check_startable()
@@ -249,8 +245,6 @@ class BaseAgent(EventSource, ABC):
             self._run.release()  # a paused run replaced by a restored one stops being recorded
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
-            from ..recording.checkpoint import Checkpointer
-
             closers = (Checkpointer(checkpoint, self).close,)
         self._run = RunDriver(self, closers=closers)
         self.paused_edits = ()
@@ -266,8 +260,6 @@ class BaseAgent(EventSource, ABC):
                     "pass the checkpoint file of the run to continue"
                 )
             return self._run
-        from ..recording.checkpoint import read_checkpoint, restore
-
         restore(self, read_checkpoint(checkpoint))
         driver = self._new_run(checkpoint)
         driver.restarted()
@@ -277,8 +269,6 @@ class BaseAgent(EventSource, ABC):
         """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
         if path is None:
             return nullcontext()
-        from ..recording.trace import TraceWriter
-
         return TraceWriter(path, self, append=append)
 
     # -- edits between steps: in the phase that runs the calls, and in the one that records results
