@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -107,6 +108,23 @@ def test_errors_exports_each_class_it_defines() -> None:
         (errors.PauseRun, Exception),
         (errors.TokenLimitExceeded, Exception),
         (errors.EditorError, Exception),
+        (errors.OptionsSetupError, TypeError),
+        (errors.WrongValueError, ValueError),
+        (errors.WrongTypeError, TypeError),
+        (errors.NotFoundError, LookupError),
+        (errors.KeyNotFoundError, KeyError),
+        (errors.KeyNotFoundError, errors.NotFoundError),
+        (errors.IndexOutOfRangeError, IndexError),
+        (errors.IndexOutOfRangeError, errors.NotFoundError),
+        (errors.MissingExtraError, ImportError),
+        (errors.EndOfInputError, EOFError),
+        (errors.SandboxPathError, OSError),
+        (errors.OutsideWorkspaceError, PermissionError),
+        (errors.OutsideWorkspaceError, errors.SandboxPathError),
+        (errors.NoSuchFileError, FileNotFoundError),
+        (errors.NoSuchFileError, errors.SandboxPathError),
+        (errors.NotAFileError, IsADirectoryError),
+        (errors.NotAFileError, errors.SandboxPathError),
     ],
 )
 def test_each_keeps_the_builtin_callers_catch(cls: type[Exception], builtin: type[Exception]) -> None:
@@ -129,3 +147,84 @@ def test_the_old_import_paths_give_the_same_class(module: str, name: str) -> Non
     imported = importlib.import_module(module)
     assert name in imported.__all__
     assert getattr(imported, name) is getattr(errors, name)
+
+
+def test_a_key_error_reads_as_written() -> None:
+    # A plain KeyError shows its message quoted: KeyError("no tool named 'x'") prints "\"no tool named 'x'\"".
+    exc = errors.KeyNotFoundError("no tool named 'x'; have ['bash']")
+    assert str(exc) == "no tool named 'x'; have ['bash']"
+    assert exc.args == ("no tool named 'x'; have ['bash']",)
+
+
+def _render_in_an_unknown_format() -> None:
+    from agentfsm.agent.table import AGENT_TABLE
+    from agentfsm.fsm.diagram import render
+
+    render(AGENT_TABLE, "gif")
+
+
+def _breakpoint_on_nothing() -> None:
+    from agentfsm.agent.stepping import Breakpoint
+
+    Breakpoint()
+
+
+def _remove_an_unknown_tool() -> None:
+    from agentfsm.toolbox.tool import ToolCollection
+
+    ToolCollection().remove("nope")
+
+
+def _bash_with_no_time() -> None:
+    from agentfsm.sandbox.local import LocalSandbox
+    from agentfsm.toolbox.bash import Bash
+
+    Bash(LocalSandbox(), timeout=0)
+
+
+def _a_sandbox_that_is_none() -> None:
+    from agentfsm.toolbox.sandboxed import as_provider
+
+    as_provider(None)  # type: ignore[arg-type]
+
+
+def _a_size_in_words() -> None:
+    from agentfsm.sandbox.settings import memory_bytes
+
+    memory_bytes("lots")
+
+
+@pytest.mark.parametrize(
+    ("call", "cls", "builtin", "message"),
+    [
+        (_render_in_an_unknown_format, errors.WrongValueError, ValueError, "unknown diagram format 'gif'"),
+        (_breakpoint_on_nothing, errors.WrongValueError, ValueError, "a Breakpoint needs a `state`"),
+        (_remove_an_unknown_tool, errors.KeyNotFoundError, KeyError, "no tool named 'nope'; have []"),
+        (_bash_with_no_time, errors.ConfigError, ValueError, "`timeout` must be a positive number"),
+        (
+            _a_sandbox_that_is_none,
+            errors.WrongTypeError,
+            TypeError,
+            "expected a Sandbox or a sandbox provider",
+        ),
+        (_a_size_in_words, errors.ConfigError, ValueError, "'lots' is not a size"),
+    ],
+)
+def test_a_wrong_call_raises_the_class_and_its_builtin(
+    call: Callable[[], None], cls: type[Exception], builtin: type[Exception], message: str
+) -> None:
+    with pytest.raises(cls) as raised:
+        call()
+    assert isinstance(raised.value, builtin) and isinstance(raised.value, AgentfsmError)
+    assert str(raised.value).startswith(message)
+
+
+async def test_a_path_outside_the_workspace_is_an_outside_workspace_error() -> None:
+    from agentfsm.sandbox.local import LocalSandbox
+
+    async with LocalSandbox() as sandbox:
+        with pytest.raises(errors.OutsideWorkspaceError, match="outside the sandbox workspace") as raised:
+            await sandbox.resolve("../outside")
+        with pytest.raises(errors.NotAFileError, match="the workspace directory itself"):
+            await sandbox.write_file(".", b"x")
+    assert isinstance(raised.value, PermissionError)
