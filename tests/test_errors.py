@@ -1,16 +1,21 @@
 """The exceptions: every class agentfsm defines inherits `AgentfsmError`, lives in `errors.py`,
-keeps the builtin base callers catch, and stays importable where it was imported from before.
+keeps the builtin base callers catch, and stays importable where it was imported from before;
+and every exception the package raises is one of those classes.
 
 The classes are found by walking every module of the package, so a new exception class
-defined anywhere is checked without being listed here.
+defined anywhere is checked without being listed here; the raises are found by parsing
+every module's source.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -228,3 +233,115 @@ async def test_a_path_outside_the_workspace_is_an_outside_workspace_error() -> N
         with pytest.raises(errors.NotAFileError, match="the workspace directory itself"):
             await sandbox.write_file(".", b"x")
     assert isinstance(raised.value, PermissionError)
+
+
+# -- what the package raises ------------------------------------------------------
+
+PACKAGE = Path(agentfsm.__file__).parent
+
+BUILTIN_EXCEPTIONS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
+
+# Builtins a protocol asks for by that very class, with the reason; allowed wherever they are raised.
+PROTOCOL = {
+    "NotImplementedError": "an abstract method's body: the subclass must implement it",
+    "StopIteration": "ends an iterator",
+    "StopAsyncIteration": "ends an async iterator",
+    "KeyboardInterrupt": "passes an interrupt on as it came",
+    "AssertionError": "an invariant that fails only if agentfsm itself is wrong, as `assert` would",
+}
+
+# Builtins a protocol asks for in one module only, with the reason.
+PROTOCOL_IN = {
+    ("lazy.py", "AttributeError"): (
+        "a module `__getattr__` raises AttributeError, as Python does for a missing module "
+        "attribute (`hasattr` and `from package import name` rely on it)"
+    ),
+}
+
+# TEMPORARY: modules being changed elsewhere, still raising these builtins (agent/replay.py
+# and recording/ raise none by name). Convert each raise to a class of errors.py, then delete
+# its entry; once the list is empty, delete it.
+NOT_YET_CONVERTED = {
+    ("memory.py", "ValueError"),
+    ("memory.py", "IndexError"),
+    ("agent/approval.py", "TypeError"),
+    ("agent/approval.py", "KeyError"),
+    ("agent/approval.py", "ValueError"),
+    ("agent/toolcall.py", "TypeError"),
+}
+
+
+def builtin_raises_in(source: str) -> list[tuple[int, str]]:
+    """(line, builtin) of each builtin exception `source` raises (``raise ValueError(...)``,
+    ``raise ValueError``) or builds to raise elsewhere (``return PermissionError(...)``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise):
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        elif isinstance(node, ast.Call):
+            target = node.func
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in BUILTIN_EXCEPTIONS:
+            found.append((node.lineno, target.id))
+    return sorted(set(found))
+
+
+def builtin_raises() -> list[tuple[str, int, str]]:
+    """(module path under agentfsm/, line, builtin) for every module of the package."""
+    return [
+        (path.relative_to(PACKAGE).as_posix(), line, name)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, name in builtin_raises_in(path.read_text(encoding="utf-8"))
+    ]
+
+
+BUILTIN_RAISES = builtin_raises()
+
+
+def allowed(module: str, name: str) -> bool:
+    return name in PROTOCOL or (module, name) in PROTOCOL_IN or (module, name) in NOT_YET_CONVERTED
+
+
+def test_the_scan_finds_builtins_raised_or_built() -> None:
+    source = """
+from .errors import ConfigError
+
+def f(x):
+    if x:
+        raise ValueError(f"bad {x!r}")
+    raise KeyError
+def g():
+    return PermissionError("refused")
+def h(exc):
+    try:
+        raise ConfigError("bad")
+    except ValueError:
+        raise
+    raise exc
+"""
+    assert builtin_raises_in(source) == [(6, "ValueError"), (7, "KeyError"), (9, "PermissionError")]
+    assert {"lazy.py", "toolbox/tool.py"} <= {module for module, _, _ in BUILTIN_RAISES}
+
+
+def test_every_raise_is_an_agentfsm_error() -> None:
+    wrong = [
+        f"agentfsm/{module}:{line}: {name}"
+        for module, line, name in BUILTIN_RAISES
+        if not allowed(module, name)
+    ]
+    assert not wrong, (
+        "these raise a builtin exception: raise a class of agentfsm/errors.py that subclasses "
+        "both `AgentfsmError` and that builtin (add one there if none fits), or, if a protocol "
+        "needs the builtin itself, list it in PROTOCOL_IN with the reason:\n" + "\n".join(wrong)
+    )
+
+
+def test_the_allowances_are_still_needed() -> None:
+    raised = {(module, name) for module, _, name in BUILTIN_RAISES}
+    stale = sorted((set(PROTOCOL_IN) | NOT_YET_CONVERTED) - raised)
+    assert not stale, f"no longer raised: remove from PROTOCOL_IN or NOT_YET_CONVERTED: {stale}"
