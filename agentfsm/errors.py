@@ -1,16 +1,35 @@
 """The exceptions agentfsm raises, one class per kind of mistake, all in this one module.
 
-Every class inherits `AgentfsmError`, so one ``except AgentfsmError`` tells
-agentfsm's own exceptions from those of the libraries beneath it. Each also
-subclasses the builtin it resembles, so callers who catch ``ValueError`` or
-``RuntimeError`` keep working, and each message names the offending value and
-how to fix it. (A wrong argument to a constructor or method, such as
-``max_steps=0`` or an unknown tool name, is still a plain ``ValueError``,
-``TypeError`` or ``KeyError``.) This module imports nothing from the package,
-so every layer (the machine, the tools, the sandbox, the agents, the command
-line) can import it; the modules that raise a class re-export it where users
-have imported it from (``agentfsm.sandbox.SandboxError``,
+Every class inherits `AgentfsmError`, and every exception agentfsm raises is one of
+them, so one ``except AgentfsmError`` tells agentfsm's own exceptions from those of
+the libraries beneath it. Each also subclasses the builtin it resembles, so callers
+who catch ``ValueError``, ``KeyError`` or ``PermissionError`` keep working, and each
+message names the offending value and how to fix it. This module imports nothing
+from the package, so every layer (the machine, the tools, the sandbox, the agents,
+the command line) can import it; the modules that raise a class re-export it where
+users have imported it from (``agentfsm.sandbox.SandboxError``,
 ``agentfsm.agent.replay.ReplayError``...).
+
+A few raises stay another library's or Python's own exception, because a protocol
+asks for exactly that class (``tests/test_errors.py`` lists them):
+
+- a module ``__getattr__`` (`agentfsm.lazy`) raises ``AttributeError``, as Python
+  does for any missing module attribute;
+- an abstract method raises ``NotImplementedError``;
+- ``StopIteration`` and ``StopAsyncIteration`` end an iteration, ``CancelledError``
+  and ``KeyboardInterrupt`` pass through as they came;
+- ``AssertionError`` marks a state that cannot happen unless agentfsm itself is
+  wrong, as an ``assert`` statement would;
+- an exception raised again (``raise``, ``raise exc``), or one a test model was
+  scripted to raise, is the original;
+- a ``type=`` function of the command line's parser raises
+  ``argparse.ArgumentTypeError``, which argparse turns into its usage error;
+- the machine's event raises ``transitions.MachineError``, as `transitions` expects
+  of an event; `MachineTable.take` turns it into `MachineSetupError`.
+
+The exceptions of the libraries beneath (pydantic's ``ValidationError`` for a bad
+`SandboxSettings`, the OS's own ``OSError`` from a file of a local sandbox) are
+theirs, not agentfsm's.
 """
 
 from __future__ import annotations
@@ -22,16 +41,28 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "EditorError",
+    "EndOfInputError",
+    "IndexOutOfRangeError",
+    "KeyNotFoundError",
     "LLMError",
     "MachineSetupError",
+    "MissingExtraError",
+    "NoSuchFileError",
+    "NotAFileError",
+    "NotFoundError",
+    "OptionsSetupError",
+    "OutsideWorkspaceError",
     "PauseRun",
     "ReplayError",
     "SandboxError",
+    "SandboxPathError",
     "ScriptExhaustedError",
     "TokenLimitExceeded",
     "ToolSetupError",
     "TraceError",
     "WrongPhaseError",
+    "WrongTypeError",
+    "WrongValueError",
 ]
 
 
@@ -56,7 +87,51 @@ class TraceError(AgentfsmError, ValueError):
 
 
 class ConfigError(AgentfsmError, ValueError):
-    """The configuration (file, environment or flags) is wrong."""
+    """An option or setting has a value it does not take: in the configuration (file,
+    environment or flags), or passed in code (a tool's `timeout`, a `SandboxSettings` field)."""
+
+
+class OptionsSetupError(AgentfsmError, TypeError):
+    """An `Options` record is declared wrongly: a subclass retypes an inherited option, or an
+    option has bounds its type cannot have."""
+
+
+class WrongValueError(AgentfsmError, ValueError):
+    """A function or method was given a value it does not take, or arguments that do not go
+    together: a `Breakpoint` on no state nor edge, an unknown diagram format, both `checkpoint`
+    and `trace` to `resume`."""
+
+
+class WrongTypeError(AgentfsmError, TypeError):
+    """An object of the wrong kind where agentfsm needs one of its own: a pending call that is
+    not a `ToolCall`, a sandbox that is not a `Sandbox` or a provider, an `llm` that is not a model."""
+
+
+class NotFoundError(AgentfsmError, LookupError):
+    """Something asked for by name, id or index is not there; raised as one of its two
+    subclasses, `KeyNotFoundError` or `IndexOutOfRangeError`."""
+
+
+class KeyNotFoundError(NotFoundError, KeyError):
+    """No item of that name or id (a tool name, a tool call's id). The message reads as
+    written, where a plain ``KeyError`` shows it quoted."""
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+
+class IndexOutOfRangeError(NotFoundError, IndexError):
+    """An index past either end of a sequence (the observations of a step)."""
+
+
+class MissingExtraError(AgentfsmError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the
+    ``pip install 'agentfsm[...]'`` that adds it (or what to use instead)."""
+
+
+class EndOfInputError(AgentfsmError, EOFError):
+    """The command line read a line from stdin, but it was at end of file or closed;
+    `ask_human` tells the model that no human answered."""
 
 
 class AgentBusyError(AgentfsmError, RuntimeError):
@@ -113,5 +188,24 @@ class SandboxError(AgentfsmError, RuntimeError):
     """The sandbox itself failed (engine unreachable, image missing, container gone)."""
 
 
+class SandboxPathError(AgentfsmError, OSError):
+    """A path in the sandbox that cannot be read or written; the subclasses tell why, and the
+    Docker sandbox raises this class itself when the container cannot resolve the path."""
+
+
+class OutsideWorkspaceError(SandboxPathError, PermissionError):
+    """The path leaves the sandbox's workspace (directly, or through a symlink): refused."""
+
+
+class NoSuchFileError(SandboxPathError, FileNotFoundError):
+    """No file at that path in the Docker sandbox's workspace (a local sandbox lets the OS's
+    own ``FileNotFoundError`` through)."""
+
+
+class NotAFileError(SandboxPathError, IsADirectoryError):
+    """The path names the workspace directory itself, or something other than a regular file."""
+
+
 class ReplayError(TraceError):
-    """The trace cannot be replayed: unreadable, another schema, or the replay diverged from it."""
+    """The trace cannot be replayed or drawn: unreadable, another schema, an edge the machine
+    does not have, or the replay diverged from it."""

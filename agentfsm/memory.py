@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from itertools import chain, islice
 from typing import Literal, TypeVar, assert_never, overload
 
+from .errors import ConfigError, IndexOutOfRangeError, WrongValueError
 from .messages import Message, Role, ToolCall
 from .serde import Serializable
 
@@ -121,7 +122,7 @@ def apply_change(
         messages.clear()
         return None
     if message is None:
-        raise ValueError(f"a {kind!r} change carries the message it adds or puts last; got None")
+        raise WrongValueError(f"a {kind!r} change carries the message it adds or puts last; got None")
     if kind == "replace_last":
         messages[-1] = message
         return pinned_index
@@ -146,7 +147,7 @@ class Memory:
 
     def __init__(self, max_messages: int = 100) -> None:
         if max_messages < 2:
-            raise ValueError(
+            raise ConfigError(
                 f"`max_messages` must be at least 2 (the request and a reply), got {max_messages!r}"
             )
         self.max_messages = max_messages
@@ -198,7 +199,7 @@ class Memory:
     def add_request(self, message: Message) -> None:
         """Add the request that starts a run and pin it: trimming never drops it."""
         if message.role is not Role.USER:
-            raise ValueError(f"a run's request must be a user message, got role {message.role.value!r}")
+            raise WrongValueError(f"a run's request must be a user message, got role {message.role.value!r}")
         if self._pinned is not None:
             self._head.append(self._pinned)
         self._head.extend(self._tail)
@@ -243,12 +244,12 @@ class Memory:
             or not last.tool_calls
             or set(self._open_calls) != {call.id for call in last.tool_calls}
         ):
-            raise ValueError(
+            raise WrongValueError(
                 "only the calls of the last assistant message can be replaced, before any has a result"
             )
         ids = [call.id for call in calls]
         if not calls or not all(ids) or len(set(ids)) != len(ids):
-            raise ValueError(
+            raise WrongValueError(
                 f"replacement calls need at least one call and unique, non-empty ids; got {ids!r}"
             )
         message = replace(last, tool_calls=tuple(calls))
@@ -317,13 +318,13 @@ class Memory:
     def _check_add(self, message: Message) -> None:
         if message.role is Role.TOOL:
             if message.tool_call_id not in self._open_calls:
-                raise ValueError(
+                raise WrongValueError(
                     f"tool message for call id {message.tool_call_id!r} answers no pending call "
                     f"(pending: {sorted(self._open_calls)!r}); add the assistant message that "
                     "requested it first"
                 )
         elif self._open_calls:
-            raise ValueError(
+            raise WrongValueError(
                 f"cannot add a {message.role.value!r} message while tool calls "
                 f"{sorted(self._open_calls)!r} have no result; add their tool messages first "
                 "(or `close_open_calls`)"
@@ -383,7 +384,7 @@ class MessagesView(Sequence[Message]):
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
-            raise IndexError(f"message index {index} out of range for {self._len} messages")
+            raise IndexOutOfRangeError(f"message index {index} out of range for {self._len} messages")
         for part in self._parts:  # deque indexing is O(1) near either end, where the engine reads
             if index < len(part):
                 return part[index]

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
-from .errors import ConfigError
+from .errors import ConfigError, OptionsSetupError
 
 __all__ = ["OptionField", "Options", "Spec", "option_fields"]
 
@@ -160,7 +160,7 @@ def _resolve(cls: type[Options]) -> tuple[OptionField, ...]:
         base, spec = _unannotated(hint)
         redeclared = hints[field.name]
         if redeclared not in (hint, base):
-            raise TypeError(
+            raise OptionsSetupError(
                 f"{cls.__qualname__}.{field.name} is declared {redeclared!r}, but {declared.__qualname__} "
                 f"declared it {base!r}; a subclass may change an option's default only"
             )
@@ -197,7 +197,9 @@ def _acceptor(cls: type, name: str, kind: Any, spec: Spec) -> Callable[[Any], bo
     """The test of a value of option `name`: its type, then its bounds and `spec.valid`."""
     is_kind = _type_test(kind)
     if is_kind is None or (kind not in (int, float) and (spec.ge, spec.gt, spec.le) != (None, None, None)):
-        raise TypeError(f"{cls.__qualname__}.{name}: an option of type {kind!r} with {spec} is not supported")
+        raise OptionsSetupError(
+            f"{cls.__qualname__}.{name}: an option of type {kind!r} with {spec} is not supported"
+        )
     ge, gt, le, valid = spec.ge, spec.gt, spec.le, spec.valid
     if (ge, gt, le, valid) == (None, None, None, None):
         return is_kind

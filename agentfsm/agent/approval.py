@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
 from typing import Protocol
 
-from ..errors import PauseRun, WrongPhaseError
+from ..errors import KeyNotFoundError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import ToolCall
@@ -95,7 +95,7 @@ async def _await_decisions(agent: Approving) -> None:
         raise PauseRun(StopReason.AWAITING_APPROVAL.value, f"waiting for approval of {names}")
     answers = list(await agent.approver(waiting))
     if len(answers) != len(waiting) or not all(isinstance(a, Decision) for a in answers):
-        raise TypeError(
+        raise WrongTypeError(
             f"the approver must return one Decision per call ({len(waiting)}), in order; got {answers!r}"
         )
     for call, answer in zip(waiting, answers, strict=True):
@@ -139,17 +139,19 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
     index = next((i for i, c in enumerate(run.pending_calls) if c.id == call_id), None)
     if index is None:
         ids = [c.id for c in run.pending_calls]
-        raise KeyError(f"no pending call with id {call_id!r}; this step's calls: {ids!r}")
+        raise KeyNotFoundError(f"no pending call with id {call_id!r}; this step's calls: {ids!r}")
     call = run.pending_calls[index]
     if call_id in run.decisions:
-        raise ValueError(f"call {call_id!r} ({call.name}) is already decided: {run.decisions[call_id]!r}")
+        raise WrongValueError(
+            f"call {call_id!r} ({call.name}) is already decided: {run.decisions[call_id]!r}"
+        )
     if decision.approved and decision.arguments is not None and decision.arguments != call.arguments:
         try:
             parsed = json.loads(decision.arguments)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"edited arguments for {call.name!r} are not JSON: {exc}") from None
+            raise WrongValueError(f"edited arguments for {call.name!r} are not JSON: {exc}") from None
         if not isinstance(parsed, dict):
-            raise ValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
+            raise WrongValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
         calls = list(run.pending_calls)
         calls[index] = ToolCall.create(call.id, call.name, decision.arguments)
         agent.memory.replace_open_calls(calls)  # the model is shown the call that ran

@@ -18,7 +18,14 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import AbstractContextManager, aclosing, nullcontext
 from typing import Any
 
-from ..errors import AgentBusyError, WrongPhaseError
+from ..errors import (
+    AgentBusyError,
+    IndexOutOfRangeError,
+    KeyNotFoundError,
+    WrongPhaseError,
+    WrongTypeError,
+    WrongValueError,
+)
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
@@ -181,7 +188,7 @@ class BaseAgent(EventSource, ABC):
         result and runs nothing.
         """
         if checkpoint is not None and trace is not None:
-            raise ValueError(
+            raise WrongValueError(
                 "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
             )
         driver = self._resumed_run(checkpoint)
@@ -287,7 +294,7 @@ class BaseAgent(EventSource, ABC):
         new = tuple(calls)
         bad = [c for c in new if not isinstance(c, ToolCall)]
         if bad:
-            raise TypeError(
+            raise WrongTypeError(
                 f"pending calls must be ToolCall objects (ToolCall.create(id, name, args)), got {bad!r}"
             )
         run = self.run_state
@@ -311,12 +318,12 @@ class BaseAgent(EventSource, ABC):
         observations = run.observations
         if isinstance(key, int):
             if not -len(observations) <= key < len(observations):
-                raise IndexError(f"no observation {key}: this step has {len(observations)}")
+                raise IndexOutOfRangeError(f"no observation {key}: this step has {len(observations)}")
             index = key % len(observations)
         else:
             ids = [o.call.id for o in observations]
             if key not in ids:
-                raise KeyError(f"no observation for call id {key!r}; this step's calls: {ids!r}")
+                raise KeyNotFoundError(f"no observation for call id {key!r}; this step's calls: {ids!r}")
             index = ids.index(key)
         old = observations[index]
         # A new object, so the transition that reported the original keeps it.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from ..errors import WrongValueError
 from ..run.events import Transition
 from ..run.result import RunResult
 from .base import BaseAgent
@@ -32,9 +33,9 @@ class Breakpoint:
 
     def __post_init__(self) -> None:
         if self.state is None and self.trigger is None and self.source is None and self.dest is None:
-            raise ValueError("a Breakpoint needs a `state` or an edge (`trigger`, `source`, `dest`)")
+            raise WrongValueError("a Breakpoint needs a `state` or an edge (`trigger`, `source`, `dest`)")
         if self.state is not None and (self.trigger or self.source or self.dest):
-            raise ValueError("a Breakpoint is either on a state or on an edge, not both")
+            raise WrongValueError("a Breakpoint is either on a state or on an edge, not both")
 
     def hit(self, transition: Transition) -> bool:
         if self.state is not None:
@@ -144,9 +145,9 @@ class Stepper:
         known = set(table.by_name)
         for name in (breakpoint.state, breakpoint.source, breakpoint.dest):
             if name is not None and name not in known and name not in table.groups:
-                raise ValueError(f"no state {name!r} in this agent's machine; states: {sorted(known)}")
+                raise WrongValueError(f"no state {name!r} in this agent's machine; states: {sorted(known)}")
         triggers = {edge.trigger for edge in table.edges}
         if breakpoint.trigger is not None and breakpoint.trigger not in triggers:
-            raise ValueError(
+            raise WrongValueError(
                 f"no trigger {breakpoint.trigger!r} in this agent's machine; triggers: {sorted(triggers)}"
             )

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ..errors import TokenLimitExceeded
+from ..errors import TokenLimitExceeded, WrongTypeError
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
@@ -118,7 +118,7 @@ class ToolCallAgent(ReActAgent):
         """The constructor's work once the options are a checked record (Manus and replay build
         theirs, then call this)."""
         if not callable(getattr(llm, "ask_tool", None)):
-            raise TypeError(f"`llm` must be an LLM (or a ChatModel with `ask_tool`), got {llm!r}")
+            raise WrongTypeError(f"`llm` must be an LLM (or a ChatModel with `ask_tool`), got {llm!r}")
         self._init_agent(options, name=name, memory=memory)
         self.llm = llm
         self.tools = ToolCollection.of(tools if tools is not None else [Terminate()])

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TextIO
 
+from ..errors import EndOfInputError
 from ..messages import ToolCall
 from ..run.state import Decision
 
@@ -27,7 +28,8 @@ __all__ = ["TerminalApprover", "ask_on_terminal", "read_line"]
 
 async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
     """Write `prompt` on `out` (default stderr) and read one line of stdin without blocking
-    the event loop. Returns the line without its newline; raises `EOFError` when stdin is closed.
+    the event loop. Returns the line without its newline; raises `EndOfInputError` (an
+    `EOFError`) when stdin is closed.
     """
     stream = out if out is not None else sys.stderr
     loop = asyncio.get_running_loop()
@@ -50,7 +52,7 @@ async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
     threading.Thread(target=read, name="agentfsm-terminal", daemon=True).start()
     line = await answer
     if not line:
-        raise EOFError("stdin reached end of file")
+        raise EndOfInputError("stdin reached end of file")
     return line.rstrip("\n")
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..errors import MissingExtraError, ReplayError, WrongValueError
 from .machine import Edge, MachineTable
 
 __all__ = ["FORMATS", "EdgePath", "path_of", "render", "to_dot", "to_markdown", "to_mermaid"]
@@ -40,7 +41,7 @@ def path_of(table: MachineTable, transitions: Iterable[dict[str, Any]]) -> list[
                 path.append(edge)
                 break
         else:
-            raise ValueError(
+            raise ReplayError(
                 f"the trace's edge {t['source']} -> {t['dest']} on {t['trigger']!r} is not in this "
                 "machine; draw it with the agent that wrote the trace"
             )
@@ -158,11 +159,11 @@ def render(
     if fmt == "dot":
         return dot.encode()
     if fmt not in FORMATS:
-        raise ValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise WrongValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
     try:
         import pygraphviz
     except ImportError:
-        raise ImportError(
+        raise MissingExtraError(
             f"rendering {fmt.upper()} needs pygraphviz: pip install 'agentfsm[graphviz]' "
             "(or use --format mermaid / dot, which need nothing)"
         ) from None
@@ -190,4 +191,4 @@ def _times(count: int) -> str:
 
 def _check_state(table: MachineTable, name: str) -> None:
     if name not in table.by_name and name not in table.groups:
-        raise ValueError(f"cannot highlight unknown state {name!r}; states: {sorted(table.by_name)}")
+        raise WrongValueError(f"cannot highlight unknown state {name!r}; states: {sorted(table.by_name)}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from time import perf_counter
 
-from ..errors import PauseRun
+from ..errors import AgentBusyError, PauseRun
 from ..log import enabled as log_enabled
 from ..log import event
 from .events import Transition
@@ -72,7 +72,7 @@ class RunDriver:
         model = self.model
         table = model.table
         if self.active:
-            raise RuntimeError("a run's loop was entered twice")  # the model checks first
+            raise AgentBusyError("a run's loop was entered twice")  # the model checks first
         self.active, self._yields, self.paused = True, yields, None
         try:
             resuming = request is None

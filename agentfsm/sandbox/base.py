@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import SandboxError
+from ..errors import OutsideWorkspaceError, SandboxError
 from ..serde import Serializable
 
 __all__ = [
@@ -93,7 +93,8 @@ class Sandbox(ABC):
     """A place to run commands and keep files, confined to `workspace`.
 
     Every path argument is resolved against `workspace`; a path that leaves
-    it (through ``..`` or a symlink) raises `PermissionError` naming the path.
+    it (through ``..`` or a symlink) raises `OutsideWorkspaceError` (a
+    `PermissionError`) naming the path.
     Every `exec` has a timeout that really kills the process (and everything
     it started). Instances are single-use: after `close()` they stay closed.
     """
@@ -140,7 +141,7 @@ class Sandbox(ABC):
 
     @abstractmethod
     async def resolve(self, path: str) -> str:
-        """The absolute path inside the sandbox, or `PermissionError` if it leaves `workspace`."""
+        """The absolute path inside the sandbox; `OutsideWorkspaceError` if it leaves `workspace`."""
 
     async def __aenter__(self) -> Sandbox:
         await self.start()
@@ -154,8 +155,8 @@ def truncation_marker(omitted: int) -> str:
     return f"\n... [output truncated: {omitted} more bytes]"
 
 
-def outside_workspace(path: str, workspace: str) -> PermissionError:
-    return PermissionError(f"path {path!r} is outside the sandbox workspace {workspace}: refused")
+def outside_workspace(path: str, workspace: str) -> OutsideWorkspaceError:
+    return OutsideWorkspaceError(f"path {path!r} is outside the sandbox workspace {workspace}: refused")
 
 
 class OutputCapture:

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..errors import SandboxError
+from ..errors import NotAFileError, SandboxError, SandboxPathError
 from ..log import event
 from .base import (
     RESTARTED,
@@ -248,10 +248,10 @@ class DockerSandbox(Sandbox):
         if code == 3:
             raise outside_workspace(path, self.workspace)
         if code == 4:
-            raise IsADirectoryError(f"{path!r} is the workspace directory itself, not a file")
+            raise NotAFileError(f"{path!r} is the workspace directory itself, not a file")
         if code != 0:
             problem = stderr.decode(errors="replace").strip()
-            raise OSError(f"cannot resolve {path!r} in the sandbox: {problem}")
+            raise SandboxPathError(f"cannot resolve {path!r} in the sandbox: {problem}")
         return stdout.decode()
 
     async def read_file(self, path: str) -> bytes:

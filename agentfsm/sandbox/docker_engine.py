@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import SandboxError
+from ..errors import NoSuchFileError, SandboxError
 from ..log import event
 from .base import EXEC_TAG, KILL_TAGGED
 from .docker_stream import RUN, ExecStream, tar_file, untar_file
@@ -347,7 +347,7 @@ class Engine:
                 chunks, _ = self.container.get_archive(real)
                 archive = b"".join(chunks)
             except docker.errors.NotFound:
-                raise FileNotFoundError(f"{path!r}: no such file in the sandbox workspace") from None
+                raise NoSuchFileError(f"{path!r}: no such file in the sandbox workspace") from None
         return untar_file(archive, path)
 
     def put(self, real: str, data: bytes) -> None:

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import SandboxError
+from ..errors import NotAFileError, SandboxError
 from .base import OutputCapture
 
 __all__ = [
@@ -205,7 +205,7 @@ def untar_file(archive: bytes, path: str) -> bytes:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         member = tar.next()
         if member is None or not member.isfile():
-            raise IsADirectoryError(f"{path!r} is not a regular file")
+            raise NotAFileError(f"{path!r} is not a regular file")
         extracted = tar.extractfile(member)
         assert extracted is not None
         return extracted.read()

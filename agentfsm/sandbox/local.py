@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import SandboxError
+from ..errors import NotAFileError, SandboxError
 from .base import (
     EXEC_TAG,
     KILL_TAGGED,
@@ -204,7 +204,7 @@ class LocalSandbox(Sandbox):
     async def write_file(self, path: str, data: bytes) -> None:
         real = await self.resolve(path)
         if real == self.workspace:
-            raise IsADirectoryError(f"{path!r} is the workspace directory itself, not a file")
+            raise NotAFileError(f"{path!r} is the workspace directory itself, not a file")
         await asyncio.to_thread(os.makedirs, os.path.dirname(real), exist_ok=True)
         await self.resolve(os.path.dirname(real))  # a symlinked parent swapped in meanwhile is refused
         await asyncio.to_thread(_write_nofollow, real, data)

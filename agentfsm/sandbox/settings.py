@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..errors import ConfigError
+
 __all__ = ["DEFAULT_IMAGE", "SandboxSettings", "memory_bytes"]
 
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -26,7 +28,7 @@ def memory_bytes(size: str) -> int:
     """``"512m"`` → bytes, Docker's notation (b, k, m, g; powers of 1024)."""
     match = _MEMORY.match(size.strip().lower())
     if match is None:
-        raise ValueError(f"{size!r} is not a size: use a number with b, k, m or g, e.g. '512m'")
+        raise ConfigError(f"{size!r} is not a size: use a number with b, k, m or g, e.g. '512m'")
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -71,7 +73,7 @@ class SandboxSettings(BaseModel):
     @classmethod
     def _size(cls, value: str) -> str:
         if memory_bytes(value) < 4 * 1024**2:
-            raise ValueError(f"{value!r} is too small: Docker needs at least 4m")
+            raise ConfigError(f"{value!r} is too small: Docker needs at least 4m")
         return value.strip().lower()
 
     @field_validator("user")
@@ -79,14 +81,14 @@ class SandboxSettings(BaseModel):
     def _not_root(cls, value: str) -> str:
         uid, _, gid = value.partition(":")
         if not uid.isdigit() or (gid and not gid.isdigit()):
-            raise ValueError(f"{value!r} is not numeric 'uid:gid' (e.g. '65534:65534')")
+            raise ConfigError(f"{value!r} is not numeric 'uid:gid' (e.g. '65534:65534')")
         if int(uid) == 0:
-            raise ValueError("the sandbox never runs as root (uid 0): use e.g. '65534:65534'")
+            raise ConfigError("the sandbox never runs as root (uid 0): use e.g. '65534:65534'")
         return value
 
     @field_validator("workspace")
     @classmethod
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/") or value.rstrip("/") in ("", "/tmp") or ".." in value.split("/"):
-            raise ValueError(f"{value!r} must be an absolute path other than / and /tmp, e.g. '/workspace'")
+            raise ConfigError(f"{value!r} must be an absolute path other than / and /tmp, e.g. '/workspace'")
         return value.rstrip("/")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .sandboxed import SandboxProvider, as_provider, exec_text, exit_note
 from .tool import Tool, ToolResult
 
@@ -43,7 +44,7 @@ class Bash(Tool):
         sandbox's default); `max_output`: characters of stdout and stderr together (None: the
         sandbox's limit per stream)."""
         if timeout is not None and timeout <= 0:
-            raise ValueError(f"`timeout` must be a positive number of seconds or None, got {timeout!r}")
+            raise ConfigError(f"`timeout` must be a positive number of seconds or None, got {timeout!r}")
         parameters: dict[str, Any] = {
             "type": "object",
             "properties": {"command": {"type": "string", "description": "The bash command to execute."}},

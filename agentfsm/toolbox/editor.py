@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import EditorError
+from ..errors import ConfigError, EditorError
 from .editor_files import (
     check_range,
     clip,
@@ -114,7 +114,7 @@ class StrReplaceEditor(Tool):
     ) -> None:
         """`max_response`: characters of output before it is clipped; `max_undo`: edits kept per file."""
         if max_response < 100 or max_undo < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"`max_response` must be at least 100 and `max_undo` at least 1, "
                 f"got {max_response!r} and {max_undo!r}"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from .sandboxed import SandboxProvider, as_provider, exec_text, exit_note, timeout_schema
 from .tool import Tool, ToolResult
 
@@ -46,7 +47,7 @@ class PythonExecute(Tool):
         the most the model may ask for; `python`: the interpreter (None: the sandbox's `python`);
         `max_output`: characters of stdout and stderr together (None: the sandbox's limit per stream)."""
         if timeout is not None and not 0 < timeout <= max_timeout:
-            raise ValueError(
+            raise ConfigError(
                 f"`timeout` must be positive and at most `max_timeout` ({max_timeout!r}), got {timeout!r}"
             )
         parameters: dict[str, Any] = {

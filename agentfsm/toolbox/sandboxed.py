@@ -15,6 +15,8 @@ from __future__ import annotations
 import signal
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..errors import WrongTypeError
+
 if TYPE_CHECKING:
     from ..sandbox.base import ExecResult, Sandbox
 
@@ -45,7 +47,7 @@ def as_provider(source: Sandbox | SandboxProvider) -> SandboxProvider:
         return source
     if callable(getattr(source, "exec", None)) and callable(getattr(source, "start", None)):
         return _Owned(source)
-    raise TypeError(
+    raise WrongTypeError(
         f"expected a Sandbox or a sandbox provider (an object with `async get()`, e.g. a SandboxSession), "
         f"got {source!r}"
     )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
-from ..errors import ArgumentError, ToolSetupError
+from ..errors import ArgumentError, KeyNotFoundError, ToolSetupError
 from ..serde import Serializable
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ class ToolCollection:
         try:
             removed = self._tools.pop(name)
         except KeyError:
-            raise KeyError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
+            raise KeyNotFoundError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
         self._params = self._approval = None
         return removed
 
@@ -273,7 +273,7 @@ class ToolCollection:
     async def execute(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         item = self._tools.get(name)
         if item is None:
-            raise KeyError(f"no tool named {name!r}")
+            raise KeyNotFoundError(f"no tool named {name!r}")
         return await item(**arguments)
 
     @classmethod
