@@ -122,6 +122,8 @@ class Options:
     def __post_init__(self) -> None:
         for option in option_fields(type(self)):
             value = getattr(self, option.name)
+            if value is option.default:
+                continue  # checked once, when the class's options were resolved
             checked = option.checked(value)
             if checked is not value:
                 object.__setattr__(self, option.name, checked)  # frozen: set once, while built
@@ -166,7 +168,13 @@ def _resolve(cls: type[Options]) -> tuple[OptionField, ...]:
             )
         kind, optional = _without_none(base)
         accepts = _acceptor(cls, field.name, kind, spec)
-        resolved.append(OptionField(field.name, kind, optional, field.default, spec, accepts))
+        option = OptionField(field.name, kind, optional, field.default, spec, accepts)
+        if not option.required and option.checked(option.default) is not option.default:
+            raise OptionsSetupError(
+                f"{cls.__qualname__}.{field.name}: the default {option.default!r} is not stored as "
+                "the option's type; write it as one (a float default with a decimal point, say)"
+            )
+        resolved.append(option)
     return tuple(resolved)
 
 
