@@ -57,7 +57,7 @@ class Tool:
     parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
     """The JSON schema of the arguments. Read-only: a class's schema is shared by its instances."""
     needs_approval: bool = False
-    """A person approves each call before it runs (see `agentfsm.approval`)."""
+    """A person approves each call before it runs (see `agentfsm.agent.approval`)."""
     idempotent: ClassVar[bool] = False
     """Safe to run twice. A resumed run re-runs such a call when a kill interrupted it, where
     it would otherwise report the call as interrupted (see `ToolCallAgent._run_once`)."""
@@ -201,7 +201,7 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `Tool` from a function: name from the function, description from its
     docstring, parameters from its type hints. Works on sync and async functions.
-    `needs_approval`: each call waits for a person's decision (see `agentfsm.approval`)."""
+    `needs_approval`: each call waits for a person's decision (see `agentfsm.agent.approval`)."""
     if fn is not None:
         return FunctionTool(fn, name=name, description=description, needs_approval=needs_approval)
     return lambda f: FunctionTool(f, name=name, description=description, needs_approval=needs_approval)
