@@ -96,14 +96,14 @@ class RunDriver:
                 except PauseRun as pause:
                     self.phase_running, self.paused = False, pause.reason
                     break
-                except _cancellation():  # evaluated only when the action raised something else
-                    self.phase_running = False
-                    self.abort(CANCEL, "CancelledError: the run was cancelled")
-                    raise
                 except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
                     self.phase_running = False
                     yield self.abort(FAIL, f"{type(exc).__name__}: {exc}")
                     break
+                except _cancellation():  # evaluated only when the action raised a BaseException
+                    self.phase_running = False
+                    self.abort(CANCEL, "CancelledError: the run was cancelled")
+                    raise
                 self.phase_running = False
                 yield self.fire(spec.done)
         except GeneratorExit:
