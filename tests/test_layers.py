@@ -139,3 +139,23 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
     assert [name for name in spec if not hasattr(agentfsm, name)] == []
     assert set(agentfsm.__all__) >= set(spec)
     assert callable(agentfsm.testing.ScriptedLLM) and callable(agentfsm.testing.reply)
+
+
+def test_each_heavy_dependency_has_one_importer_in_its_wing():
+    """transitions, litellm, docker, rich, pygraphviz, jsonschema, tenacity: each imported by one
+    module (the one that talks to it), so an optional integration stays out of the rest."""
+    importers: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            for name in names:
+                importers.setdefault(name.split(".")[0], set()).add(_module(path))
+    assert importers["transitions"] == {"agentfsm.fsm.machine"}
+    assert importers["litellm"] == {"agentfsm.model.llm"}
+    assert importers["tenacity"] == {"agentfsm.model.retry"}
+    assert importers["docker"] == {"agentfsm.sandbox.docker_engine"}
+    assert importers["rich"] == {"agentfsm.cli.live"}
+    assert importers["pygraphviz"] == {"agentfsm.fsm.diagram"}
+    assert importers["jsonschema"] == {"agentfsm.toolbox.tool"}

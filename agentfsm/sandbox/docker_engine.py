@@ -37,6 +37,7 @@ __all__ = [
     "image_missing",
     "owner_labels",
     "remove_leftovers",
+    "unavailable",
 ]
 
 LABEL = "agentfsm.sandbox"
@@ -355,3 +356,24 @@ class Engine:
         with self.errors():
             assert self.container is not None
             self.container.put_archive(real.rsplit("/", 1)[0] or "/", archive)
+
+
+def unavailable(image: str) -> str | None:
+    """Why the Docker sandbox cannot run here (no SDK, no engine, no image), or None if it can."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker SDK is not installed (pip install 'agentfsm[docker]')"
+    try:
+        client = connect(timeout=10)
+    except SandboxError as exc:
+        return str(exc)
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return image_missing(image)
+    except docker.errors.DockerException as exc:
+        return f"the Docker engine failed to answer about {image!r}: {exc}"
+    finally:
+        client.close()
+    return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import SandboxError
 from ..log import event
 from .base import Sandbox
 from .local import LocalSandbox
@@ -99,22 +98,6 @@ class SandboxSession:
 
 def docker_unavailable(image: str) -> str | None:
     """Why the Docker sandbox cannot run here (no SDK, no engine, no image), or None if it can."""
-    try:
-        import docker
-    except ImportError:
-        return "the docker SDK is not installed (pip install 'agentfsm[docker]')"
-    from .docker_engine import connect, image_missing
+    from .docker_engine import unavailable  # the docker SDK is imported there, and only there
 
-    try:
-        client = connect(timeout=10)
-    except SandboxError as exc:
-        return str(exc)
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return image_missing(image)
-    except docker.errors.DockerException as exc:
-        return f"the Docker engine failed to answer about {image!r}: {exc}"
-    finally:
-        client.close()
-    return None
+    return unavailable(image)
