@@ -7,6 +7,7 @@ without importing what the commands use.
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 __all__ = ["AGENTS", "PROG", "build_parser"]
 
@@ -14,8 +15,16 @@ PROG = "agentfsm"
 AGENTS = ("toolcall", "manus")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming what is wrong and where the help is, as every
+    other refusal of the command line is (argparse prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=PROG, description="An LLM tool-calling agent whose whole life is an explicit state machine."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
