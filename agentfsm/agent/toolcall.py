@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from ..errors import TokenLimitExceeded, WrongTypeError
+from ..log import event
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
@@ -224,8 +226,10 @@ class ToolCallAgent(ReActAgent):
                 raise
             run.token_limit = str(exc)
             return
-        if self.listening:
+        if self.listening:  # the reply as the model sent it: replay gives it back to this same code
             self._emit_llm_call(messages, system, tools, started, reply=reply)
+        if self.tool_choice != "none" and reply.tool_calls:
+            reply = self._with_distinct_ids(reply)
         run.reply = reply
         run.usage.add(reply.usage)
         if reply.content:
@@ -244,6 +248,37 @@ class ToolCallAgent(ReActAgent):
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:
             run.nudge = EMPTY_NUDGE
+
+    def _with_distinct_ids(self, reply: LLMResponse) -> LLMResponse:
+        """The reply with an id of its own for each call, before anything records its calls.
+
+        Models do repeat an id within one reply. Everything downstream keys a call by its id
+        (memory pairs a result with its call, a step's completed calls and approvals, the trace's
+        and the checkpoint's tool records), so a repeated id would run one call and answer both
+        with its result. Each repeat gets the id ``<id>_<n>`` instead (the first free n from 2,
+        among all ids of the reply): it still runs, as the model asked, and memory, trace and
+        checkpoint see one id per call. It depends on the reply alone, so a replay that feeds the
+        recorded reply back in gets the same ids. The provider accepts ids it did not issue: a
+        history only has to pair each result with a call of the assistant message before it.
+        """
+        calls, renamed = distinct_ids(reply.tool_calls)
+        if not renamed:
+            return reply
+        run = self.run_state
+        event(
+            "tool_call_ids_renamed",
+            level=logging.WARNING,
+            agent=self.name,
+            run_id=run.run_id,
+            step=run.step,
+            renamed={str(i): calls[i].id for i in renamed},
+            message=(
+                f"the model gave ids {sorted({reply.tool_calls[i].id for i in renamed})!r} to more "
+                "than one call; each repeat runs under an id of its own (`<id>_<n>`), so each call "
+                "gets its own result"
+            ),
+        )
+        return replace(reply, tool_calls=calls)
 
     def _emit_llm_call(
         self,
@@ -399,6 +434,29 @@ class ToolCallAgent(ReActAgent):
 @functools.lru_cache(maxsize=64)
 def _system_messages(prompt: str | None) -> tuple[Message, ...]:
     return (Message.system_message(prompt),) if prompt else ()
+
+
+def distinct_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[int]]:
+    """`calls` with each repeat of an id renamed ``<id>_<n>`` (the first n from 2 that no call of
+    `calls` has, nor an earlier rename), and the indexes of the calls renamed."""
+    taken = {call.id for call in calls}
+    if len(taken) == len(calls):
+        return tuple(calls), []
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    renamed: list[int] = []
+    for index, call in enumerate(calls):
+        if call.id in seen:
+            n = 2
+            while f"{call.id}_{n}" in taken:
+                n += 1
+            new_id = f"{call.id}_{n}"
+            taken.add(new_id)
+            call = replace(call, id=new_id)
+            renamed.append(index)
+        seen.add(call.id)
+        out.append(call)
+    return tuple(out), renamed
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:

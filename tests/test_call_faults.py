@@ -1,0 +1,78 @@
+"""Faults a model or a tool can cause: repeated call ids, arguments nested too deep, results
+that cannot be shown, and interpreter exits inside a tool. Each ends in a defined state with
+memory whole."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import add, assert_pairs_complete
+
+from agentfsm import Role, StopReason, Terminate, ToolCall, ToolCallAgent, ToolCollection
+from agentfsm.agent.replay import Replayer
+from agentfsm.memory import Memory, MemorySnapshot
+from agentfsm.messages import Message
+from agentfsm.recording.checkpoint import read_checkpoint
+from agentfsm.testing import ScriptedLLM, reply
+
+TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
+
+
+def tool_results(agent: ToolCallAgent) -> list[str]:
+    return [m.content or "" for m in agent.memory if m.role is Role.TOOL]
+
+
+def assistant_ids(messages: list[Message]) -> list[list[str]]:
+    return [[c.id for c in m.tool_calls] for m in messages if m.tool_calls]
+
+
+# -- a reply whose calls repeat an id ---------------------------------------------------
+
+
+def repeated_ids() -> ScriptedLLM:
+    calls = [
+        ToolCall.create("dup", "add", {"a": 1, "b": 1}),
+        ToolCall.create("dup", "add", {"a": 2, "b": 2}),
+        ToolCall.create("dup_2", "add", {"a": 3, "b": 3}),  # the model's own id, where a rename would go
+        ToolCall.create("dup", "add", {"a": 4, "b": 4}),
+    ]
+    return ScriptedLLM([reply(tool_calls=calls), TERMINATE, reply("and again"), reply("done")])
+
+
+async def test_repeated_call_ids_each_run_once_with_an_id_of_their_own(tmp_path, agentfsm_events):
+    llm = repeated_ids()
+    agent = ToolCallAgent(llm=llm, tools=ToolCollection(add, Terminate()))
+    result = await agent.run("add them", trace=tmp_path / "run.jsonl", checkpoint=tmp_path / "run.ckpt")
+    assert result.stop_reason is StopReason.TERMINATED, result
+    assert result.usage.tool_calls == 5
+    # every call ran, and each result answers its own call
+    assert [r.rsplit("\n", 1)[-1] for r in tool_results(agent)[:4]] == ["2", "4", "6", "8"]
+    ids = assistant_ids(agent.memory.messages)[0]
+    assert ids == ["dup", "dup_3", "dup_2", "dup_4"]
+    assert_pairs_complete(agent.memory.messages)
+    renamed = agentfsm_events.named("tool_call_ids_renamed")
+    assert len(renamed) == 1 and renamed[0]["renamed"] == {"1": "dup_3", "3": "dup_4"}
+    assert "dup" in str(renamed[0]["message"])
+
+    # the next run sends a history whose calls and results pair up
+    agent.llm = llm
+    await agent.run("again")
+    assert_pairs_complete(list(llm.requests[-1].messages))
+
+    # the trace replays as it ran, and the checkpoint holds the same memory
+    replayer = Replayer(tmp_path / "run.jsonl")
+    replayed = await replayer.run()
+    assert replayed.ended_early is None and replayed.result is not None
+    assert replayed.result.stop_reason is StopReason.TERMINATED
+    assert assistant_ids(replayer.agent.memory.messages)[0] == ids
+    snapshot = read_checkpoint(tmp_path / "run.ckpt")
+    memory = Memory.from_snapshot(MemorySnapshot.model_validate(snapshot["memory"]))
+    assert assistant_ids(memory.messages)[0] == ids
+
+
+def test_memory_refuses_an_assistant_message_whose_calls_repeat_an_id():
+    memory = Memory()
+    memory.add_request(Message.user_message("task"))
+    calls = [ToolCall.create("same", "add", {}), ToolCall.create("same", "add", {})]
+    with pytest.raises(ValueError, match=r"'same'.*distinct id"):
+        memory.add_message(Message.from_tool_calls(calls))
+    assert len(memory) == 1
