@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from conftest import add, assert_pairs_complete
 
-from agentfsm import Role, StopReason, Terminate, ToolCall, ToolCallAgent, ToolCollection
+from agentfsm import Role, StopReason, Terminate, ToolCall, ToolCallAgent, ToolCollection, tool
 from agentfsm.agent.replay import Replayer
+from agentfsm.errors import WrongValueError
 from agentfsm.memory import Memory, MemorySnapshot
 from agentfsm.messages import Message
 from agentfsm.recording.checkpoint import read_checkpoint
@@ -76,3 +77,55 @@ def test_memory_refuses_an_assistant_message_whose_calls_repeat_an_id():
     with pytest.raises(ValueError, match=r"'same'.*distinct id"):
         memory.add_message(Message.from_tool_calls(calls))
     assert len(memory) == 1
+
+
+# -- arguments and results the engine cannot handle as they are -------------------------------
+
+
+async def test_arguments_nested_too_deep_are_an_error_observation():
+    deep = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("add", deep)]), TERMINATE]), tools=[add, Terminate()]
+    )
+    result = await agent.run("deep")
+    assert result.stop_reason is StopReason.TERMINATED, result
+    assert tool_results(agent)[0].startswith("Error: Error parsing arguments for add: nested too deeply")
+    assert_pairs_complete(agent.memory.messages)
+
+
+async def test_an_approval_with_arguments_nested_too_deep_is_refused_with_the_fix():
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("add", {"a": 1, "b": 1})]), TERMINATE]),
+        tools=[add, Terminate()],
+        require_approval=["add"],
+    )
+    result = await agent.run("add")
+    assert result.paused
+    deep = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    with pytest.raises(WrongValueError, match="nested too deeply to parse; pass a flatter object"):
+        agent.approve(arguments=deep)
+    agent.approve()
+    assert (await agent.resume()).stop_reason is StopReason.TERMINATED
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+@tool
+def opaque() -> object:
+    """Returns something that cannot be shown as text."""
+    return Unprintable()
+
+
+async def test_a_result_whose_str_raises_is_an_error_observation():
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("opaque", {})]), TERMINATE]), tools=[opaque, Terminate()]
+    )
+    result = await agent.run("show it")
+    assert result.stop_reason is StopReason.TERMINATED, result
+    assert tool_results(agent)[0] == (
+        "Error: ⚠️ Tool 'opaque' encountered a problem: its result cannot be shown as text "
+        "(RuntimeError: no text for you)"
+    )

@@ -465,6 +465,11 @@ def _arguments(call: ToolCall) -> dict[str, Any] | str:
         arguments = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:
         return f"Error: Error parsing arguments for {call.name}: Invalid JSON format"
+    except RecursionError:  # the decoder recurses per level: a model's runaway nesting is its mistake
+        return (
+            f"Error: Error parsing arguments for {call.name}: nested too deeply to parse; "
+            "send a flatter JSON object"
+        )
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__
         return f"Error: Error parsing arguments for {call.name}: expected a JSON object, got {kind}"
@@ -475,7 +480,11 @@ def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:
     """What the model reads of a tool's result: (content, image, is_error)."""
     if result.error:
         return f"Error: {result.error}", result.base64_image, True
-    text = str(result)
+    try:
+        text = str(result)
+    except Exception as exc:  # the tool's output has no text (its __str__ raises, or recurses too deep)
+        problem = f"its result cannot be shown as text ({type(exc).__name__}: {exc})"
+        return f"Error: ⚠️ Tool '{name}' encountered a problem: {problem}", None, True
     if not text:
         return f"Cmd `{name}` completed with no output", result.base64_image, False
     return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False
