@@ -4,10 +4,13 @@ memory whole."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
 import pytest
 from conftest import add, assert_pairs_complete
 
-from agentfsm import Role, StopReason, Terminate, ToolCall, ToolCallAgent, ToolCollection, tool
+from agentfsm import AgentState, Role, StopReason, Terminate, ToolCall, ToolCallAgent, ToolCollection, tool
 from agentfsm.agent.replay import Replayer
 from agentfsm.errors import WrongValueError
 from agentfsm.memory import Memory, MemorySnapshot
@@ -129,3 +132,43 @@ async def test_a_result_whose_str_raises_is_an_error_observation():
         "Error: ⚠️ Tool 'opaque' encountered a problem: its result cannot be shown as text "
         "(RuntimeError: no text for you)"
     )
+
+
+# -- KeyboardInterrupt and SystemExit inside a tool ----------------------------------------------
+
+
+@tool
+def interrupt(kind: str) -> str:
+    """Raises an interpreter exit."""
+    if kind == "keyboard":
+        raise KeyboardInterrupt
+    sys.exit(3)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize(
+    ("kind", "raised", "error"),
+    [
+        ("keyboard", KeyboardInterrupt, "KeyboardInterrupt: the run was interrupted"),
+        ("exit", SystemExit, "SystemExit: the run was interrupted (exit code 3)"),
+    ],
+)
+def test_an_interpreter_exit_in_a_tool_ends_the_run_and_propagates(kind, raised, error, parallel):
+    calls = [("add", {"a": 1, "b": 1}), ("interrupt", {"kind": kind}), ("add", {"a": 2, "b": 2})]
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=calls), reply("done")]),
+        tools=[add, interrupt, Terminate()],
+        parallel_tool_calls=parallel,
+    )
+    with pytest.raises(raised):
+        asyncio.run(agent.run("go"))
+    assert agent.state is AgentState.ERROR
+    assert agent.last_result is not None
+    assert agent.last_result.stop_reason is StopReason.CANCELLED
+    assert agent.last_result.error == error
+    assert_pairs_complete(agent.memory.messages)
+    results = tool_results(agent)
+    assert results[0] == "Observed output of cmd `add` executed:\n2"  # a result it had is kept
+    assert results[1].startswith("Error: the run ended before")
+    # the agent is usable again, and the history it sends is valid
+    assert asyncio.run(agent.run("next")).stop_reason is StopReason.FINAL_ANSWER

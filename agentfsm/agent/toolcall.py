@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
@@ -29,6 +29,7 @@ from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
 from .approval import Approver, decide, rejection_text, undecided, with_approval
+from .base import RUN_ENDED
 from .options import AgentOptions
 from .react import ReActAgent
 
@@ -334,7 +335,11 @@ class ToolCallAgent(ReActAgent):
         if self.parallel_tool_calls:
             import asyncio
 
-            done = list(await asyncio.gather(*(self._run_once(call) for call in to_run)))
+            outcomes = await asyncio.gather(*(_exits_held(self._run_once(call)) for call in to_run))
+            exits = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+            if exits:
+                raise exits[0]  # in this task, where the driver ends the run before it goes on up
+            done = [outcome for outcome in outcomes if isinstance(outcome, Observation)]
         else:
             done = []
             for call in to_run:
@@ -426,9 +431,38 @@ class ToolCallAgent(ReActAgent):
             duration_s=time.perf_counter() - started,
         )
 
+    def interrupt(self) -> None:
+        """The run ends outside its phases: answer its open calls, each with its result when this
+        step has one (a call that completed before the interruption keeps what it did), else
+        with a note that the run ended first."""
+        memory, run = self.memory, self.run_state
+        open_calls = memory.open_calls
+        if not open_calls:
+            return
+        results = {**run.completed_calls, **{o.call.id: o for o in run.observations}}
+        answers = []
+        for call_id, name in open_calls.items():
+            done = results.get(call_id)
+            content, image = (done.content, done.base64_image) if done is not None else (RUN_ENDED, None)
+            answers.append(Message.tool_message(content, name=name, tool_call_id=call_id, base64_image=image))
+        memory.add_messages(answers)
+
     def _should_finish_execution(self, call: ToolCall) -> bool:
         """Whether a special tool that ran should end the run (subclasses may refine)."""
         return True
+
+
+async def _exits_held(call: Awaitable[Observation]) -> Observation | BaseException:
+    """`call`'s observation, or the KeyboardInterrupt or SystemExit it raised.
+
+    asyncio re-raises those two out of the event loop itself when a task raises them, past the
+    task that awaits it: a parallel call that raised one would leave the run in ACTING. Held
+    here, the caller raises it in the run's own task, once the other calls are done.
+    """
+    try:
+        return await call
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return exc
 
 
 @functools.lru_cache(maxsize=64)
