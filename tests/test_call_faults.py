@@ -15,6 +15,7 @@ from agentfsm.agent.replay import Replayer
 from agentfsm.errors import WrongValueError
 from agentfsm.memory import Memory, MemorySnapshot
 from agentfsm.messages import Message
+from agentfsm.model.retry import RetryPolicy
 from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.testing import ScriptedLLM, reply
 
@@ -172,3 +173,51 @@ def test_an_interpreter_exit_in_a_tool_ends_the_run_and_propagates(kind, raised,
     assert results[1].startswith("Error: the run ended before")
     # the agent is usable again, and the history it sends is valid
     assert asyncio.run(agent.run("next")).stop_reason is StopReason.FINAL_ANSWER
+
+
+# -- Retry-After beyond backoff_max ---------------------------------------------------------------
+
+
+class RateLimited(Exception):
+    status_code = 503
+
+    def __init__(self, seconds: str) -> None:
+        super().__init__("slow down")
+        self.litellm_response_headers = {"retry-after": seconds}
+
+
+async def test_a_retry_after_longer_than_backoff_max_is_cut_with_a_warning(agentfsm_events):
+    policy = RetryPolicy(max_attempts=2, backoff_base=0.0, backoff_max=0.01)
+    attempts = 0
+
+    async def call() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise RateLimited("120")
+        return "ok"
+
+    assert await policy.run(call, model="m") == ("ok", 2)
+    (retry,) = agentfsm_events.named("llm_retry")
+    assert retry["wait_s"] == 0.01 and retry["retry_after_s"] == 120.0
+    assert retry["retry_after_cut"] == (
+        "the provider asked to wait 120 s; waited `backoff_max` (0.01 s), 119.99 s less; "
+        "raise `backoff_max` to honour it"
+    )
+
+
+async def test_a_retry_after_within_backoff_max_is_honoured_without_a_note(agentfsm_events):
+    policy = RetryPolicy(max_attempts=2, backoff_base=5.0, backoff_max=60.0)
+    attempts = 0
+
+    async def call() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise RateLimited("0.01")
+        return "ok"
+
+    assert await policy.run(call, model="m") == ("ok", 2)
+    (retry,) = agentfsm_events.named("llm_retry")
+    assert retry["wait_s"] == 0.01 and retry["retry_after_s"] == 0.01
+    assert "retry_after_cut" not in retry
