@@ -219,7 +219,16 @@ class Memory:
             assert message.tool_call_id is not None
             del self._open_calls[message.tool_call_id]
         elif role is Role.ASSISTANT and message.tool_calls:
-            self._open_calls = {call.id: call.name for call in message.tool_calls}
+            calls = {call.id: call.name for call in message.tool_calls}
+            if len(calls) != len(message.tool_calls):
+                # One result could answer only one of them: the pairs could never be whole.
+                ids = [call.id for call in message.tool_calls]
+                repeated = sorted({i for i in ids if ids.count(i) > 1})
+                raise WrongValueError(
+                    f"the assistant message's calls repeat the ids {repeated!r} (all ids: {ids!r}); "
+                    "give each call a distinct id before adding it"
+                )
+            self._open_calls = calls
         self._tail.append(message)
         if self._watches:
             self._changed(MemoryChange("add", message))

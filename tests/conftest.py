@@ -52,7 +52,7 @@ def toolbox() -> ToolCollection:
 
 
 def assert_pairs_complete(messages: list[Message]) -> None:
-    """Every tool message follows its assistant call; every call has a result."""
+    """Every tool message follows its assistant call; every call has a result, and its own id."""
     open_ids: set[str] = set()
     for message in messages:
         if message.role is Role.TOOL:
@@ -61,7 +61,9 @@ def assert_pairs_complete(messages: list[Message]) -> None:
         else:
             assert not open_ids, f"calls {open_ids} have no result before a {message.role} message"
             if message.role is Role.ASSISTANT:
-                open_ids = {call.id for call in message.tool_calls}
+                ids = [call.id for call in message.tool_calls]
+                assert len(set(ids)) == len(ids), f"calls share an id: {ids}"
+                open_ids = set(ids)
     assert not open_ids, f"calls {open_ids} never got a result"
 
 

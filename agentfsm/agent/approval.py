@@ -150,6 +150,10 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
             parsed = json.loads(decision.arguments)
         except json.JSONDecodeError as exc:
             raise WrongValueError(f"edited arguments for {call.name!r} are not JSON: {exc}") from None
+        except RecursionError:
+            raise WrongValueError(
+                f"edited arguments for {call.name!r} are nested too deeply to parse; pass a flatter object"
+            ) from None
         if not isinstance(parsed, dict):
             raise WrongValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
         calls = list(run.pending_calls)

@@ -41,7 +41,7 @@ from .table import AGENT_TABLE
 
 __all__ = ["BaseAgent"]
 
-_INTERRUPTED = "Error: the run ended before this tool call produced a result"
+RUN_ENDED = "Error: the run ended before this tool call produced a result"
 
 
 class BaseAgent(EventSource, ABC):
@@ -383,7 +383,7 @@ class BaseAgent(EventSource, ABC):
 
     def interrupt(self) -> None:
         """The run ends outside its phases (fail, cancel): answer its open tool calls in memory."""
-        self.memory.close_open_calls(_INTERRUPTED)
+        self.memory.close_open_calls(RUN_ENDED)
 
     def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
         """The result of the run now in `spec`: ended there, or `paused` there for that reason."""

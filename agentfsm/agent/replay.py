@@ -53,7 +53,9 @@ class Replay:
 
 class _Stop(BaseException):
     """Leaves the run from inside a phase. A BaseException so the engine does not turn it into a
-    `fail` edge: the trace ending is not something that happened in the recorded run.
+    `fail` edge: the trace ending is not something that happened in the recorded run. (The
+    engine ends the replayed run `cancelled` on its way out, as for any exit from a phase that
+    is not the phase's failure; that edge is not compared with the trace.)
 
     Control flow, not an error: it stays here, private, and does not inherit `AgentfsmError`,
     so no ``except AgentfsmError`` (or ``except Exception``) can swallow it; `ReplayError`, the

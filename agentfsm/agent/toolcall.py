@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from ..errors import TokenLimitExceeded, WrongTypeError
+from ..log import event
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
@@ -27,6 +29,7 @@ from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
 from .approval import Approver, decide, rejection_text, undecided, with_approval
+from .base import RUN_ENDED
 from .options import AgentOptions
 from .react import ReActAgent
 
@@ -224,8 +227,10 @@ class ToolCallAgent(ReActAgent):
                 raise
             run.token_limit = str(exc)
             return
-        if self.listening:
+        if self.listening:  # the reply as the model sent it: replay gives it back to this same code
             self._emit_llm_call(messages, system, tools, started, reply=reply)
+        if self.tool_choice != "none" and reply.tool_calls:
+            reply = self._with_distinct_ids(reply)
         run.reply = reply
         run.usage.add(reply.usage)
         if reply.content:
@@ -244,6 +249,37 @@ class ToolCallAgent(ReActAgent):
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:
             run.nudge = EMPTY_NUDGE
+
+    def _with_distinct_ids(self, reply: LLMResponse) -> LLMResponse:
+        """The reply with an id of its own for each call, before anything records its calls.
+
+        Models do repeat an id within one reply. Everything downstream keys a call by its id
+        (memory pairs a result with its call, a step's completed calls and approvals, the trace's
+        and the checkpoint's tool records), so a repeated id would run one call and answer both
+        with its result. Each repeat gets the id ``<id>_<n>`` instead (the first free n from 2,
+        among all ids of the reply): it still runs, as the model asked, and memory, trace and
+        checkpoint see one id per call. It depends on the reply alone, so a replay that feeds the
+        recorded reply back in gets the same ids. The provider accepts ids it did not issue: a
+        history only has to pair each result with a call of the assistant message before it.
+        """
+        calls, renamed = distinct_ids(reply.tool_calls)
+        if not renamed:
+            return reply
+        run = self.run_state
+        event(
+            "tool_call_ids_renamed",
+            level=logging.WARNING,
+            agent=self.name,
+            run_id=run.run_id,
+            step=run.step,
+            renamed={str(i): calls[i].id for i in renamed},
+            message=(
+                f"the model gave ids {sorted({reply.tool_calls[i].id for i in renamed})!r} to more "
+                "than one call; each repeat runs under an id of its own (`<id>_<n>`), so each call "
+                "gets its own result"
+            ),
+        )
+        return replace(reply, tool_calls=calls)
 
     def _emit_llm_call(
         self,
@@ -299,7 +335,11 @@ class ToolCallAgent(ReActAgent):
         if self.parallel_tool_calls:
             import asyncio
 
-            done = list(await asyncio.gather(*(self._run_once(call) for call in to_run)))
+            outcomes = await asyncio.gather(*(_exits_held(self._run_once(call)) for call in to_run))
+            exits = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+            if exits:
+                raise exits[0]  # in this task, where the driver ends the run before it goes on up
+            done = [outcome for outcome in outcomes if isinstance(outcome, Observation)]
         else:
             done = []
             for call in to_run:
@@ -391,14 +431,66 @@ class ToolCallAgent(ReActAgent):
             duration_s=time.perf_counter() - started,
         )
 
+    def interrupt(self) -> None:
+        """The run ends outside its phases: answer its open calls, each with its result when this
+        step has one (a call that completed before the interruption keeps what it did), else
+        with a note that the run ended first."""
+        memory, run = self.memory, self.run_state
+        open_calls = memory.open_calls
+        if not open_calls:
+            return
+        results = {**run.completed_calls, **{o.call.id: o for o in run.observations}}
+        answers = []
+        for call_id, name in open_calls.items():
+            done = results.get(call_id)
+            content, image = (done.content, done.base64_image) if done is not None else (RUN_ENDED, None)
+            answers.append(Message.tool_message(content, name=name, tool_call_id=call_id, base64_image=image))
+        memory.add_messages(answers)
+
     def _should_finish_execution(self, call: ToolCall) -> bool:
         """Whether a special tool that ran should end the run (subclasses may refine)."""
         return True
 
 
+async def _exits_held(call: Awaitable[Observation]) -> Observation | BaseException:
+    """`call`'s observation, or the KeyboardInterrupt or SystemExit it raised.
+
+    asyncio re-raises those two out of the event loop itself when a task raises them, past the
+    task that awaits it: a parallel call that raised one would leave the run in ACTING. Held
+    here, the caller raises it in the run's own task, once the other calls are done.
+    """
+    try:
+        return await call
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return exc
+
+
 @functools.lru_cache(maxsize=64)
 def _system_messages(prompt: str | None) -> tuple[Message, ...]:
     return (Message.system_message(prompt),) if prompt else ()
+
+
+def distinct_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[int]]:
+    """`calls` with each repeat of an id renamed ``<id>_<n>`` (the first n from 2 that no call of
+    `calls` has, nor an earlier rename), and the indexes of the calls renamed."""
+    taken = {call.id for call in calls}
+    if len(taken) == len(calls):
+        return tuple(calls), []
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    renamed: list[int] = []
+    for index, call in enumerate(calls):
+        if call.id in seen:
+            n = 2
+            while f"{call.id}_{n}" in taken:
+                n += 1
+            new_id = f"{call.id}_{n}"
+            taken.add(new_id)
+            call = replace(call, id=new_id)
+            renamed.append(index)
+        seen.add(call.id)
+        out.append(call)
+    return tuple(out), renamed
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | str:
@@ -407,6 +499,11 @@ def _arguments(call: ToolCall) -> dict[str, Any] | str:
         arguments = json.loads(call.arguments or "{}")
     except json.JSONDecodeError:
         return f"Error: Error parsing arguments for {call.name}: Invalid JSON format"
+    except RecursionError:  # the decoder recurses per level: a model's runaway nesting is its mistake
+        return (
+            f"Error: Error parsing arguments for {call.name}: nested too deeply to parse; "
+            "send a flatter JSON object"
+        )
     if not isinstance(arguments, dict):
         kind = type(arguments).__name__
         return f"Error: Error parsing arguments for {call.name}: expected a JSON object, got {kind}"
@@ -417,7 +514,11 @@ def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:
     """What the model reads of a tool's result: (content, image, is_error)."""
     if result.error:
         return f"Error: {result.error}", result.base64_image, True
-    text = str(result)
+    try:
+        text = str(result)
+    except Exception as exc:  # the tool's output has no text (its __str__ raises, or recurses too deep)
+        problem = f"its result cannot be shown as text ({type(exc).__name__}: {exc})"
+        return f"Error: ⚠️ Tool '{name}' encountered a problem: {problem}", None, True
     if not text:
         return f"Cmd `{name}` completed with no output", result.base64_image, False
     return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False

@@ -69,7 +69,7 @@ class LLMOptions(Options):
     backoff_base: Annotated[float, Spec(ge=0, traced=False)] = 1.0
     """Seconds before the first retry, doubled for each next one (a Retry-After is honoured)."""
     backoff_max: Annotated[float, Spec(ge=0, traced=False)] = 60.0
-    """The longest wait between two tries."""
+    """The longest wait between two tries; a longer Retry-After is cut to it (the retry's warning says so)."""
     extra: Annotated[dict[str, Any] | None, Spec(traced=False)] = None
     """Passed to ``litellm.acompletion`` as is (headers, provider options); never traced."""
 

@@ -138,12 +138,30 @@ class RetryPolicy:
     backoff_max: float
 
     def wait_for(self, attempt: int, exc: BaseException | None) -> float:
-        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        """Seconds to wait after failed attempt number `attempt` (1-based).
+
+        A provider's Retry-After is honoured exactly up to `backoff_max`, and cut to it beyond:
+        `backoff_max` is the caller's bound on how long a run sits idle between two tries, and
+        a server does not get to extend it (one asking for an hour would stall the run that
+        long). The retry's warning says when and by how much a wait was cut (`cut_note`), so
+        a caller who would rather wait raises `backoff_max`.
+        """
         asked = retry_after(exc) if exc is not None else None
         if asked is not None:
             return min(asked, self.backoff_max)
         wait = min(self.backoff_base * 2.0 ** (attempt - 1), self.backoff_max)
         return min(wait * (1 + random.uniform(0, _JITTER)), self.backoff_max)
+
+    def cut_note(self, asked: float) -> str | None:
+        """What the retry's warning says of a Retry-After of `asked` seconds cut to `backoff_max`;
+        None when it was honoured."""
+        if asked <= self.backoff_max:
+            return None
+        return (
+            f"the provider asked to wait {_seconds(asked)} s; waited `backoff_max` "
+            f"({_seconds(self.backoff_max)} s), {_seconds(asked - self.backoff_max)} s less; "
+            "raise `backoff_max` to honour it"
+        )
 
     async def run(self, call: Callable[[], Awaitable[T]], *, model: str) -> tuple[T, int]:
         """Await `call()` until it succeeds or fails for good; return the result and the attempts used.
@@ -168,6 +186,13 @@ class RetryPolicy:
         def log_retry(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
             sleep = state.next_action.sleep if state.next_action is not None else None
+            asked = retry_after(exc) if exc is not None else None
+            extra: dict[str, Any] = {}
+            if asked is not None:
+                extra["retry_after_s"] = asked
+                cut = self.cut_note(asked)
+                if cut is not None:
+                    extra["retry_after_cut"] = cut
             event(
                 "llm_retry",
                 level=logging.WARNING,
@@ -176,6 +201,7 @@ class RetryPolicy:
                 max_attempts=self.max_attempts,
                 wait_s=round(sleep, 3) if sleep is not None else None,
                 error=describe(exc) if exc is not None else None,
+                **extra,
             )
 
         retrying = AsyncRetrying(
@@ -196,3 +222,8 @@ class RetryPolicy:
             tries = f"{attempts} attempt" if attempts == 1 else f"{attempts} attempts"
             raise LLMError(f"{model}: {describe(exc)} (after {tries})") from exc
         return result, attempts
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a person writes them: ``120``, ``0.25``, ``119.99``."""
+    return f"{round(value, 3):g}"

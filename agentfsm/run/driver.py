@@ -41,6 +41,19 @@ def _cancellation() -> type[BaseException]:
     return asyncio.CancelledError
 
 
+def _interruption(exc: BaseException) -> str:
+    """The error of a run that something outside its phases stopped: a task's cancellation, a
+    KeyboardInterrupt (a second Ctrl-C under `asyncio.run`), a SystemExit (`sys.exit()` in a
+    tool). None of them is the phase's failure, so the run ends `cancelled` (every open call
+    answered) and the exception goes on up: a process asked to stop, stops."""
+    if isinstance(exc, _cancellation()):
+        return "CancelledError: the run was cancelled"
+    if isinstance(exc, SystemExit):
+        code = "" if exc.code is None else f" (exit code {exc.code})"
+        return f"SystemExit: the run was interrupted{code}"
+    return f"{type(exc).__name__}: the run was interrupted"
+
+
 class RunDriver:
     """One run of `model`'s table: `steps()` is the loop, `fire()` takes an edge.
 
@@ -100,9 +113,9 @@ class RunDriver:
                     self.phase_running = False
                     yield self.abort(FAIL, f"{type(exc).__name__}: {exc}")
                     break
-                except _cancellation():  # evaluated only when the action raised a BaseException
+                except BaseException as exc:  # cancelled, KeyboardInterrupt, SystemExit: end, then go on up
                     self.phase_running = False
-                    self.abort(CANCEL, "CancelledError: the run was cancelled")
+                    self.abort(CANCEL, _interruption(exc))
                     raise
                 self.phase_running = False
                 yield self.fire(spec.done)
