@@ -454,6 +454,18 @@ async def test_a_run_whose_lease_file_was_removed_stops_before_its_next_call(tmp
     )
 
 
+async def test_a_compacted_copy_is_not_written_over_a_checkpoint_in_use(tmp_path: Path) -> None:
+    path, copy = tmp_path / "run.json", tmp_path / "copy.json"
+    async for transition in Tools().agent().iter("go", checkpoint=path):
+        if transition.dest == "ACTING":
+            with pytest.raises(CheckpointLeasedError, match="is leased by this process"):
+                checkpoint.write_checkpoint(path, read_checkpoint(path))
+            checkpoint.write_checkpoint(copy, read_checkpoint(path))  # elsewhere: a compacted copy
+    assert read_checkpoint(path)["run_state"]["state"] == "FINISHED"
+    assert read_checkpoint(copy)["run_state"]["state"] == "ACTING"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "run.json"]
+
+
 async def test_resume_refuses_another_configuration(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     await Tools().agent().run("go", checkpoint=path)

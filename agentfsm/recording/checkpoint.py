@@ -257,6 +257,8 @@ def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
 
     Reading a long journal and writing it to another path this way compacts
     it; the write is not atomic, so do not write over the journal being read.
+    The write leases `path` meanwhile: a journal a run holds is not written
+    over (`CheckpointLeasedError`).
     """
     missing = [key for key in _PARTS if key not in data]
     if missing:
@@ -275,7 +277,11 @@ def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
         "memory": [{"op": "snapshot", "memory": data["memory"]}],
         "written_at": data.get("written_at") or _now(),
     }
-    append_record(path, _line(header) + _line(record), new=True)
+    lease = Lease.acquire(path)
+    try:
+        append_record(path, _line(header) + _line(record), new=True)
+    finally:
+        lease.release()
 
 
 def _schema_error(name: str, found: object) -> CheckpointError:
