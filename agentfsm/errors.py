@@ -39,6 +39,7 @@ __all__ = [
     "AgentfsmError",
     "ArgumentError",
     "CheckpointError",
+    "CheckpointLeasedError",
     "ConfigError",
     "EditorError",
     "EndOfInputError",
@@ -80,6 +81,12 @@ class ToolSetupError(AgentfsmError, ValueError):
 
 class CheckpointError(AgentfsmError, ValueError):
     """A checkpoint that cannot be read, or that the resuming agent does not match."""
+
+
+class CheckpointLeasedError(AgentfsmError, RuntimeError):
+    """A checkpoint is leased by a run in progress (in another process, or in this one): a second
+    run or resume of it is refused at once, so no tool runs twice. The message names the owner
+    (pid, host, since when) and the fix."""
 
 
 class TraceError(AgentfsmError, ValueError):

@@ -5,9 +5,12 @@
 KILL is ``none``, ``write:K`` (SIGKILL right after the K-th checkpoint write),
 ``torn:K`` (SIGKILL inside the K-th write, half of its line appended to the journal),
 ``before:N`` or ``after:N`` (SIGKILL inside ``record(n=N)``, before or after its
-side effect), or ``mark`` (print ``checkpoint`` after each write and let each
-call take 20 ms: the parent kills the process when it chooses). The run's result
-is printed as one JSON line when it ends.
+side effect), ``mark`` (print ``checkpoint`` after each write and let each
+call take 20 ms: the parent kills the process when it chooses), or ``wait``
+(print ``checkpoint`` after the first write, then wait for a file ``go`` in
+WORKDIR: the parent starts a second process while this one holds the run).
+The run's result is printed as one JSON line when it ends; a run refused
+because another holds the checkpoint prints ``refused: MESSAGE`` and exits 2.
 The model is a `FunctionLLM` that answers from the conversation alone, so a
 resumed process (a new model object) answers as the killed one would have.
 """
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 
 from agentfsm.agent import ToolCallAgent
+from agentfsm.errors import CheckpointLeasedError
 from agentfsm.messages import Role, ToolCall
 from agentfsm.recording import checkpoint
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
@@ -66,7 +70,7 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
             _die()
         return f"recorded {n}"
 
-    if mode in ("write", "torn", "mark"):
+    if mode in ("write", "torn", "mark", "wait"):
         append, count = checkpoint.append_record, [0]
 
         def hooked(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
@@ -77,8 +81,12 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
             append(path, text, new=new)
             if mode == "write" and count[0] == int(arg):
                 _die()
-            if mode == "mark":
+            if mode == "mark" or (mode == "wait" and count[0] == 1):
                 print("checkpoint", flush=True)
+            if mode == "wait" and count[0] == 1:
+                deadline = time.monotonic() + 30
+                while not (workdir / "go").exists() and time.monotonic() < deadline:
+                    time.sleep(0.01)
 
         checkpoint.append_record = hooked  # type: ignore[assignment]
     return ToolCallAgent(llm=FunctionLLM(script), tools=[record, Terminate()], name="child", max_steps=5)
@@ -87,10 +95,14 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
 async def main(action: str, workdir: Path, kill: str) -> None:
     agent = build(workdir, kill)
     path = workdir / "run.checkpoint.json"
-    if action == "run":
-        result = await agent.run(TASK, checkpoint=path)
-    else:
-        result = await agent.resume(path)
+    try:
+        if action == "run":
+            result = await agent.run(TASK, checkpoint=path)
+        else:
+            result = await agent.resume(path)
+    except CheckpointLeasedError as exc:
+        print(f"refused: {exc}", flush=True)
+        sys.exit(2)
     print(json.dumps(result.model_dump(mode="json")), flush=True)
 
 

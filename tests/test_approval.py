@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from agentfsm import AgentState, StopReason, Terminate, ToolCallAgent, tool
 from agentfsm.agent.approval import AWAITING_APPROVAL, Decision, with_approval
 from agentfsm.agent.replay import replay
 from agentfsm.agent.table import AGENT_TABLE
-from agentfsm.errors import AgentBusyError, CheckpointError, WrongPhaseError
+from agentfsm.errors import AgentBusyError, CheckpointError, CheckpointLeasedError, WrongPhaseError
 from agentfsm.fsm.diagram import to_mermaid
 from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.run.events import Edit
@@ -245,6 +246,10 @@ async def test_a_paused_run_survives_a_restart_through_its_checkpoint(tmp_path):
     first, _ = build(DELETE_TWO, deleter=deleter)
     await first.run("clean", checkpoint=path)
     assert read_checkpoint(path)["run_state"]["state"] == "AWAITING_APPROVAL"
+    with pytest.raises(CheckpointLeasedError, match="paused here"):  # the paused run still owns it
+        await build(TERMINATE, deleter=deleter)[0].resume(path)
+    del first  # its process ends: the paused run's lease goes with it
+    gc.collect()
     # another process: the same agent, built again; it resumes into the same pause
     second, _ = build(TERMINATE, deleter=deleter)
     result = await second.resume(path)

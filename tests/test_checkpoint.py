@@ -10,6 +10,7 @@ same state as memory's), and the errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from agentfsm.agent import ToolCallAgent
 from agentfsm.agent.toolcall import INTERRUPTED_CALL
 from agentfsm.cli import commands as cli_main
 from agentfsm.cli import config
-from agentfsm.errors import CheckpointError
+from agentfsm.errors import CheckpointError, CheckpointLeasedError
 from agentfsm.memory import Memory
 from agentfsm.messages import Role, ToolCall
 from agentfsm.recording import checkpoint
@@ -181,6 +182,86 @@ def test_a_run_killed_by_the_parent_at_any_moment_finishes_the_same(
         assert {n for n in ("1", "2", "3") if f"c{n}" not in in_flight} <= set(done), k
 
 
+# -- leases: one owner at a time ------------------------------------------------------------
+
+
+def killed_before_the_tools(base: Path, name: str) -> Path:
+    """A workdir whose run was killed in ACTING before any call started (everything left to run)."""
+    workdir = base / name
+    workdir.mkdir()
+    assert child("run", workdir, "write:2").returncode == SIGKILLED
+    assert read_checkpoint(workdir / "run.checkpoint.json")["run_state"]["state"] == "ACTING"
+    return workdir
+
+
+def test_a_second_resume_while_the_first_runs_is_refused_and_no_tool_runs_twice(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """A job delivered twice: the second process starts while the first holds the run."""
+    workdir = killed_before_the_tools(tmp_path, "twice")
+    first = subprocess.Popen(
+        [sys.executable, str(CHILD), "resume", str(workdir), "wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert first.stdout is not None
+    try:
+        assert first.stdout.readline().strip() == "checkpoint"  # the first one holds the run now
+        second = child("resume", workdir)
+    finally:
+        (workdir / "go").touch()
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    result = json.loads(out)
+    result.pop("run_id")
+    assert result == reference
+    assert effects(workdir) == ["1", "2", "3"]  # each side effect once: only the first one ran
+    assert second.returncode == 2, second.stderr
+    message = second.stdout.strip()
+    host = os.uname().nodename
+    assert message.startswith(f"refused: the checkpoint {str(workdir / 'run.checkpoint.json')!r} is leased ")
+    assert f"pid {first.pid} on host {host!r} since 20" in message and "\n" not in message
+    assert "wait for that run to end" in message
+    assert not (workdir / "run.checkpoint.json.lease").exists()  # released when the run ended
+
+
+def test_resumes_started_together_run_each_tool_once(reference: dict[str, Any], tmp_path: Path) -> None:
+    """Two processes resume the same checkpoint at the same moment, three times over."""
+
+    def race(trial: int) -> tuple[list[subprocess.CompletedProcess[str]], list[str]]:
+        workdir = killed_before_the_tools(tmp_path, f"race-{trial}")
+        with ThreadPoolExecutor(max_workers=2) as pair:
+            procs = list(pair.map(lambda _: child("resume", workdir, "mark"), range(2)))
+        return procs, effects(workdir)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        trials = list(pool.map(race, range(3)))
+    for procs, done in trials:
+        assert done == ["1", "2", "3"], [p.stdout for p in procs]
+        for proc in procs:
+            if proc.returncode == 2:  # refused while the other one held the run
+                assert proc.stdout.startswith("refused: the checkpoint "), proc.stdout
+            else:  # ran it, or came after and found it finished
+                last = json.loads(proc.stdout.splitlines()[-1])
+                last.pop("run_id")
+                assert last == reference, proc.stderr
+
+
+def test_the_lease_of_a_killed_process_is_taken_over_by_the_next_resume(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    workdir = killed_before_the_tools(tmp_path, "killed")
+    lease = workdir / "run.checkpoint.json.lease"
+    owner = json.loads(lease.read_text())  # left behind by the kill, naming the dead process
+    assert owner["host"] == os.uname().nodename and owner["pid"] != os.getpid()
+    with pytest.raises(ProcessLookupError):
+        os.kill(owner["pid"], 0)
+    assert outcome(child("resume", workdir)) == reference
+    assert effects(workdir) == ["1", "2", "3"]
+    assert not lease.exists()
+
+
 # -- in process: what each phase does on resume --------------------------------------------
 
 
@@ -226,7 +307,8 @@ async def checkpoints_by_write(
 
     def write_and_read(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
         original(path, text, new=new)
-        assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # the journal, nothing else
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == ["run.json", "run.json.lease"]  # the journal and its lease, nothing else
         written = Path(path).read_text()
         assert written == before[0] + text and text.count("\n") == (2 if new else 1)
         assert new == (not before[0])  # the run's first write begins the journal
@@ -329,6 +411,59 @@ async def test_a_finished_checkpoint_gives_back_its_result(tmp_path: Path) -> No
     again = await tools.agent().resume(path)
     assert again == result
     assert tools.ran == [1, 2]
+
+
+async def test_this_process_cannot_resume_a_checkpoint_it_is_still_running(tmp_path: Path) -> None:
+    """Nor start a new run on it: the run in progress owns the journal until it ends."""
+    path = tmp_path / "run.json"
+    tools = Tools()
+    refusals: list[str] = []
+    async for transition in tools.agent().iter("go", checkpoint=path):
+        if transition.dest == "ACTING" and not refusals:
+            for attempt in (
+                lambda: tools.agent().resume_iter(path),
+                lambda: tools.agent().iter("again", checkpoint=path),
+            ):
+                with pytest.raises(CheckpointLeasedError) as refused:
+                    attempt()
+                refusals.append(str(refused.value))
+            with pytest.raises(CheckpointLeasedError):
+                await tools.agent().resume(path)
+    assert len(refusals) == 2 and tools.ran == [1, 2]  # the first run's calls, once
+    message = refusals[0]
+    assert message.startswith(f"the checkpoint {str(path)!r} is leased by this process (pid {os.getpid()} ")
+    assert "\n" not in message and "resume()" in message
+    assert not (tmp_path / "run.json.lease").exists()
+    again = await tools.agent().resume(path)  # the lease went with the run: the result comes back
+    assert again.stop_reason == "terminated" and tools.ran == [1, 2]
+
+
+async def test_a_run_whose_lease_file_was_removed_stops_before_its_next_call(tmp_path: Path) -> None:
+    """Its lease is lost (another run may own the journal now): no tool runs, the run ends in ERROR."""
+    path = tmp_path / "run.json"
+    tools = Tools()
+    agent = tools.agent()
+    with contextlib.suppress(CheckpointLeasedError):
+        async for transition in agent.iter("go", checkpoint=path):
+            if transition.dest == "ACTING":
+                os.unlink(tmp_path / "run.json.lease")
+    assert tools.ran == []  # the call's start record is refused before the call runs
+    assert agent.last_result is not None and agent.last_result.state == "ERROR"
+    assert (agent.last_result.error or "").startswith(
+        f"CheckpointLeasedError: the lease of the checkpoint {str(path)!r} was lost: "
+    )
+
+
+async def test_a_compacted_copy_is_not_written_over_a_checkpoint_in_use(tmp_path: Path) -> None:
+    path, copy = tmp_path / "run.json", tmp_path / "copy.json"
+    async for transition in Tools().agent().iter("go", checkpoint=path):
+        if transition.dest == "ACTING":
+            with pytest.raises(CheckpointLeasedError, match="is leased by this process"):
+                checkpoint.write_checkpoint(path, read_checkpoint(path))
+            checkpoint.write_checkpoint(copy, read_checkpoint(path))  # elsewhere: a compacted copy
+    assert read_checkpoint(path)["run_state"]["state"] == "FINISHED"
+    assert read_checkpoint(copy)["run_state"]["state"] == "ACTING"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "run.json"]
 
 
 async def test_resume_refuses_another_configuration(tmp_path: Path) -> None:
@@ -512,3 +647,42 @@ def test_cli_resume_rebuilds_the_recorded_options_whatever_the_file_says(
 
 def test_cli_resume_errors_are_usage_errors(scripted_cli: list[ModelRequest], tmp_path: Path) -> None:
     assert cli_main.main(["resume", str(tmp_path / "missing.json")]) == 2
+
+
+def test_cli_resume_of_a_leased_checkpoint_is_one_line_and_status_2(
+    scripted_cli: list[ModelRequest],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentfsm.recording.lease import Lease
+
+    done, cp = tmp_path / "done.json", tmp_path / "run.json"
+    original = checkpoint.append_record
+
+    def keep_step_2_thinking(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+        original(path, text, new=new)
+        run_state = json.loads(text.splitlines()[-1])["run_state"]
+        if (run_state["state"], run_state["step"]) == ("THINKING", 2):
+            shutil.copyfile(path, cp)  # a run in progress: the one that holds the lease
+
+    monkeypatch.setattr(checkpoint, "append_record", keep_step_2_thinking)
+    assert cli_main.main(["run", "do it", "--model", "openai/test-model", "--checkpoint", str(done)]) == 0
+    monkeypatch.setattr(checkpoint, "append_record", original)
+    capfd.readouterr()
+    held = Lease.acquire(cp)  # another run holds it
+    try:
+        scripted_cli.clear()
+        assert cli_main.main(["resume", str(cp), "--json"]) == 2
+        out, err = capfd.readouterr()
+        assert out == "" and scripted_cli == []
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"agentfsm: error: the checkpoint {str(cp)!r} is leased"
+        )
+        assert cli_main.main(["run", "do it", "--model", "openai/test-model", "--checkpoint", str(cp)]) == 2
+        assert "is leased" in capfd.readouterr().err
+    finally:
+        held.release()
+    assert cli_main.main(["resume", str(cp), "--json"]) == 0
+    assert len(scripted_cli) == 1  # the model asked once, by the resume that held the lease

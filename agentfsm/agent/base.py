@@ -30,6 +30,7 @@ from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
+from ..recording.lease import Lease
 from ..recording.trace import TracePath, TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, Transition
@@ -246,13 +247,14 @@ class BaseAgent(EventSource, ABC):
                 "or `await agent.cancel()` to end it, before starting another"
             )
 
-    def _new_run(self, checkpoint: TracePath | None) -> RunDriver:
-        """The driver of a new run, with its checkpointer (a listener until the run ends)."""
-        if self._run is not None:
-            self._run.release()  # a paused run replaced by a restored one stops being recorded
+    def _new_run(self, checkpoint: TracePath | None, lease: Lease | None = None) -> RunDriver:
+        """The driver of a new run, with its checkpointer (a listener until the run ends), which
+        leases the checkpoint first (`lease`: already leased): a second owner is refused here."""
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
-            closers = (Checkpointer(checkpoint, self).close,)
+            closers = (Checkpointer(checkpoint, self, lease=lease).close,)
+        if self._run is not None:
+            self._run.release()  # a paused run replaced by a restored one stops being recorded
         self._run = RunDriver(self, closers=closers)
         self.paused_edits = ()
         return self._run
@@ -267,8 +269,13 @@ class BaseAgent(EventSource, ABC):
                     "pass the checkpoint file of the run to continue"
                 )
             return self._run
-        restore(self, read_checkpoint(checkpoint))
-        driver = self._new_run(checkpoint)
+        lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
+        try:
+            restore(self, read_checkpoint(checkpoint))
+            driver = self._new_run(checkpoint, lease)
+        except BaseException:
+            lease.release()
+            raise
         driver.restarted()
         return driver
 

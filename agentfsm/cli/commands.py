@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..agent.approval import with_approval
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
-from ..errors import ConfigError, ReplayError, TraceError
+from ..errors import CheckpointLeasedError, ConfigError, ReplayError, TraceError
 from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
 from ..run.result import RunResult
@@ -312,9 +312,10 @@ def _drive(
 
     Ctrl-C cancels the run's task (asyncio.run does that), so the agent ends
     in ERROR with `cancelled`; the result is still printed, and the status is 130.
+    A checkpoint another run holds is refused before anything runs: its one line, status 2.
     """
     out = sys.stdout
-    interrupted = False
+    interrupted, refused = False, ""
     live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
     approver = getattr(agent, "approver", None)
     if approver is not None and hasattr(live, "suspended"):
@@ -324,6 +325,10 @@ def _drive(
             result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))
         except KeyboardInterrupt:
             interrupted, result = True, agent.last_result
+        except CheckpointLeasedError as exc:
+            refused, result = str(exc), None
+    if refused:
+        return _usage_error(refused)
     if result is not None:
         print_result(result, as_json, out)
     if interrupted:

@@ -38,6 +38,11 @@ edge begins a new journal (an existing file is truncated); a resumed run
 appends to the journal it was restored from, beginning with a snapshot of
 memory. `read_checkpoint` replays a journal into the state of its last
 record. The engine holds no random state, so nothing else is needed.
+
+A journal has one writer at a time: a `Checkpointer` holds the checkpoint's
+`Lease` (`agentfsm.recording.lease`) from its creation until it closes, and
+checks it before every append, so a second run or resume of the checkpoint
+is refused (`CheckpointLeasedError`) instead of running its tools again.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from ..run.events import AgentEvent, LLMCall, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
+from .lease import Lease
 from .trace import TracePath
 
 __all__ = [
@@ -148,11 +154,18 @@ class Checkpointer:
     and the completion of every tool call. The model's calls change nothing a
     resume needs until the transition that follows them. A listener of the
     run from its start; `close()` (called when the run ends) unsubscribes.
+
+    `lease`: the checkpoint's lease, already held (a resume takes it before it
+    reads the journal); by default the checkpointer takes it, and
+    `CheckpointLeasedError` says who holds it if another does. The lease is
+    the checkpointer's from then on: `close()` releases it.
     """
 
-    def __init__(self, path: TracePath, agent: Recorded) -> None:
+    def __init__(self, path: TracePath, agent: Recorded, *, lease: Lease | None = None) -> None:
         self.path = path
         self.agent = agent
+        self.lease = lease if lease is not None else Lease.acquire(path)
+        """One writer at a time: checked before every append, released by `close()`."""
         self._watch: MemoryWatch | None = None
         """Memory's changes since the last record (None: the next record holds all of memory)."""
         self._config: dict[str, Any] | None = None
@@ -165,9 +178,10 @@ class Checkpointer:
         self._unsubscribe = agent.on_event(self._on_event)
 
     def close(self) -> None:
-        """Stop listening, and stop watching memory."""
+        """Stop listening, stop watching memory, and release the lease."""
         self._unsubscribe()
         self._forget()
+        self.lease.release()
 
     def _on_event(self, event: AgentEvent) -> None:
         if isinstance(event, LLMCall):
@@ -205,6 +219,7 @@ class Checkpointer:
             record["config"] = config
         record["written_at"] = _now()
         try:
+            self.lease.verify()
             append_record(self.path, head + _line(record), new=bool(head))
         except BaseException:
             self._forget()  # what was taken from the watch is not in the journal: start whole again
@@ -242,6 +257,8 @@ def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
 
     Reading a long journal and writing it to another path this way compacts
     it; the write is not atomic, so do not write over the journal being read.
+    The write leases `path` meanwhile: a journal a run holds is not written
+    over (`CheckpointLeasedError`).
     """
     missing = [key for key in _PARTS if key not in data]
     if missing:
@@ -260,7 +277,11 @@ def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
         "memory": [{"op": "snapshot", "memory": data["memory"]}],
         "written_at": data.get("written_at") or _now(),
     }
-    append_record(path, _line(header) + _line(record), new=True)
+    lease = Lease.acquire(path)
+    try:
+        append_record(path, _line(header) + _line(record), new=True)
+    finally:
+        lease.release()
 
 
 def _schema_error(name: str, found: object) -> CheckpointError:
