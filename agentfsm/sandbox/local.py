@@ -34,6 +34,7 @@ from .base import (
     Sandbox,
     SessionScript,
     finish,
+    finish_despite_cancellation,
     new_tag,
     outside_workspace,
 )
@@ -67,6 +68,7 @@ class LocalSandbox(Sandbox):
         self.workspace = ""
         self._owned = False
         self._closed = False
+        self._closing: asyncio.Future[None] | None = None
         self._shell: _Process | None = None
         self._shell_tag = ""
         self._shell_lock = asyncio.Lock()
@@ -87,9 +89,18 @@ class LocalSandbox(Sandbox):
             self.workspace = os.path.realpath(self._given)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Kill every process the sandbox started and remove its temporary workspace.
+
+        The cleanup is one task, started once: a caller cancelled again
+        meanwhile waits for it to end all the same (`finish_despite_cancellation`),
+        and a second `close()` waits for the same task instead of returning early.
+        """
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._destroy())
+        await finish_despite_cancellation(self._closing)
+
+    async def _destroy(self) -> None:
         await self._stop_shell()
         await _kill_tagged(self._tags)
         if self._owned and self.workspace:
