@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -132,6 +134,53 @@ async def test_close_kills_what_commands_left_running_anywhere() -> None:
         pids = [await pid_from(box, "daemon.pid"), await pid_from(box, "job.pid")]
         assert all(alive(pid) for pid in pids)  # a finished command's daemon lives on, until close
     assert not any(alive(pid) for pid in pids)
+
+
+async def test_close_kills_daemons_that_left_the_session_and_cleared_their_environment() -> None:
+    """`setsid env -i` drops both the process group and the tag: the supervisor still holds the daemon."""
+    daemon = "setsid env -i sh -c 'sleep 300 & echo $! > {name}' >/dev/null 2>&1 &"
+    wait = "until [ -s {name} ]; do sleep 0.01; done"
+    box = LocalSandbox()
+    async with box:
+        for call, name in ((box.exec, "exec.pid"), (box.bash, "bash.pid")):
+            command = f"{daemon} {wait}".format(name=name)
+            result = await (box.exec(["sh", "-c", command]) if call is box.exec else box.bash(command))
+            assert result.exit_code == 0
+        timed_out = await box.exec(
+            ["sh", "-c", f"{daemon} {wait}; sleep 300".format(name="timed.pid")], timeout=1
+        )
+        assert timed_out.timed_out
+        assert not alive(await pid_from(box, "timed.pid"))  # a timeout kills what the command started
+        pids = [await pid_from(box, "exec.pid"), await pid_from(box, "bash.pid")]
+        assert all(alive(pid) for pid in pids)
+        assert all(b"AGENTFSM_EXEC" not in Path(f"/proc/{pid}/environ").read_bytes() for pid in pids)
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+async def test_a_command_that_cannot_start_says_so(box: LocalSandbox) -> None:
+    result = await box.exec(["agentfsm-no-such-command"])
+    assert result.exit_code == 127 and "cannot run 'agentfsm-no-such-command'" in result.stderr
+
+
+def test_the_supervisors_kill_what_they_hold_when_the_sandbox_process_dies(tmp_path: Path) -> None:
+    """A process killed outright runs no cleanup: its commands' supervisors are told and do it."""
+    script = f"""
+import asyncio, os, signal
+from agentfsm.sandbox.local import LocalSandbox
+async def main():
+    box = LocalSandbox({str(tmp_path)!r})
+    await box.exec(["sh", "-c", "setsid env -i sh -c 'sleep 300 & echo $! > d.pid' >/dev/null 2>&1 &"
+                    " until [ -s d.pid ]; do sleep 0.01; done"])
+    os.kill(os.getpid(), signal.SIGKILL)
+asyncio.run(main())
+"""
+    subprocess.run([sys.executable, "-c", script], check=False, timeout=30)
+    pid = int((tmp_path / "d.pid").read_text())
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.02)
+    assert not alive(pid)
 
 
 async def test_ten_megabytes_of_output_are_clipped_with_a_marker_without_hanging(box: LocalSandbox) -> None:

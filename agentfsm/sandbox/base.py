@@ -67,7 +67,7 @@ for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
 An argument ending in ``.`` is a prefix: a sandbox's own prefix (`new_tag`)
 finds every process any of its commands started. Stopping first, then
 killing, so a fork bomb cannot outrun the scan. Run inside the container by
-the Docker sandbox and on the host by the local one.
+the Docker sandbox; the local one kills by ancestry as well (`reaper`).
 """
 
 
