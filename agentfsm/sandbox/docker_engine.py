@@ -196,8 +196,9 @@ def remove_leftovers(client: DockerClient) -> None:
 
     removed: list[str] = []
     kept: list[str] = []
+    # ignore_removed: a container another process removes while the list is read is skipped, not an error
     found: list[tuple[str, dict[str, str], Callable[[], object]]] = []
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         found.append((c.name or c.id or "?", c.labels, functools.partial(c.remove, force=True, v=True)))
     for v in client.volumes.list(filters={"label": LABEL}):
         found.append((v.name or "?", v.attrs.get("Labels") or {}, functools.partial(v.remove, force=True)))
