@@ -75,7 +75,9 @@ def leftovers() -> list[str]:
         return found
     try:
         mine = {"label": ["agentfsm.sandbox", f"agentfsm.owner_pid={os.getpid()}"]}
-        found += [f"container {c.name}" for c in client.containers.list(all=True, filters=mine)]
+        found += [
+            f"container {c.name}" for c in client.containers.list(all=True, filters=mine, ignore_removed=True)
+        ]
         found += [f"volume {v.name}" for v in client.volumes.list(filters=mine)]
     finally:
         client.close()

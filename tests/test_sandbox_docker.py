@@ -9,11 +9,13 @@ AGENTFSM_REQUIRE_DOCKER=1 (CI), where they fail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -282,7 +284,15 @@ async def test_session_lifecycle_with_docker() -> None:
     await kept.close()
 
 
-async def test_leftovers_of_a_dead_process_are_removed_on_the_next_start() -> None:
+async def test_leftovers_of_a_dead_process_are_removed_and_live_or_unknown_owners_kept(
+    agentfsm_events: Any,
+) -> None:
+    """Only an owner provably dead (this boot, this pid namespace, its pid gone or reused) loses its sandbox.
+
+    The pid of a dead process here stands for a live process of another pid
+    namespace (a container run with the host's network shares the hostname):
+    judged by the pid alone, its sandbox would be removed mid-run.
+    """
     require_docker()
     import docker
 
@@ -292,26 +302,38 @@ async def test_leftovers_of_a_dead_process_are_removed_on_the_next_start() -> No
     dead.wait()
     labels = docker_engine.owner_labels("leftover")
     labels.update({"agentfsm.owner_pid": str(dead.pid), "agentfsm.owner_started": "1"})
-    other_host = {**labels, "agentfsm.owner_host": f"not-{socket.gethostname()}"}
+    kept = {
+        "another host": {**labels, "agentfsm.owner_host": f"not-{socket.gethostname()}"},
+        "another pid namespace": {**labels, "agentfsm.owner_pidns": "pid:[1]"},
+        "another boot": {**labels, "agentfsm.owner_boot": "00000000-0000-0000-0000-000000000000"},
+        "no namespace recorded": {k: v for k, v in labels.items() if k != "agentfsm.owner_pidns"},
+    }
     client = docker.from_env()
+    made: list[Any] = []
     try:
         volume = client.volumes.create(name="agentfsm-test-leftover", labels=labels)
+        other_volume = client.volumes.create(name="agentfsm-test-kept", labels=kept["another pid namespace"])
+        made += [volume, other_volume]
         crashed = client.containers.create(sandbox_image(), ["sleep", "infinity"], labels=labels)
-        elsewhere = client.containers.create(sandbox_image(), ["sleep", "infinity"], labels=other_host)
-        try:
-            docker_engine._SWEPT = False  # as in a new process
-            async with DockerSandbox(docker_settings()):
-                pass
-            assert not exists("containers", crashed.id or "")
-            assert not exists("volumes", volume.name or "")
-            assert exists("containers", elsewhere.id or "")  # another host's: not ours to judge
-        finally:
-            for leftover in (crashed, elsewhere):
-                if exists("containers", leftover.id or ""):
-                    leftover.remove(force=True)
-            if exists("volumes", volume.name or ""):
-                volume.remove(force=True)
+        alive = {
+            why: client.containers.create(sandbox_image(), ["sleep", "infinity"], labels=these)
+            for why, these in kept.items()
+        }
+        made += [crashed, *alive.values()]
+        docker_engine._SWEPT = False  # as in a new process
+        async with DockerSandbox(docker_settings()):
+            pass
+        assert not exists("containers", crashed.id or "")
+        assert not exists("volumes", volume.name or "")
+        assert [why for why, c in alive.items() if not exists("containers", c.id or "")] == []
+        assert exists("volumes", other_volume.name or "")
+        [kept_event] = agentfsm_events.named("sandbox_leftovers_kept")
+        assert "owned in pid namespace 'pid:[1]'" in str(kept_event["kept"])
+        assert "docker rm" in str(kept_event["hint"])
     finally:
+        for leftover in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                leftover.remove(force=True)
         client.close()
 
 

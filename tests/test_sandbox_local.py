@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 
 import pytest
@@ -132,6 +134,53 @@ async def test_close_kills_what_commands_left_running_anywhere() -> None:
         pids = [await pid_from(box, "daemon.pid"), await pid_from(box, "job.pid")]
         assert all(alive(pid) for pid in pids)  # a finished command's daemon lives on, until close
     assert not any(alive(pid) for pid in pids)
+
+
+async def test_close_kills_daemons_that_left_the_session_and_cleared_their_environment() -> None:
+    """`setsid env -i` drops both the process group and the tag: the supervisor still holds the daemon."""
+    daemon = "setsid env -i sh -c 'sleep 300 & echo $! > {name}' >/dev/null 2>&1 &"
+    wait = "until [ -s {name} ]; do sleep 0.01; done"
+    box = LocalSandbox()
+    async with box:
+        for call, name in ((box.exec, "exec.pid"), (box.bash, "bash.pid")):
+            command = f"{daemon} {wait}".format(name=name)
+            result = await (box.exec(["sh", "-c", command]) if call is box.exec else box.bash(command))
+            assert result.exit_code == 0
+        timed_out = await box.exec(
+            ["sh", "-c", f"{daemon} {wait}; sleep 300".format(name="timed.pid")], timeout=1
+        )
+        assert timed_out.timed_out
+        assert not alive(await pid_from(box, "timed.pid"))  # a timeout kills what the command started
+        pids = [await pid_from(box, "exec.pid"), await pid_from(box, "bash.pid")]
+        assert all(alive(pid) for pid in pids)
+        assert all(b"AGENTFSM_EXEC" not in Path(f"/proc/{pid}/environ").read_bytes() for pid in pids)
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+async def test_a_command_that_cannot_start_says_so(box: LocalSandbox) -> None:
+    result = await box.exec(["agentfsm-no-such-command"])
+    assert result.exit_code == 127 and "cannot run 'agentfsm-no-such-command'" in result.stderr
+
+
+def test_the_supervisors_kill_what_they_hold_when_the_sandbox_process_dies(tmp_path: Path) -> None:
+    """A process killed outright runs no cleanup: its commands' supervisors are told and do it."""
+    script = f"""
+import asyncio, os, signal
+from agentfsm.sandbox.local import LocalSandbox
+async def main():
+    box = LocalSandbox({str(tmp_path)!r})
+    await box.exec(["sh", "-c", "setsid env -i sh -c 'sleep 300 & echo $! > d.pid' >/dev/null 2>&1 &"
+                    " until [ -s d.pid ]; do sleep 0.01; done"])
+    os.kill(os.getpid(), signal.SIGKILL)
+asyncio.run(main())
+"""
+    subprocess.run([sys.executable, "-c", script], check=False, timeout=30)
+    pid = int((tmp_path / "d.pid").read_text())
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.02)
+    assert not alive(pid)
 
 
 async def test_ten_megabytes_of_output_are_clipped_with_a_marker_without_hanging(box: LocalSandbox) -> None:
@@ -284,3 +333,70 @@ async def test_docker_mode_without_an_engine_names_docker_host_and_the_fix(
     message = str(info.value)
     assert "no-engine.sock" in message and "DOCKER_HOST" in message and "mode = 'local'" in message
     assert not session.active
+
+
+# -- cancelled twice -------------------------------------------------------------------------
+
+RUNS = 10
+LEAVE_PROCESSES = (
+    "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' >/dev/null 2>&1 & "
+    "until [ -s daemon.pid ]; do sleep 0.01; done; sleep 300 & echo $! > job.pid"
+)
+
+
+async def _one_run(session: SandboxSession, ready: asyncio.Event) -> None:
+    """An agent's run as Manus makes it: the sandbox is used, then `end_run` in a `finally`."""
+    try:
+        await (await session.get()).bash(LEAVE_PROCESSES)
+        ready.set()
+        await asyncio.sleep(300)  # the cancellation arrives here: all of it lands in the cleanup
+    finally:
+        await session.end_run(failed=True)
+
+
+async def _start_runs(
+    wrap: Callable[[Coroutine[None, None, None]], Coroutine[None, None, None]],
+) -> tuple[list[asyncio.Task[None]], list[Path], list[int]]:
+    """Ten runs, each with a daemon and a background job: the tasks, workspaces and processes."""
+    sessions = [SandboxSession(local_settings()) for _ in range(RUNS)]
+    readies = [asyncio.Event() for _ in range(RUNS)]
+    tasks = [asyncio.create_task(wrap(_one_run(s, r))) for s, r in zip(sessions, readies, strict=True)]
+    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 20)
+    workspaces = [Path((await s.get()).workspace) for s in sessions]
+    pids = [int((w / name).read_text()) for w in workspaces for name in ("daemon.pid", "job.pid")]
+    assert all(alive(pid) for pid in pids)
+    return tasks, workspaces, pids
+
+
+async def _as_is(run: Coroutine[None, None, None]) -> None:
+    await run
+
+
+async def test_a_run_cancelled_twice_leaves_no_workspace_and_no_process() -> None:
+    tasks, workspaces, pids = await _start_runs(_as_is)
+    for task in tasks:
+        task.cancel()
+    await asyncio.sleep(0.05)  # the first cancellation's cleanup is under way
+    for task in tasks:
+        task.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert [str(w) for w in workspaces if w.exists()] == []
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+async def test_a_run_cancelled_by_an_anyio_cancel_scope_leaves_no_workspace_and_no_process() -> None:
+    anyio = pytest.importorskip("anyio")  # installed with httpx
+    scopes = []
+
+    async def scoped(run: Coroutine[None, None, None]) -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await run
+
+    tasks, workspaces, pids = await _start_runs(scoped)
+    for scope in scopes:  # a cancelled scope cancels again at every await until its body is done
+        scope.cancel()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    assert [str(w) for w in workspaces if w.exists()] == []
+    assert [pid for pid in pids if alive(pid)] == []

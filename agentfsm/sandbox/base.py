@@ -9,6 +9,7 @@ can be driven without guessing when a command has finished).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import re
 import secrets
@@ -31,6 +32,7 @@ __all__ = [
     "SandboxError",
     "SessionScript",
     "finish",
+    "finish_despite_cancellation",
     "new_tag",
     "outside_workspace",
     "truncation_marker",
@@ -65,7 +67,7 @@ for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
 An argument ending in ``.`` is a prefix: a sandbox's own prefix (`new_tag`)
 finds every process any of its commands started. Stopping first, then
 killing, so a fork bomb cannot outrun the scan. Run inside the container by
-the Docker sandbox and on the host by the local one.
+the Docker sandbox; the local one kills by ancestry as well (`reaper`).
 """
 
 
@@ -270,6 +272,28 @@ def finish(
         oom_killed=oom_limit is not None,
         duration_s=round(time.monotonic() - began, 3),
     )
+
+
+async def finish_despite_cancellation(cleanup: asyncio.Future[None]) -> None:
+    """Wait until `cleanup` has finished, however often the caller is cancelled meanwhile; then re-raise.
+
+    `asyncio.shield` alone keeps the cleanup running but lets a second
+    cancellation (or an anyio cancel scope, which cancels again at every
+    await) return control while it still runs: the caller, and then the event
+    loop's shutdown, go on as if it were done, and workspaces and processes
+    leak. Here the caller's cancellation is held until the cleanup is over,
+    then delivered. A cleanup that is itself cancelled (the loop shutting
+    down) ends the wait.
+    """
+    interrupted: asyncio.CancelledError | None = None
+    while not cleanup.done():
+        try:
+            await asyncio.wait([cleanup])  # never cancels `cleanup` itself
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    cleanup.result()
 
 
 def new_tag(prefix: str = "") -> str:

@@ -40,6 +40,7 @@ from .base import (
     Sandbox,
     SessionScript,
     finish,
+    finish_despite_cancellation,
     new_tag,
     outside_workspace,
 )
@@ -115,7 +116,7 @@ class DockerSandbox(Sandbox):
             self._closed = True
             self._drop_shell()
             self._closing = asyncio.ensure_future(asyncio.to_thread(self._destroy_sync))
-        await asyncio.shield(self._closing)  # a cancelled caller does not stop the removal
+        await finish_despite_cancellation(self._closing)  # a cancelled caller waits for the removal
 
     def _destroy_sync(self) -> None:
         with self._lifecycle:

@@ -9,14 +9,15 @@ imported inside functions only: `import agentfsm` never loads it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import NoSuchFileError, SandboxError
 from ..log import event
@@ -36,6 +37,7 @@ __all__ = [
     "connect",
     "image_missing",
     "owner_labels",
+    "owner_verdict",
     "remove_leftovers",
     "unavailable",
 ]
@@ -82,15 +84,54 @@ def image_missing(image: str) -> str:
     )
 
 
+_OWNER = "agentfsm.owner_"
+_REMOVE_HINT = (
+    "they are kept because their owner may still run; once it has ended, remove them with "
+    "`docker rm -f NAME` and `docker volume rm NAME`"
+)
+
+
 def owner_labels(session: str) -> dict[str, str]:
-    """Labels naming this process, so a later process can tell our leftovers from live sandboxes."""
+    """Labels naming this process, so a later process can tell our leftovers from live sandboxes.
+
+    A pid alone names a process only within one pid namespace of one boot:
+    two processes in different containers sharing the hostname (one run with
+    the host's network, say) can hold the same pid. So the owner is the
+    host, the boot id, the pid namespace, the pid and the pid's start time.
+    """
+    pid = os.getpid()
     return {
         LABEL: "1",
         "agentfsm.session": session,
-        "agentfsm.owner_host": socket.gethostname(),
-        "agentfsm.owner_pid": str(os.getpid()),
-        "agentfsm.owner_started": _process_started(os.getpid()) or "",
+        _OWNER + "host": socket.gethostname(),
+        _OWNER + "boot": _boot_id() or "",
+        _OWNER + "pidns": _pid_namespace() or "",
+        _OWNER + "pid": str(pid),
+        _OWNER + "started": _process_started(pid) or "",
     }
+
+
+def _boot_id() -> str | None:
+    """This boot of the kernel (Linux): the same in every container on it, new after a reboot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    """This process's pid namespace, as ``pid:[inode]``, if /proc shows the pids of that namespace.
+
+    A /proc mounted from another namespace would show other processes under
+    our pids: then no pid can be judged, and the answer is None.
+    """
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def _process_started(pid: int) -> str | None:
@@ -102,28 +143,50 @@ def _process_started(pid: int) -> str | None:
         return None
 
 
-def _owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that made a sandbox still runs. Another host's sandboxes count as alive."""
-    if labels.get("agentfsm.owner_host") != socket.gethostname():
-        return True
+Verdict = tuple[Literal["dead", "alive", "unknown"], str]
+"""What the sweep concludes about a sandbox's owner, and why (for the log)."""
+
+
+def owner_verdict(labels: dict[str, str]) -> Verdict:
+    """Whether the owner of a sandbox is provably dead, provably alive, or unknown (then it is kept).
+
+    Provably dead means: this host, this boot, this pid namespace, and the
+    pid is free or now another process (its start time differs). Anything
+    else (another host, boot or namespace, labels of an older version
+    without them, a /proc that cannot be judged) is unknown, and unknown keeps
+    the sandbox: removing a live one breaks a run, keeping a dead one costs disk.
+    """
+    host = labels.get(_OWNER + "host")
+    if host != socket.gethostname():
+        return "unknown", f"owned on host {host!r}"
+    boot, namespace = _boot_id(), _pid_namespace()
+    if boot is None or namespace is None:
+        return "unknown", "this process cannot read its boot id or pid namespace from /proc"
+    if labels.get(_OWNER + "boot") != boot:
+        return "unknown", f"owned in boot {labels.get(_OWNER + 'boot')!r}, not this one ({boot!r})"
+    if labels.get(_OWNER + "pidns") != namespace:
+        return "unknown", f"owned in pid namespace {labels.get(_OWNER + 'pidns')!r}, not ours ({namespace!r})"
     try:
-        pid = int(labels.get("agentfsm.owner_pid", ""))
+        pid = int(labels.get(_OWNER + "pid", ""))
     except ValueError:
-        return False
+        return "unknown", f"owner pid {labels.get(_OWNER + 'pid')!r} is not a number"
     started = _process_started(pid)
-    if started is not None:
-        return started == (labels.get("agentfsm.owner_started") or started)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not os.path.isdir("/proc")  # /proc exists but has no such pid: gone
+    if started is None:
+        if os.path.exists(f"/proc/{pid}"):
+            return "unknown", f"the start time of pid {pid} cannot be read"
+        return "dead", f"pid {pid} has ended"
+    if started != labels.get(_OWNER + "started"):
+        return "dead", f"pid {pid} is now another process (started at tick {started})"
+    return "alive", f"pid {pid} runs"
 
 
 def remove_leftovers(client: DockerClient) -> None:
-    """Once per process: remove containers and volumes left by sandbox owners that have died."""
+    """Once per process: remove containers and volumes whose owners are provably dead.
+
+    The others stay; those whose owner cannot be judged from here (another
+    host, boot or pid namespace) are logged with how to remove them by hand:
+    a live owner's sandbox is never touched.
+    """
     global _SWEPT
     with _SWEEP_LOCK:
         if _SWEPT:
@@ -132,19 +195,25 @@ def remove_leftovers(client: DockerClient) -> None:
     import docker
 
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        if not _owner_alive(container.labels):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True, v=True)
-                removed.append(container.name or container.id or "?")
-    for volume in client.volumes.list(filters={"label": LABEL}):
-        labels = volume.attrs.get("Labels") or {}
-        if not _owner_alive(labels):
+    kept: list[str] = []
+    # ignore_removed: a container another process removes while the list is read is skipped, not an error
+    found: list[tuple[str, dict[str, str], Callable[[], object]]] = []
+    for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
+        found.append((c.name or c.id or "?", c.labels, functools.partial(c.remove, force=True, v=True)))
+    for v in client.volumes.list(filters={"label": LABEL}):
+        found.append((v.name or "?", v.attrs.get("Labels") or {}, functools.partial(v.remove, force=True)))
+    for name, labels, remove in found:
+        verdict, why = owner_verdict(labels)
+        if verdict == "unknown":
+            kept.append(f"{name} ({why})")
+        elif verdict == "dead":
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                volume.remove(force=True)
-                removed.append(volume.name or "?")
+                remove()
+                removed.append(f"{name} ({why})")
     if removed:
         event("sandbox_leftovers_removed", removed=removed)
+    if kept:
+        event("sandbox_leftovers_kept", kept=kept, hint=_REMOVE_HINT)
 
 
 class Engine:

@@ -2,12 +2,17 @@
 
 What it guarantees: commands run with the workspace as their working
 directory, in their own session, with a minimal environment (the host's
-API keys are not inherited); a timeout kills the command and everything it
-started (its process group, then every process still carrying its tag);
-output is clipped while it streams; file operations refuse any path outside
+API keys are not inherited); each runs under its own supervisor
+(`reaper`, a child subreaper), so a timeout kills the command and
+everything it started, and `close()` everything any command started, even
+daemons that left the session and cleared their environment; if this
+process dies, the supervisors kill their processes too; output is clipped
+while it streams; file operations refuse any path outside
 the workspace, through ``..`` or symlinks. What it cannot guarantee: memory,
 process-count and network limits, or that a command does not read or write
-elsewhere on the host. That is what the Docker sandbox is for.
+elsewhere on the host, nor catch a process that another service starts
+on the command's behalf (``systemd-run``, ``at``, a Docker engine): that is
+what the Docker sandbox is for.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,9 +28,9 @@ import time
 from pathlib import Path
 
 from ..errors import NotAFileError, SandboxError
+from . import reaper
 from .base import (
     EXEC_TAG,
-    KILL_TAGGED,
     RESTARTED,
     SHELL_EXITED,
     ExecResult,
@@ -34,6 +38,7 @@ from .base import (
     Sandbox,
     SessionScript,
     finish,
+    finish_despite_cancellation,
     new_tag,
     outside_workspace,
 )
@@ -44,6 +49,8 @@ TEMP_PREFIX = f"agentfsm-sandbox-{os.getpid()}-"
 """Temporary workspaces are named after the process that made them, so leftovers are attributable."""
 
 _SHELL = ["bash", "--noprofile", "--norc"]
+_REAPER = os.path.abspath(reaper.__file__)
+"""Run as a script (``python -I -S``): the supervisor every command runs under."""
 _DRAIN_S = 2.0
 """After a kill, how long the output pipes may take to close before they are abandoned."""
 
@@ -67,9 +74,12 @@ class LocalSandbox(Sandbox):
         self.workspace = ""
         self._owned = False
         self._closed = False
+        self._closing: asyncio.Future[None] | None = None
         self._shell: _Process | None = None
         self._shell_tag = ""
         self._shell_lock = asyncio.Lock()
+        self._running: set[_Process] = set()
+        """Every command whose supervisor still runs (it holds what the command left running)."""
         self._tags = new_tag() + "."  # every command's tag starts so: close() kills what they left running
 
     # -- lifecycle ------------------------------------------------------------------
@@ -87,13 +97,31 @@ class LocalSandbox(Sandbox):
             self.workspace = os.path.realpath(self._given)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self._stop_shell()
-        await _kill_tagged(self._tags)
+        """Kill every process the sandbox started and remove its temporary workspace.
+
+        The cleanup is one task, started once: a caller cancelled again
+        meanwhile waits for it to end all the same (`finish_despite_cancellation`),
+        and a second `close()` waits for the same task instead of returning early.
+        """
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._destroy())
+        await finish_despite_cancellation(self._closing)
+
+    async def _destroy(self) -> None:
+        self._shell = None
+        running = list(self._running)
+        # One blocking call in a thread: once begun it ends, even if the loop is torn down meanwhile.
+        await asyncio.to_thread(self._destroy_sync, [proc.pid for proc in running])
+        for proc in running:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.supervisor_exited), _DRAIN_S)
+            proc.close()
+
+    def _destroy_sync(self, supervisors: list[int]) -> None:
+        _kill(supervisors, self._tags)
         if self._owned and self.workspace:
-            await asyncio.to_thread(shutil.rmtree, self.workspace, True)
+            shutil.rmtree(self.workspace, True)
 
     # -- commands -------------------------------------------------------------------
 
@@ -112,19 +140,19 @@ class LocalSandbox(Sandbox):
         try:
             if stdin is not None:
                 proc.send(stdin.encode(), close=True)
-            try:
+            try:  # once it ends, its supervisor kills what it left in its process group
                 await asyncio.wait_for(asyncio.shield(proc.exited), limit)
             except TimeoutError:
                 timed_out = True
                 await proc.kill(tag)
-            else:  # what the command left running in its process group dies with it
-                proc.kill_group()
             await proc.drained()
         except BaseException:
             await proc.kill(tag)
             raise
         finally:
             proc.close()
+        if proc.error is not None:
+            return ExecResult(exit_code=127, stderr=f"cannot run {argv[0]!r}: {proc.error}")
         return finish(proc.returncode, proc.out, proc.err, began=began, timed_out=timed_out, limit=limit)
 
     async def bash(self, command: str, *, timeout: float | None = None) -> ExecResult:
@@ -157,18 +185,36 @@ class LocalSandbox(Sandbox):
             return finish(shell.returncode, out, err, began=began, note=SHELL_EXITED)
 
     async def _spawn(self, argv: list[str], tag: str, *, stdin: bool) -> _Process:
+        """Start `argv` under its own supervisor, which tells us its pid and status through a pipe."""
         loop = asyncio.get_running_loop()
         proc = _Process(loop, self.output_limit)
-        await loop.subprocess_exec(
-            lambda: proc,
-            *argv,
-            cwd=self.workspace,
-            env=self._environment(tag),
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        status_read, status_write = os.pipe()
+        try:
+            await loop.subprocess_exec(
+                lambda: proc,
+                sys.executable,
+                "-I",
+                "-S",
+                _REAPER,
+                str(os.getpid()),
+                str(status_write),
+                *argv,
+                cwd=self.workspace,
+                env=self._environment(tag),
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(status_write,),
+            )
+        except BaseException:
+            os.close(status_read)
+            raise
+        finally:
+            os.close(status_write)
+        proc.watch_status(status_read)
+        self._running.add(proc)
+        proc.supervisor_exited.add_done_callback(lambda _: self._running.discard(proc))
         return proc
 
     async def _stop_shell(self) -> None:
@@ -223,19 +269,63 @@ def _write_nofollow(real: str, data: bytes) -> None:
 
 
 class _Process(asyncio.SubprocessProtocol):
-    """One child process: its output goes straight into the captures as it arrives (bounded memory).
+    """One command under its supervisor: output goes straight into the captures (bounded memory).
 
     A protocol rather than asyncio's `Process`: on Python 3.11 `Process.wait()`
     returns only once every pipe has closed, so a background child holding
-    stdout would make a finished command look like a hung one.
+    stdout would make a finished command look like a hung one. The child
+    process is the supervisor; the command's own end comes through the status
+    pipe (`exited`), and the supervisor's end later, once nothing the command
+    left is running (`supervisor_exited`).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
         self.out, self.err = OutputCapture(limit), OutputCapture(limit)
         self.exited: asyncio.Future[None] = loop.create_future()
+        """The command has ended (or its supervisor has, or could not start it)."""
         self.closed: asyncio.Future[None] = loop.create_future()
+        """Its stdout and stderr are closed: every process holding them has ended or let go."""
+        self.supervisor_exited: asyncio.Future[None] = loop.create_future()
+        self.error: str | None = None
+        """Why the command could not be started, if it could not."""
+        self._code: int | None = None
+        self._open_pipes = {1, 2}
+        self._status = b""
+        self._status_fd = -1
+        self._loop = loop
         self._answered: asyncio.Future[None] | None = None
         self.transport: asyncio.SubprocessTransport | None = None
+
+    def watch_status(self, fd: int) -> None:
+        self._status_fd = fd
+        os.set_blocking(fd, False)
+        self._loop.add_reader(fd, self._status_ready)
+
+    def _status_ready(self) -> None:
+        try:
+            data = os.read(self._status_fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the command ended, or its supervisor did
+            self._loop.remove_reader(self._status_fd)
+            os.close(self._status_fd)
+            self._exited()
+            return
+        self._status += data
+        *lines, self._status = self._status.split(b"\n")
+        for line in lines:
+            word, _, rest = line.decode("utf-8", "replace").partition(" ")
+            if word == "error":
+                self.error = rest
+            elif word == "exit":
+                self._code = int(rest)
+                self._exited()
+
+    def _exited(self) -> None:
+        _resolve(self.exited)
+        self._answer()
 
     # protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -247,14 +337,20 @@ class _Process(asyncio.SubprocessProtocol):
         if self.out.found and self.err.found:
             self._answer()
 
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open_pipes.discard(fd)
+        if not self._open_pipes:
+            _resolve(self.closed)
+
     def process_exited(self) -> None:
-        _resolve(self.exited)
-        self._answer()
+        _resolve(self.supervisor_exited)
+        self._exited()
 
     def connection_lost(self, exc: Exception | None) -> None:
         _resolve(self.closed)
-        _resolve(self.exited)
-        self._answer()
+        _resolve(self.supervisor_exited)
+        self._exited()
+        self.close()  # all is over: closing now kills nothing
 
     # use
     @property
@@ -264,6 +360,9 @@ class _Process(asyncio.SubprocessProtocol):
 
     @property
     def returncode(self) -> int | None:
+        """The command's exit status (negative: killed by that signal); else its supervisor's."""
+        if self._code is not None:
+            return self._code
         return self.transport.get_returncode() if self.transport is not None else None
 
     def expect(self, out: OutputCapture, err: OutputCapture) -> asyncio.Future[None]:
@@ -288,14 +387,10 @@ class _Process(asyncio.SubprocessProtocol):
         if close:
             pipe.close()
 
-    def kill_group(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-
     async def kill(self, tag: str) -> None:
-        """SIGKILL the process group, then every process still carrying the command's tag."""
-        self.kill_group()
-        await _kill_tagged(tag)
+        """SIGKILL everything below the supervisor and everything carrying the tag, then the supervisor."""
+        if not self.supervisor_exited.done():
+            await asyncio.to_thread(_kill, [self.pid], tag)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.exited), _DRAIN_S)
 
@@ -305,15 +400,16 @@ class _Process(asyncio.SubprocessProtocol):
             await asyncio.wait_for(asyncio.shield(self.closed), _DRAIN_S)
 
     def close(self) -> None:
-        if self.transport is not None:
+        """Release the transport once the supervisor has ended; before, closing it would kill the
+        supervisor alone and hand what it holds to init."""
+        if self.transport is not None and self.supervisor_exited.done():
             self.transport.close()
 
 
-async def _kill_tagged(tag: str) -> None:
-    """Every process carrying `tag` (or, ending in ``.``, a tag starting so) dies; Linux only (/proc)."""
+def _kill(supervisors: list[int], tag: str) -> None:
+    """Kill what these supervisors (children of this process) hold, then them; and whatever carries `tag`."""
     if sys.platform.startswith("linux"):
-        argv = [sys.executable, "-I", "-S", "-c", KILL_TAGGED, tag]
-        await asyncio.to_thread(subprocess.run, argv, check=False, timeout=30)
+        reaper.kill_tree(supervisors, tag, parent=os.getpid())
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

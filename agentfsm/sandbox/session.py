@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 from ..log import event
-from .base import Sandbox
+from .base import Sandbox, finish_despite_cancellation
 from .local import LocalSandbox
 from .settings import SandboxSettings
 
@@ -51,7 +51,7 @@ class SandboxSession:
                 try:
                     await made.start()
                 except BaseException:
-                    await made.close()
+                    await finish_despite_cancellation(asyncio.ensure_future(made.close()))
                     raise
                 self._sandbox = made
             return self._sandbox
@@ -83,11 +83,23 @@ class SandboxSession:
             await self.close()
 
     async def close(self) -> None:
-        """Destroy the sandbox, if there is one (idempotent; waits for one being made)."""
+        """Destroy the sandbox, if there is one (idempotent; waits for one being made).
+
+        The session keeps the sandbox until its close has finished, and the
+        close runs to its end even when the caller is cancelled again meanwhile
+        (the cancellation is delivered afterwards): a sandbox forgotten half
+        closed would leak its workspace and its processes.
+        """
         async with self._lock:
-            sandbox, self._sandbox = self._sandbox, None
-            if sandbox is not None:
-                await sandbox.close()
+            sandbox = self._sandbox
+            if sandbox is None:
+                return
+            closing = asyncio.ensure_future(sandbox.close())
+            try:
+                await finish_despite_cancellation(closing)
+            finally:
+                if closing.done():
+                    self._sandbox = None
 
     async def __aenter__(self) -> SandboxSession:
         return self
