@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..agent.approval import with_approval
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
-from ..errors import ConfigError, ReplayError, TraceError
+from ..errors import ConfigError, RecordingError, ReplayError, TraceError
 from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
-from ..run.result import RunResult
+from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
 from .live import LiveView
 from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_transition, print_result
@@ -95,14 +95,16 @@ def _usage_error(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..recording.trace import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
-    if args.trace is not None:
-        try:
-            open(args.trace, "w").close()  # a path we cannot write is bad usage, before the run
-        except OSError as exc:
-            return _usage_error(f"cannot write the trace {args.trace}: {exc.strerror}")
+    try:  # a path a recorder cannot write is bad usage, refused before the run
+        for what, path in (("trace", args.trace), ("checkpoint", getattr(args, "checkpoint", None))):
+            if path is not None:
+                check_writable(path, what)
+    except RecordingError as exc:
+        return _usage_error(str(exc))
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -330,6 +332,10 @@ def _drive(
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     assert result is not None
+    if result.error is not None and result.state is not AgentState.ERROR:
+        # only a failed write on the edge into a final state does this: the run ended, unrecorded
+        print(f"{PROG}: the run ended, but its last record was not written: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_code(result)
 
 
