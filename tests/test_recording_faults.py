@@ -250,3 +250,95 @@ async def test_checkpointed_runs_do_not_stall_the_event_loop_on_fsync(tmp_path: 
     assert recorded <= plain + 0.05, (
         f"recorded runs stalled the loop {recorded:.3f} s, unrecorded {plain:.3f} s"
     )
+
+
+# -- damaged or mismatched checkpoints are one-line usage errors -------------------------------
+
+
+def _damaged(good: list[str]) -> dict[str, list[str] | str]:
+    header, record = json.loads(good[0]), json.loads(good[1])
+    other_class = {**header, "agent_class": "somewhere.Other"}
+    options = {**header, "config": {**header["config"], "max_messages": 7}}  # memory's, not an option
+    state = {**record, "run_state": {**record["run_state"], "state": "NOWHERE"}}
+    shape = {**record, "run_state": {**record["run_state"], "step": "three"}}
+    return {
+        "empty": "",
+        "truncated": good[0][:25],
+        "not JSON": "{not json\n",
+        "not objects": "[1, 2]\n[3]\n",
+        "wrong schema": json.dumps({**header, "schema": 99}) + "\n",
+        "header missing": "\n".join(good[1:]) + "\n",
+        "no records": good[0] + "\n",
+        "config not a table": [json.dumps({**header, "config": [1]}), *good[1:]],
+        "run state of the wrong shape": [good[0], json.dumps(shape)],
+        "run state not an object": [good[0], json.dumps({**record, "run_state": 3})],
+        "memory change of the wrong shape": [good[0], json.dumps({**record, "memory": [{"op": "snapshot"}]})],
+        "memory not a list": [good[0], json.dumps({**record, "memory": 5})],
+        "unknown state": [good[0], json.dumps(state)],
+        "options differ": [json.dumps(options), good[1]],  # the run's first record: still THINKING
+        "another agent class": [json.dumps(other_class), good[1]],
+    }
+
+
+def test_cli_resume_of_a_damaged_checkpoint_is_one_line_and_exit_2(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentfsm.cli import config
+
+    monkeypatch.setattr(config, "build_llm", lambda settings: ScriptedLLM([reply("a"), reply("b")]))
+    good = tmp_path / "good.jsonl"
+    assert cli_main.main(["run", "go", "--model", "openai/none", "--checkpoint", str(good)]) == 0
+    capfd.readouterr()
+    lines = good.read_text().splitlines()
+    for label, damaged in _damaged(lines).items():
+        path = tmp_path / f"{label.replace(' ', '-')}.jsonl"
+        path.write_text(damaged if isinstance(damaged, str) else "\n".join(damaged) + "\n")
+        status = cli_main.main(["resume", str(path)])
+        _, err = capfd.readouterr()
+        assert status == 2, (label, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (label, err)
+        assert str(path) in err, (label, err)
+
+
+def test_cli_resume_without_the_config_of_the_run_rebuilds_its_options(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentfsm.cli import config
+
+    monkeypatch.setattr(
+        config, "build_llm", lambda settings: ScriptedLLM([reply("a", [ToolCall.create("x", "nope", {})])])
+    )
+    (tmp_path / "run.toml").write_text("[agent]\nmax_observe = 50\nmax_steps = 1\n")
+    journal = tmp_path / "run.jsonl"
+    run = [
+        "run",
+        "go",
+        "--model",
+        "openai/none",
+        "--config",
+        str(tmp_path / "run.toml"),
+        "--checkpoint",
+        str(journal),
+    ]
+    cli_main.main(run)
+    capfd.readouterr()
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:3]) + "\n")  # killed mid-run
+    assert cli_main.main(["resume", str(journal)]) in (0, 3)  # the recorded options are rebuilt
+    capfd.readouterr()
+
+
+def test_cli_diagram_of_a_trace_whose_config_is_not_a_table(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentfsm.cli import config
+
+    monkeypatch.setattr(config, "build_llm", lambda settings: ScriptedLLM([reply("a")]))
+    trace = tmp_path / "run.jsonl"
+    assert cli_main.main(["run", "go", "--model", "openai/none", "--trace", str(trace)]) == 0
+    lines = trace.read_text().splitlines()
+    trace.write_text("\n".join([json.dumps({**json.loads(lines[0]), "config": "x"}), *lines[1:]]) + "\n")
+    capfd.readouterr()
+    status = cli_main.main(["diagram", "--trace", str(trace)])
+    _, err = capfd.readouterr()
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

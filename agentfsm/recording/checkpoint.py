@@ -468,6 +468,29 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
         raise CheckpointError(f"the checkpoint {name} does not begin with its header")
     if not lines:
         raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
+    try:
+        data = _replayed(name, header, lines)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"the checkpoint {name} is damaged ({type(exc).__name__}: {exc}); "
+            "resume from an intact copy, or start the run again"
+        ) from None
+    if not isinstance(data["config"], dict):
+        raise CheckpointError(f"the checkpoint {name} is damaged: its config is not a table")
+    try:
+        RunState.model_validate(data["run_state"])
+    except ValueError as exc:  # pydantic's ValidationError
+        problem = str(exc).splitlines()[1:3]
+        raise CheckpointError(
+            f"the checkpoint {name} is damaged: its run state does not read back ({'; '.join(problem)})"
+        ) from None
+    return data
+
+
+def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
     run_state: Any = None
     seen: dict[str, Any] = {}
@@ -522,7 +545,10 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
     cls = type(agent)
     recorded_class = data["agent_class"]
     if recorded_class != f"{cls.__module__}.{cls.__qualname__}":
-        raise CheckpointError(f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}")
+        raise CheckpointError(
+            f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}; "
+            "resume it with that agent class"
+        )
     current = json.loads(json.dumps(agent.trace_config()))  # tuples -> lists, as in the file
     recorded = data["config"]
     differ = sorted(
@@ -533,7 +559,8 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
     if differ:
         raise CheckpointError(
             "the agent is not configured as the one that wrote the checkpoint; "
-            f"these options differ: {', '.join(differ)}"
+            f"these options differ: {', '.join(differ)}; build it with the options the checkpoint "
+            "records (`agentfsm resume` does), or start the run again"
         )
     run_state = RunState.model_validate(data["run_state"])
     if run_state.state == agent.table.initial:
