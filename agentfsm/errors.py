@@ -54,6 +54,7 @@ __all__ = [
     "OptionsSetupError",
     "OutsideWorkspaceError",
     "PauseRun",
+    "RecordingError",
     "ReplayError",
     "SandboxError",
     "SandboxPathError",
@@ -91,6 +92,12 @@ class CheckpointLeasedError(AgentfsmError, RuntimeError):
 
 class TraceError(AgentfsmError, ValueError):
     """A trace that cannot be read: missing, not a trace, damaged, or of another schema version."""
+
+
+class RecordingError(AgentfsmError, OSError):
+    """A trace or a checkpoint cannot be written: a path that names a folder or a missing one
+    (refused before the run starts), a full disk or a folder removed while the run goes on
+    (the run ends in ERROR with this message)."""
 
 
 class ConfigError(AgentfsmError, ValueError):

@@ -94,6 +94,14 @@ def test_the_report_reads_every_runner_and_any_subset_of_sections() -> None:
         "     10        21       3,000      21,000       1000           7.00        63,000       3000"
         in table
     )
+    data["recording"]["concurrent"] = {
+        "runs": 50,
+        "steps": 5,
+        "plain": {"wall_s": 0.015, "worst_stall_ms": 1.5},
+        "checkpointed": {"wall_s": 0.4, "worst_stall_ms": 20.0},
+    }
+    table = bench.report(data)
+    assert "50 concurrent runs of 5 steps" in table and "  checkpointed       0.400 s      20.0 ms" in table
 
 
 async def test_the_recording_section_times_whole_recorded_steps_and_sizes_growing_runs(
@@ -122,3 +130,7 @@ async def test_the_recording_section_times_whole_recorded_steps_and_sizes_growin
     assert (small["steps"], small["messages"], large["messages"]) == (3, 7, 25)
     assert small["trace_bytes"] < large["trace_bytes"] and small["history_bytes"] < large["history_bytes"]
     assert large["trace_bytes_per_message"] < 1.5 * small["trace_bytes_per_message"]  # linear, not worse
+
+    figures = await bench.concurrent_checkpointed(tools, 3, 2, tmp_path)
+    assert figures["wall_s"] > 0 and figures["worst_stall_ms"] > 0
+    assert len(list(tmp_path.glob("concurrent-*.checkpoint"))) == 3

@@ -299,11 +299,20 @@ async def checkpoints_by_write(
     """Run to the end with checkpointing; every checkpoint as written (each read back right away).
 
     Each write appends to the journal (what was there stays as it was), and
-    the journal read back holds the run state and the memory of that moment.
+    the journal read back holds the run state and the memory of the moment the
+    record was handed to the journal's writer (it appends in a thread of its own).
     """
     seen: list[dict[str, Any]] = []
     original = checkpoint.append_record
     before = [""]
+    expected: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    add = checkpoint._Writer.add
+
+    def handed(writer: Any, text: str, *, new: bool) -> None:
+        expected.append(
+            (agent.run_state.model_dump(mode="json"), agent.memory.snapshot().model_dump(mode="json"))
+        )
+        add(writer, text, new=new)
 
     def write_and_read(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
         original(path, text, new=new)
@@ -314,10 +323,12 @@ async def checkpoints_by_write(
         assert new == (not before[0])  # the run's first write begins the journal
         before[0] = written
         seen.append(read_checkpoint(path))
-        assert seen[-1]["run_state"] == agent.run_state.model_dump(mode="json")
-        assert seen[-1]["memory"] == agent.memory.snapshot().model_dump(mode="json")
+        run_state, memory = expected.pop(0)
+        assert seen[-1]["run_state"] == run_state
+        assert seen[-1]["memory"] == memory
 
     monkeypatch.setattr(checkpoint, "append_record", write_and_read)
+    monkeypatch.setattr(checkpoint._Writer, "add", handed)
     agent = Tools().agent(**options)
     async for transition in agent.iter("go", checkpoint=tmp_path / "run.json"):
         assert seen[-1]["run_state"]["state"] == transition.dest  # written before the edge is yielded

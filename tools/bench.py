@@ -183,12 +183,49 @@ async def recording(quick: bool) -> dict[str, Any]:
                 samples[f"{size} messages"].append((time.perf_counter() - started) / batch * 1e6)
                 await run.close()
         growth = [await _trace_growth(tools, steps, Path(scratch)) for steps in (10, 30, 100, 300)]
+        concurrent = {
+            "runs": 50,
+            "steps": 5,
+            "plain": await concurrent_checkpointed(tools, 50, 5, None),
+            "checkpointed": await concurrent_checkpointed(tools, 50, 5, Path(scratch)),
+        }
     step_us = {name: statistics.median(values) for name, values in samples.items()}
     return {
         "step_us": step_us,
         "ratio_10000_to_10": step_us["10000 messages"] / step_us["10 messages"],
         "growth": growth,
+        "concurrent": concurrent,
     }
+
+
+async def concurrent_checkpointed(tools: Any, runs: int, steps: int, folder: Path | None) -> dict[str, float]:
+    """`runs` concurrent runs of `steps` steps in one loop, checkpointed in `folder` (or not), beside a
+    ticker task: the wall time and the longest the ticker waited for the loop (a stall every other
+    run in the loop waits too). Why: a checkpoint's fsyncs must not be paid on the loop."""
+    from agentfsm import ToolCallAgent
+
+    agents = [ToolCallAgent(llm=endless_model(), tools=tools, max_steps=steps) for _ in range(runs)]
+    done, worst = False, 0.0
+
+    async def ticker() -> None:
+        nonlocal worst
+        while not done:
+            before = time.perf_counter()
+            await asyncio.sleep(0)
+            worst = max(worst, time.perf_counter() - before)
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    journals = [None if folder is None else folder / f"concurrent-{i}.checkpoint" for i in range(runs)]
+    results = await asyncio.gather(
+        *(a.run("keep adding", checkpoint=j) for a, j in zip(agents, journals, strict=True))
+    )
+    wall = time.perf_counter() - started
+    done = True
+    await ticking
+    assert all(r.stop_reason == "max_steps" for r in results), results[0]
+    return {"wall_s": wall, "worst_stall_ms": worst * 1e3}
 
 
 async def _trace_growth(tools: Any, steps: int, scratch: Path) -> dict[str, Any]:
@@ -448,6 +485,14 @@ def _recording_lines(r: dict[str, Any], lines: list[str]) -> None:
             f"{g['trace_bytes_per_message']:>11.0f}{g['trace_to_history']:>15.2f}"
             f"{g['checkpoint_bytes']:>14,}{g['checkpoint_bytes_per_message']:>11.0f}"
         )
+    c = r.get("concurrent")
+    if c is not None:
+        lines.append(
+            f"Recording: {c['runs']} concurrent runs of {c['steps']} steps in one event loop "
+            "(wall time; the loop's longest stall, seen by a ticker task)"
+        )
+        for name in ("plain", "checkpointed"):
+            lines.append(f"  {name:<16}{c[name]['wall_s']:>8.3f} s{c[name]['worst_stall_ms']:>10.1f} ms")
 
 
 def _scale_lines(s: dict[str, Any], lines: list[str]) -> None:

@@ -437,4 +437,5 @@ async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator
     async with aclosing(driver.steps(request, yields=True)) as steps:
         async for transition in steps:
             assert transition is not None  # `yields`: the driver builds every one
+            await driver.model.flush_listeners()  # its records are written (a checkpoint reads it back)
             yield transition

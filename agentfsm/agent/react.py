@@ -56,7 +56,9 @@ class ReActAgent(BaseAgent):
         if reply is None or (not reply.content and not reply.tool_calls):
             return
         parts = [reply.content or ""] + [f"{c.name}\x00{c.arguments}" for c in reply.tool_calls]
-        signature = hashlib.blake2b("\x01".join(parts).encode(), digest_size=12).hexdigest()
+        # surrogatepass: a lone surrogate in a model's output (no UTF-8 for it) is hashed, not fatal
+        text = "\x01".join(parts).encode("utf-8", "surrogatepass")
+        signature = hashlib.blake2b(text, digest_size=12).hexdigest()
         seen = run.seen[signature] = run.seen.get(signature, 0) + 1
         if seen - 1 >= self.duplicate_threshold:
             run.stuck_streak += 1

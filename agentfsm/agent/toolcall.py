@@ -393,12 +393,14 @@ class ToolCallAgent(ReActAgent):
                 run.started_calls.append(call.id)
                 if self.listening:
                     self.emit(ToolCallStarted(agent=self.name, run_id=run.run_id, step=run.step, call=call))
+                    await self.recorded()  # its start is durable (fsynced) before it runs, or it fails
             observation = await self.execute_tool(call)
         run.completed_calls[call.id] = observation
         if self.listening:
             self.emit(
                 ToolCallCompleted(agent=self.name, run_id=run.run_id, step=run.step, observation=observation)
             )
+            await self.flush_listeners()  # its completion is durable before its result can enter memory
         return observation
 
     async def execute_tool(self, call: ToolCall) -> Observation:

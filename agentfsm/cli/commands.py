@@ -33,10 +33,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..agent.approval import with_approval
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
-from ..errors import CheckpointLeasedError, ConfigError, ReplayError, TraceError
+from ..errors import (
+    CheckpointError,
+    CheckpointLeasedError,
+    ConfigError,
+    RecordingError,
+    ReplayError,
+    TraceError,
+)
 from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
-from ..run.result import RunResult
+from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
 from .live import LiveView
 from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_transition, print_result
@@ -95,14 +102,16 @@ def _usage_error(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..recording.trace import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
-    if args.trace is not None:
-        try:
-            open(args.trace, "w").close()  # a path we cannot write is bad usage, before the run
-        except OSError as exc:
-            return _usage_error(f"cannot write the trace {args.trace}: {exc.strerror}")
+    try:  # a path a recorder cannot write is bad usage, refused before the run
+        for what, path in (("trace", args.trace), ("checkpoint", getattr(args, "checkpoint", None))):
+            if path is not None:
+                check_writable(path, what)
+    except RecordingError as exc:
+        return _usage_error(str(exc))
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -137,8 +146,8 @@ def _resume(args: argparse.Namespace) -> int:
         data = read_checkpoint(args.checkpoint)
         kind = _recorded_kind(data["agent_class"])
         options = _options_class(kind).from_json(data["config"])
-    except ValueError as exc:
-        return _usage_error(str(exc))
+    except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
+        return _usage_error(_about(args.checkpoint, exc))
     flags_llm = _flagged(args, LLMSettings.model_fields)
     recorded_model = (data["config"].get("llm") or {}).get("model")
     if "model" not in flags_llm and recorded_model:
@@ -154,7 +163,16 @@ def _resume(args: argparse.Namespace) -> int:
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
     with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
-        return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
+        try:
+            return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
+        except CheckpointError as exc:  # the agent rebuilt is not the one that wrote it (`restore`)
+            return _usage_error(_about(args.checkpoint, exc))
+
+
+def _about(path: str, exc: BaseException) -> str:
+    """`exc`'s message, on one line, naming the checkpoint `path` (most do already)."""
+    message = " ".join(str(exc).split())
+    return message if path in message else f"{path}: {message}"
 
 
 def _build_agent(name: str, settings: Settings, llm: ChatModel, options: Mapping[str, Any]) -> BaseAgent:
@@ -191,7 +209,10 @@ def _diagram(args: argparse.Namespace) -> int:
         except TraceError as exc:
             return _usage_error(str(exc))
         table = _agent_class(_recorded_kind(header.get("agent_class"))).table
-        if header.get("config", {}).get("require_approval"):
+        config = header.get("config")
+        if not isinstance(config, dict):
+            return _usage_error(f"{args.trace}: the header's config is not a table; re-record the run")
+        if config.get("require_approval"):
             table = with_approval(table)
         try:
             path = path_of(table, [r for r in records if r["kind"] == "transition"])
@@ -335,6 +356,10 @@ def _drive(
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     assert result is not None
+    if result.error is not None and result.state is not AgentState.ERROR:
+        # only a failed write on the edge into a final state does this: the run ended, unrecorded
+        print(f"{PROG}: the run ended, but its last record was not written: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_code(result)
 
 

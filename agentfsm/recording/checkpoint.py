@@ -30,8 +30,18 @@ after `agent.memory` was replaced), ``add`` with ``message`` (appended),
 ``drop`` with ``at`` and ``count`` (removed by trimming), ``replace_last``
 with ``message`` (the pending calls were replaced), ``clear``.
 
-Each record is one line, appended with one write and fsynced before the run
-goes on. A kill in the middle of a write leaves at most part of the last
+Each record is one line, appended with one write and fsynced, in order, by a
+thread off the event loop (`_Writer`): an fsync takes about a millisecond, a
+step writes about five records, and while a file system commits an fsync an
+append to it may wait too; a loop that did either would stall every other run
+in it. The run awaits that thread (without blocking the loop) where it
+matters: a tool call's start record is durable before the tool runs (so no
+call runs twice, whatever crashes), its completion record before its result
+can enter memory, every record of a run before `run()` returns or pauses,
+and each transition's records before `iter()` yields it. A kill loses at most
+the records of the edges since the last of these points; a resume then runs
+a phase again (THINKING asks the model again), never a tool.
+A kill in the middle of a write leaves at most part of the last
 line, without its newline: readers ignore it (the record before it is the
 checkpoint), and a resume cuts it off before appending. A run's `start`
 edge begins a new journal (an existing file is truncated); a resumed run
@@ -47,19 +57,23 @@ is refused (`CheckpointLeasedError`) instead of running its tools again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
+from collections.abc import Generator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, RecordingError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
-from ..run.events import AgentEvent, LLMCall, Transition
+from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
 from .lease import Lease
-from .trace import TracePath
+from .trace import TracePath, check_writable, escape_surrogates, json_line, write_failed
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -80,26 +94,148 @@ _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 
 
 def append_record(path: TracePath, text: str, *, new: bool = False) -> None:
-    """Append `text` (whole lines) to the journal at `path` with one write, fsynced before returning.
+    """Append `text` (whole lines) to the journal at `path` with one write, into the OS (a kill of
+    the process after this returned loses nothing); `fsync_journal` makes it durable.
 
-    `new`: start the journal over (create the file, or truncate it), and make
-    its creation durable too (an fsync of the directory).
+    `new`: start the journal over (create the file, or truncate it). A lone
+    surrogate (not encodable in UTF-8) is written as its JSON escape.
     """
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        encoded = escape_surrogates(text).encode("utf-8")
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if new else os.O_APPEND)
     fd = os.open(path, flags, 0o666)
     try:
-        data = memoryview(text.encode("utf-8"))
+        data = memoryview(encoded)
         while data:
             data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
+def fsync_journal(path: TracePath, directory: bool) -> None:
+    """Make every append to the journal at `path` so far durable; `directory`: its creation too
+    (an fsync of the folder). An fsync through any descriptor covers the file's every write."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    if new:
-        directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    if directory:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
         try:
-            os.fsync(directory)
+            os.fsync(folder)
         finally:
-            os.close(directory)
+            os.close(folder)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads the journals' fsyncs run in: a few, shared (one fsync at a time per journal),
+    apart from asyncio's default executor (which the model's client may keep busy)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentfsm-fsync")
+        return _POOL
+
+
+class _Writer:
+    """A journal's appends and fsyncs, in a thread off the event loop, in order.
+
+    Why the appends too: while a file system commits an fsync, an append to a
+    file on it can wait for that commit (measured here: up to 20 ms each, with
+    30 runs checkpointing side by side), so an append made on the loop stalls
+    every run in it. The loop hands each record over (`add`, a few µs); one job
+    at a time per journal, in a small shared pool, appends what is waiting, in
+    order, then fsyncs once for all of it.
+
+    Awaiting the writer waits (in the loop, without blocking it) until every
+    record handed over so far is appended and fsynced; it raises
+    `RecordingError` once a write or an fsync failed (the journal then takes no
+    more records: the run ends with that error).
+    """
+
+    def __init__(self, path: TracePath) -> None:
+        self.path = path
+        self._lock = threading.RLock()  # a job that finished at once calls back under it
+        self._waiting: list[tuple[str, bool]] = []
+        self._added = 0
+        self._written = 0
+        self._job: Future[int] | None = None
+        self.error: RecordingError | None = None
+
+    def add(self, text: str, *, new: bool) -> None:
+        """Hand `text` (whole lines) over to be appended (`new`: it begins the journal)."""
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            self._waiting.append((text, new))
+            self._added += 1
+            if self._job is None:
+                self._start()
+
+    def _start(self) -> None:
+        batch, self._waiting = self._waiting, []
+        job = self._job = _pool().submit(_write_batch, self.path, batch, self._written + len(batch))
+        job.add_done_callback(self._done)
+
+    def _done(self, job: Future[int]) -> None:
+        with self._lock:
+            if self._job is job:
+                self._job = None
+            try:
+                self._written = job.result()
+            except OSError as exc:
+                self.error = self.error or write_failed("checkpoint", self.path, exc)
+                self._waiting.clear()
+            except Exception as exc:  # anything else that stops the writer stops it the same way
+                self.error = self.error or RecordingError(
+                    f"cannot write the checkpoint {os.fspath(self.path)}: {type(exc).__name__}: {exc}"
+                )
+                self._waiting.clear()
+            if self._waiting and self._job is None:
+                self._start()  # records came while it ran
+
+    def _until(self, target: int) -> Future[int] | None:
+        """The job to wait for until `target` records are durable, or None when they are."""
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            return None if self._written >= target else self._job
+
+    def wait(self) -> None:
+        """The same wait, blocking: for an edit, which a caller makes between steps and may read
+        back at once (a human's decision is rare; a millisecond then costs nothing)."""
+        target = self._added
+        while (job := self._until(target)) is not None:
+            with contextlib.suppress(Exception):
+                job.result()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> None:
+        import asyncio
+
+        target = self._added
+        while (job := self._until(target)) is not None:
+            with contextlib.suppress(Exception):  # `_done` kept it; `_until` raises it
+                await asyncio.shield(asyncio.wrap_future(job))  # a cancelled waiter leaves the job be
+
+
+def _write_batch(path: TracePath, batch: list[tuple[str, bool]], written: int) -> int:
+    """Append `batch` to the journal at `path` in order, then fsync it once; returns `written`."""
+    created = False
+    for text, new in batch:
+        append_record(path, text, new=new)  # looked up here, so a test's hook of it applies
+        created |= new
+    fsync_journal(path, directory=created)
+    return written
 
 
 def _cut_torn_tail(path: TracePath) -> bool:
@@ -130,8 +266,7 @@ def _cut_torn_tail(path: TracePath) -> bool:
         return journal.seek(0, os.SEEK_END) > 0
 
 
-def _line(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False) + "\n"
+_line = json_line
 
 
 def _now() -> str:
@@ -161,7 +296,11 @@ class Checkpointer:
     the checkpointer's from then on: `close()` releases it.
     """
 
+    _writer: _Writer | None = None
+    """The journal's appends and fsyncs, off the event loop (made on the first write)."""
+
     def __init__(self, path: TracePath, agent: Recorded, *, lease: Lease | None = None) -> None:
+        check_writable(path, "checkpoint")
         self.path = path
         self.agent = agent
         self.lease = lease if lease is not None else Lease.acquire(path)
@@ -183,25 +322,38 @@ class Checkpointer:
         self._forget()
         self.lease.release()
 
-    def _on_event(self, event: AgentEvent) -> None:
+    def _on_event(self, event: AgentEvent) -> _Writer | None:
         if isinstance(event, LLMCall):
-            return
+            return None
         initial = self.agent.table.initial
         if isinstance(event, Transition) and event.dest == initial:
-            return
+            return None
         self.write(new=isinstance(event, Transition) and event.source == initial)
+        if isinstance(event, Edit) and self._writer is not None:
+            self._writer.wait()  # an edit method returns with its record in the journal
+            return None
+        return self._writer  # the engine awaits it before a tool runs, after one ran, and at the run's end
 
     def write(self, *, new: bool = False) -> None:
         """Append one record: the run state, and what changed in memory since the last record.
 
         The first write of a run's `start` edge (`new`) begins a new journal with
         its header; the first write of a resumed run appends to its journal.
+        A write or an fsync that failed is a `RecordingError` naming the file and the cause.
         """
         agent = self.agent
         config = agent.trace_config()
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = _Writer(self.path)
+        if writer.error is not None:
+            raise writer.error
         head = ""
         if not self._started:
-            new = new or not _cut_torn_tail(self.path)  # no journal to go on with: begin one
+            try:
+                new = new or not _cut_torn_tail(self.path)  # no journal to go on with: begin one
+            except OSError as exc:
+                raise write_failed("checkpoint", self.path, exc) from None
             if new:
                 head = _line(self._header(config))
                 self._config = config
@@ -219,8 +371,8 @@ class Checkpointer:
             record["config"] = config
         record["written_at"] = _now()
         try:
-            self.lease.verify()
-            append_record(self.path, head + _line(record), new=bool(head))
+            self.lease.verify()  # on the loop, before the record is handed to the writer
+            writer.add(head + _line(record), new=bool(head))
         except BaseException:
             self._forget()  # what was taken from the watch is not in the journal: start whole again
             self._seen = None
@@ -280,6 +432,7 @@ def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
     lease = Lease.acquire(path)
     try:
         append_record(path, _line(header) + _line(record), new=True)
+        fsync_journal(path, directory=True)
     finally:
         lease.release()
 
@@ -336,6 +489,29 @@ def read_checkpoint(path: TracePath) -> dict[str, Any]:
         raise CheckpointError(f"the checkpoint {name} does not begin with its header")
     if not lines:
         raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
+    try:
+        data = _replayed(name, header, lines)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"the checkpoint {name} is damaged ({type(exc).__name__}: {exc}); "
+            "resume from an intact copy, or start the run again"
+        ) from None
+    if not isinstance(data["config"], dict):
+        raise CheckpointError(f"the checkpoint {name} is damaged: its config is not a table")
+    try:
+        RunState.model_validate(data["run_state"])
+    except ValueError as exc:  # pydantic's ValidationError
+        problem = str(exc).splitlines()[1:3]
+        raise CheckpointError(
+            f"the checkpoint {name} is damaged: its run state does not read back ({'; '.join(problem)})"
+        ) from None
+    return data
+
+
+def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
     run_state: Any = None
     seen: dict[str, Any] = {}
@@ -390,7 +566,10 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
     cls = type(agent)
     recorded_class = data["agent_class"]
     if recorded_class != f"{cls.__module__}.{cls.__qualname__}":
-        raise CheckpointError(f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}")
+        raise CheckpointError(
+            f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}; "
+            "resume it with that agent class"
+        )
     current = json.loads(json.dumps(agent.trace_config()))  # tuples -> lists, as in the file
     recorded = data["config"]
     differ = sorted(
@@ -401,7 +580,8 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
     if differ:
         raise CheckpointError(
             "the agent is not configured as the one that wrote the checkpoint; "
-            f"these options differ: {', '.join(differ)}"
+            f"these options differ: {', '.join(differ)}; build it with the options the checkpoint "
+            "records (`agentfsm resume` does), or start the run again"
         )
     run_state = RunState.model_validate(data["run_state"])
     if run_state.state == agent.table.initial:

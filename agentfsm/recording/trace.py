@@ -46,23 +46,79 @@ prompt ends each request). `read_trace` gives each request back whole.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from ..errors import TraceError
+from ..errors import RecordingError, TraceError
+from ..log import event
 from ..messages import Message
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.state import Decision
 from ..run.view import Recorded
 
-__all__ = ["TRACE_SCHEMA", "TraceError", "TracePath", "TraceWriter", "read_trace"]
+__all__ = [
+    "TRACE_SCHEMA",
+    "TraceError",
+    "TracePath",
+    "TraceWriter",
+    "check_writable",
+    "json_line",
+    "read_trace",
+    "write_failed",
+]
 
 TRACE_SCHEMA = 2
 TracePath = str | os.PathLike[str]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """`record` as one line of JSON, in UTF-8 as written (not escaped to ASCII: half the size for
+    most scripts, and readable)."""
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def escape_surrogates(line: str) -> str:
+    """`line` (JSON) with each lone surrogate written as its escape (``\\ud800``).
+
+    Why: a model's output may hold one (a provider that cuts a character in
+    two), UTF-8 cannot encode it, and the write would fail; inside a JSON
+    string its escape is valid and reads back as the same character, so a
+    replay stays exact. Called only when encoding failed, so it costs nothing
+    otherwise. (Surrogates only occur inside JSON strings: the rest is ASCII.)
+    """
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", line)
+
+
+def check_writable(path: TracePath, what: str) -> None:
+    """Refuse, before a run starts, a `path` the `what` ("trace", "checkpoint") could not be written
+    to: a folder, a file in a missing folder, one without permission. `RecordingError`."""
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    if os.path.isdir(name):
+        problem = "it is a directory; name a file in it"
+    elif not os.path.isdir(folder):
+        problem = f"no such folder {folder}; create it first, or name a file in an existing one"
+    elif not os.access(name if os.path.exists(name) else folder, os.W_OK):
+        problem = "permission denied; name a file you may write"
+    else:
+        return
+    raise RecordingError(f"cannot write the {what} {name}: {problem}")
+
+
+def write_failed(what: str, path: TracePath, exc: OSError) -> RecordingError:
+    """The error a run ends with when a write of its `what` failed: the file and the OS's cause."""
+    cause = exc.strerror or str(exc)
+    return RecordingError(
+        f"cannot write the {what} {os.fspath(path)}: {cause} (errno {exc.errno}); "
+        "free space or restore the folder, then resume or run again"
+    )
 
 
 class TraceWriter:
@@ -78,11 +134,18 @@ class TraceWriter:
 
     def __init__(self, path: TracePath, agent: Recorded, *, append: bool = False) -> None:
         self.agent = agent
+        self.path = path
         self.run_id: str | None = agent.run_state.run_id if append else None
         self._numbers = _Numbering(_messages_held(path) if append else 0)
         self._tools: tuple[dict[str, Any], ...] | None = None
         """The tools of the last `llm` record (the next one writes null if they are the same)."""
-        self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        self._broken: RecordingError | None = None
+        """Why a write failed: the records after it would name messages the file lacks, so none follow."""
+        check_writable(path, "trace")
+        try:
+            self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise write_failed("trace", path, exc) from None
         for edit in agent.paused_edits if append else ():
             self._write(_edit_record(edit))
         self._unsubscribe = agent.on_event(self._on_event)
@@ -101,15 +164,32 @@ class TraceWriter:
             return
         self._unsubscribe()
         result = self.agent.last_result
-        if self.run_id is not None and result is not None and result.run_id == self.run_id:
-            self._write({"kind": "result", "result": result.model_dump(mode="json")})
-        self._out.close()
+        try:
+            if self.run_id is not None and result is not None and result.run_id == self.run_id:
+                self._write({"kind": "result", "result": result.model_dump(mode="json")})
+            self._out.close()
+        except RecordingError as exc:  # the run is over and has its result; replay never reads this one
+            event("trace_result_unwritten", logging.WARNING, path=os.fspath(self.path), error=str(exc))
+        except OSError:  # closing flushes what a failed write left in the buffer, and fails again
+            pass
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._out.flush()
+        if self._broken is not None:
+            raise self._broken
+        line = json_line(record)
+        try:
+            try:
+                self._out.write(line)
+            except UnicodeEncodeError:  # a lone surrogate; nothing was written
+                self._out.write(escape_surrogates(line))
+            self._out.flush()
+        except OSError as exc:
+            self._broken = write_failed("trace", self.path, exc)
+            raise self._broken from None
 
     def _on_event(self, event: AgentEvent) -> None:
+        if self._broken is not None:  # the run ends with that failure; its later records would mislead
+            return
         if self.run_id is None:
             if not (isinstance(event, Transition) and event.source == self.agent.table.initial):
                 return

@@ -11,6 +11,16 @@ drains the same loop. The driver reads states by their role in the table
 Every edge goes through `fire`: the table picks the edge (through
 transitions), this builds the `Transition` event (only when someone reads
 it), logs it and hands it to the listeners, a checkpointer among them.
+
+Recording never breaks a run: a listener's exception (a trace or a
+checkpoint that cannot be written, a callback's bug) is kept by the event
+delivery instead of escaping from the middle of an edge or a phase, and the
+loop reads it between phases (before an action, and after it, before its
+`done`): the run then ends on `fail`, its open calls answered, with the
+failure as its error. A failure of the edge into a final state, or one found
+when the run's last records are flushed (a checkpoint writes off the event
+loop), has no phase left to fail: the run keeps that state, and its error
+names the failure.
 """
 
 from __future__ import annotations
@@ -96,6 +106,9 @@ class RunDriver:
                 yield self.fire(table.start)
             while (spec := table.by_name[model.fsm_state]).is_phase:
                 assert spec.done is not None  # the table's validation guarantees it
+                if (failure := model.listener_failure()) is not None:  # an edge or an edit unrecorded
+                    yield self.abort(FAIL, _described(failure))
+                    break
                 action, resumed, resuming = spec.action, resuming, False
                 if action is None:  # a pause with nothing to do: stop on entry, go on when resumed
                     if not resumed:
@@ -118,6 +131,9 @@ class RunDriver:
                     self.abort(CANCEL, _interruption(exc))
                     raise
                 self.phase_running = False
+                if (failure := model.listener_failure()) is not None:  # the phase's events unrecorded
+                    yield self.abort(FAIL, _described(failure))
+                    break
                 yield self.fire(spec.done)
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
@@ -126,7 +142,10 @@ class RunDriver:
             raise
         finally:
             self.active, self._yields = False, False
-            ended = self.settle()
+            try:
+                await model.flush_listeners()  # the run's records are durable before it returns
+            finally:
+                ended = self.settle()
             if ended is not None:
                 await model.on_run_end(ended)
 
@@ -184,7 +203,10 @@ class RunDriver:
         """End this paused run on `cancel` (its `on_run_end` included); returns its result."""
         self.paused = None
         self.abort(CANCEL, "CancelledError: the paused run was cancelled")
-        ended = self.settle()
+        try:
+            await self.model.flush_listeners()
+        finally:
+            ended = self.settle()
         assert ended is not None
         await self.model.on_run_end(ended)
         return ended
@@ -216,8 +238,11 @@ class RunDriver:
             event("run_paused", agent=model.name, run_id=run.run_id, state=run.state, reason=self.paused)
             return None
         self.release()
+        failure = model.listener_failure()  # the ones `abort`'s own edge raised follow from its error
         if spec.final is None or run.stop_reason is None:
             return None
+        if failure is not None and run.error is None:  # the edge into the final state was not recorded
+            run.error = _described(failure)
         result = model.last_result = model.run_result(spec, None)
         event(
             "run_finished",
@@ -228,3 +253,8 @@ class RunDriver:
             steps=result.steps,
         )
         return result
+
+
+def _described(failure: Exception) -> str:
+    """A listener's failure as a run's `error`: ``"ExceptionType: message"``, as a phase's."""
+    return f"{type(failure).__name__}: {failure}"

@@ -11,7 +11,7 @@ order they happen, through one mechanism.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -146,7 +146,8 @@ class Edit:
 AgentEvent = Transition | LLMCall | ToolCallStarted | ToolCallCompleted | Edit
 """Everything `on_event` delivers."""
 
-EventListener = Callable[[AgentEvent], None]
-"""An `on_event` callback."""
+EventListener = Callable[[AgentEvent], Awaitable[object] | None]
+"""An `on_event` callback; it may return an awaitable, which the engine awaits before the next
+tool runs and before the run returns (a checkpoint's fsync, an async listener's coroutine)."""
 TransitionListener = Callable[[Transition], None]
 """An `on_transition` callback."""

@@ -38,7 +38,13 @@ class Driven(Protocol):
         """Whether anybody receives events (else the driver builds none)."""
 
     def emit(self, event: AgentEvent) -> None:
-        """Deliver `event` to the listeners, in order."""
+        """Deliver `event` to the listeners, in order (a listener's exception is kept, not raised)."""
+
+    def listener_failure(self) -> Exception | None:
+        """The first exception a listener raised since the last call, or None (and forget it)."""
+
+    async def flush_listeners(self) -> None:
+        """Await what the listeners still do for the events so far (a checkpoint's fsync)."""
 
     def open_run(self, request: str) -> None:
         """Start a new run on `request` (a new `RunState`, the request in memory)."""

@@ -286,12 +286,21 @@ async def finish_despite_cancellation(cleanup: asyncio.Future[None]) -> None:
     down) ends the wait.
     """
     interrupted: asyncio.CancelledError | None = None
+    held = 0
     while not cleanup.done():
         try:
             await asyncio.wait([cleanup])  # never cancels `cleanup` itself
         except asyncio.CancelledError as exc:
-            interrupted = exc
+            interrupted, held = exc, held + 1
+            if held > 1:
+                # Cancelled again at once (an anyio cancel scope re-cancels at every await): a short
+                # blocking pause, so this loop does not keep the cleanup's threads from the GIL.
+                time.sleep(0.002)
     if interrupted is not None:
+        task = asyncio.current_task()
+        for _ in range(held - 1):  # the cancellations held and not re-raised are withdrawn, as asyncio
+            if task is not None:  # asks of code that swallows one (an anyio scope counts them)
+                task.uncancel()
         raise interrupted
     cleanup.result()
 
