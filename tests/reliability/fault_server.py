@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SERVER_TASK", "Fault", "FaultServer", "Plan", "Reply"]
+__all__ = ["SERVER_TASK", "Fault", "FaultServer", "Plan", "Raw", "Reply"]
 
 SERVER_TASK = "fault-server-connection"
 
@@ -35,6 +35,14 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Raw:
+    """Answer one request with exactly these bytes (a broken body, an HTML page, a wrong shape)."""
+
+    body: bytes
+    status: int = 200
+
+
+@dataclass(frozen=True)
 class Reply:
     """Answer one request: text, or one tool call."""
 
@@ -46,10 +54,10 @@ class Reply:
 class Plan:
     """What the server does for each request of one run, in order; past the end, the last step again."""
 
-    steps: list[Fault | Reply]
+    steps: list[Fault | Raw | Reply]
     served: int = 0
 
-    def next(self) -> Fault | Reply:
+    def next(self) -> Fault | Raw | Reply:
         step = self.steps[min(self.served, len(self.steps) - 1)]
         self.served += 1
         return step
@@ -92,7 +100,7 @@ class FaultServer:
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
                 body = json.loads(await reader.readexactly(length))
                 status, headers, payload = await self._answer(body)
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
                 writer.write(
                     f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
@@ -106,11 +114,13 @@ class FaultServer:
             self.open_connections -= 1
             writer.close()
 
-    async def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+    async def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any] | bytes]:
         first = next(m["content"] for m in body["messages"] if m["role"] == "user")
         run = first.split()[0]
         self.journal[run] += 1
         step = self.plans[run].next()
+        if isinstance(step, Raw):
+            return step.status, {}, step.body
         if isinstance(step, Fault):
             if step.delay:
                 await asyncio.sleep(step.delay)
