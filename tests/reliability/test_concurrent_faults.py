@@ -6,7 +6,9 @@ the real adapter (litellm, the OpenAI SDK, sockets) to a server on 127.0.0.1 tha
 plan request by request. Checked for every run: a `RunResult` came back (none lost), it is the
 one the plan predicts, the server's journal holds exactly the planned attempts (no hidden
 retries), the side-effecting tool ran at most once, and memory has no orphan tool message or
-unanswered call. Checked for the whole: no task is left behind. The figures are printed.
+unanswered call. Checked for the whole: no task is left behind, and the sockets still open are
+the client's keep-alive pool (at most one a concurrent run), not one an attempt. The figures
+are printed.
 """
 
 from __future__ import annotations
@@ -137,8 +139,10 @@ async def test_concurrent_runs_with_injected_faults_lose_nothing_and_run_nothing
         f"{len(escaped)} lost, {len(wrong)} not as planned, {sum(server.journal.values())} requests "
         f"(planned {sum(KINDS[kind_of(i)][1].attempts for i in range(RUNS))}), "
         f"{sum(tool_runs.values())} tool runs, {len(leaked)} tasks left (and {len(workers)} litellm logging "
-        f"worker), {server.connections} connections, "
+        f"worker), {server.connections} connections opened, {server.open_connections} still open (the "
+        f"client's keep-alive pool), "
         f"{wall:.2f} s"
     )
     assert wrong == [], "\n".join(wrong)
     assert leaked == []
+    assert server.open_connections <= RUNS  # pooled, at most one a concurrent run: no socket per attempt
