@@ -68,7 +68,7 @@ from typing import Any, get_args
 
 from ..errors import CheckpointError, RecordingError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
-from ..run.events import AgentEvent, Edit, LLMCall, Transition
+from ..run.events import AgentEvent, LLMCall, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
@@ -208,14 +208,6 @@ class _Writer:
                 raise self.error
             return None if self._written >= target else self._job
 
-    def wait(self) -> None:
-        """The same wait, blocking: for an edit, which a caller makes between steps and may read
-        back at once (a human's decision is rare; a millisecond then costs nothing)."""
-        target = self._added
-        while (job := self._until(target)) is not None:
-            with contextlib.suppress(Exception):
-                job.result()
-
     def __await__(self) -> Generator[Any, None, None]:
         return self._wait().__await__()
 
@@ -329,9 +321,6 @@ class Checkpointer:
         if isinstance(event, Transition) and event.dest == initial:
             return None
         self.write(new=isinstance(event, Transition) and event.source == initial)
-        if isinstance(event, Edit) and self._writer is not None:
-            self._writer.wait()  # an edit method returns with its record in the journal
-            return None
         return self._writer  # the engine awaits it before a tool runs, after one ran, and at the run's end
 
     def write(self, *, new: bool = False) -> None:
