@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
@@ -335,7 +335,7 @@ class ToolCallAgent(ReActAgent):
         if self.parallel_tool_calls:
             import asyncio
 
-            outcomes = await asyncio.gather(*(_exits_held(self._run_once(call)) for call in to_run))
+            outcomes = await asyncio.gather(*(_exits_held(self._run_once, call) for call in to_run))
             exits = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
             if exits:
                 raise exits[0]  # in this task, where the driver ends the run before it goes on up
@@ -454,15 +454,18 @@ class ToolCallAgent(ReActAgent):
         return True
 
 
-async def _exits_held(call: Awaitable[Observation]) -> Observation | BaseException:
-    """`call`'s observation, or the KeyboardInterrupt or SystemExit it raised.
+async def _exits_held(
+    run_once: Callable[[ToolCall], Awaitable[Observation]], call: ToolCall
+) -> Observation | BaseException:
+    """`run_once(call)`'s observation, or the KeyboardInterrupt or SystemExit it raised.
 
     asyncio re-raises those two out of the event loop itself when a task raises them, past the
     task that awaits it: a parallel call that raised one would leave the run in ACTING. Held
-    here, the caller raises it in the run's own task, once the other calls are done.
+    here, the caller raises it in the run's own task, once the other calls are done. The call's
+    coroutine is made here, so a task cancelled before it started leaves none unawaited.
     """
     try:
-        return await call
+        return await run_once(call)
     except (KeyboardInterrupt, SystemExit) as exc:
         return exc
 
