@@ -73,7 +73,7 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
     if mode in ("write", "torn", "mark", "wait"):
         append, count = checkpoint.append_record, [0]
 
-        def hooked(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+        def hooked(path: checkpoint.RecordPath, text: str, *, new: bool = False) -> None:
             count[0] += 1
             if mode == "torn" and count[0] == int(arg):
                 append(path, text[: len(text) // 2], new=new)  # the kill lands mid-line

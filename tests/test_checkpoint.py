@@ -314,7 +314,7 @@ async def checkpoints_by_write(
         )
         add(writer, text, new=new)
 
-    def write_and_read(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+    def write_and_read(path: checkpoint.RecordPath, text: str, *, new: bool = False) -> None:
         original(path, text, new=new)
         names = sorted(p.name for p in tmp_path.iterdir())
         assert names == ["run.json", "run.json.lease"]  # the journal and its lease, nothing else
@@ -610,7 +610,7 @@ def test_cli_resume_continues_a_killed_run(
     cp, mid = tmp_path / "run.json", tmp_path / "mid.json"
     original = checkpoint.append_record
 
-    def keep_step_2_thinking(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+    def keep_step_2_thinking(path: checkpoint.RecordPath, text: str, *, new: bool = False) -> None:
         original(path, text, new=new)
         run_state = json.loads(text.splitlines()[-1])["run_state"]
         if (run_state["state"], run_state["step"]) == ("THINKING", 2):
@@ -671,7 +671,7 @@ def test_cli_resume_of_a_leased_checkpoint_is_one_line_and_status_2(
     done, cp = tmp_path / "done.json", tmp_path / "run.json"
     original = checkpoint.append_record
 
-    def keep_step_2_thinking(path: checkpoint.TracePath, text: str, *, new: bool = False) -> None:
+    def keep_step_2_thinking(path: checkpoint.RecordPath, text: str, *, new: bool = False) -> None:
         original(path, text, new=new)
         run_state = json.loads(text.splitlines()[-1])["run_state"]
         if (run_state["state"], run_state["step"]) == ("THINKING", 2):

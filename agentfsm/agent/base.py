@@ -30,8 +30,9 @@ from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
+from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..recording.trace import TracePath, TraceWriter
+from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, Transition
 from ..run.result import AgentState, RunResult, StopReason
@@ -160,7 +161,7 @@ class BaseAgent(EventSource, ABC):
     # -- driving the machine --------------------------------------------------------
 
     async def run(
-        self, request: str, *, trace: TracePath | None = None, checkpoint: TracePath | None = None
+        self, request: str, *, trace: RecordPath | None = None, checkpoint: RecordPath | None = None
     ) -> RunResult:
         """Run the machine from `request` to a final state, or a pause (`result.paused`); say why.
 
@@ -176,7 +177,7 @@ class BaseAgent(EventSource, ABC):
             return await driver.run(request)
 
     async def resume(
-        self, checkpoint: TracePath | None = None, *, trace: TracePath | None = None
+        self, checkpoint: RecordPath | None = None, *, trace: RecordPath | None = None
     ) -> RunResult:
         """Continue a run to its end: the paused one (no `checkpoint`), or the one saved in `checkpoint`.
 
@@ -197,12 +198,12 @@ class BaseAgent(EventSource, ABC):
             self.paused_edits = ()  # the trace has them now
             return await driver.run(None)
 
-    def iter(self, request: str, *, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
+    def iter(self, request: str, *, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
         self._check_startable()
         return _transitions(self._new_run(checkpoint), request)
 
-    def resume_iter(self, checkpoint: TracePath | None = None) -> AsyncGenerator[Transition, None]:
+    def resume_iter(self, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. A checkpoint is read and checked at once (`CheckpointError`).
 
         The run continues in its state: a phase runs its action again (THINKING asks
@@ -247,7 +248,7 @@ class BaseAgent(EventSource, ABC):
                 "or `await agent.cancel()` to end it, before starting another"
             )
 
-    def _new_run(self, checkpoint: TracePath | None, lease: Lease | None = None) -> RunDriver:
+    def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
         """The driver of a new run, with its checkpointer (a listener until the run ends), which
         leases the checkpoint first (`lease`: already leased): a second owner is refused here."""
         closers: tuple[Callable[[], None], ...] = ()
@@ -259,7 +260,7 @@ class BaseAgent(EventSource, ABC):
         self.paused_edits = ()
         return self._run
 
-    def _resumed_run(self, checkpoint: TracePath | None) -> RunDriver:
+    def _resumed_run(self, checkpoint: RecordPath | None) -> RunDriver:
         """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
         self._check_idle()
         if checkpoint is None:
@@ -279,7 +280,7 @@ class BaseAgent(EventSource, ABC):
         driver.restarted()
         return driver
 
-    def _trace(self, path: TracePath | None, *, append: bool) -> AbstractContextManager[object]:
+    def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
         """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
         if path is None:
             return nullcontext()

@@ -26,7 +26,8 @@ from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, W
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice
-from ..recording.trace import TracePath, read_trace, transition_record
+from ..recording.files import RecordPath
+from ..recording.trace import read_trace, transition_record
 from ..run.events import Transition
 from ..run.result import RunResult
 from ..run.state import Decision, Observation
@@ -199,7 +200,7 @@ class Replayer:
     """One replay of the trace at `path`: `transitions()` re-drives it step by step (what
     `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
 
-    def __init__(self, path: TracePath) -> None:
+    def __init__(self, path: RecordPath) -> None:
         try:
             self.header, records = read_trace(path)  # each request whole, as the engine sends it
         except TraceError as exc:
@@ -253,7 +254,7 @@ class Replayer:
         return Replay(self.header, self.replayed, self.result, self.ended_early)
 
 
-async def replay(trace: TracePath) -> Replay:
+async def replay(trace: RecordPath) -> Replay:
     """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges."""
     return await Replayer(trace).run()
 

@@ -102,7 +102,7 @@ def _usage_error(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..recording.trace import check_writable
+    from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 

@@ -72,8 +72,8 @@ from ..run.events import AgentEvent, LLMCall, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
+from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
 from .lease import Lease
-from .trace import TracePath, check_writable, escape_surrogates, json_line, write_failed
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
@@ -93,7 +93,7 @@ _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 """The ``op`` of each change a journal may hold, but ``snapshot`` (the whole memory)."""
 
 
-def append_record(path: TracePath, text: str, *, new: bool = False) -> None:
+def append_record(path: RecordPath, text: str, *, new: bool = False) -> None:
     """Append `text` (whole lines) to the journal at `path` with one write, into the OS (a kill of
     the process after this returned loses nothing); `fsync_journal` makes it durable.
 
@@ -114,7 +114,7 @@ def append_record(path: TracePath, text: str, *, new: bool = False) -> None:
         os.close(fd)
 
 
-def fsync_journal(path: TracePath, directory: bool) -> None:
+def fsync_journal(path: RecordPath, directory: bool) -> None:
     """Make every append to the journal at `path` so far durable; `directory`: its creation too
     (an fsync of the folder). An fsync through any descriptor covers the file's every write."""
     fd = os.open(path, os.O_RDONLY)
@@ -160,7 +160,7 @@ class _Writer:
     more records: the run ends with that error).
     """
 
-    def __init__(self, path: TracePath) -> None:
+    def __init__(self, path: RecordPath) -> None:
         self.path = path
         self._lock = threading.RLock()  # a job that finished at once calls back under it
         self._waiting: list[tuple[str, bool]] = []
@@ -220,7 +220,7 @@ class _Writer:
                 await asyncio.shield(asyncio.wrap_future(job))  # a cancelled waiter leaves the job be
 
 
-def _write_batch(path: TracePath, batch: list[tuple[str, bool]], written: int) -> int:
+def _write_batch(path: RecordPath, batch: list[tuple[str, bool]], written: int) -> int:
     """Append `batch` to the journal at `path` in order, then fsync it once; returns `written`."""
     created = False
     for text, new in batch:
@@ -230,7 +230,7 @@ def _write_batch(path: TracePath, batch: list[tuple[str, bool]], written: int) -
     return written
 
 
-def _cut_torn_tail(path: TracePath) -> bool:
+def _cut_torn_tail(path: RecordPath) -> bool:
     """Drop a last line cut short by a kill (it has no newline), so the next record starts a line
     of its own. False when there is no journal to append to (missing or empty)."""
     if not os.path.exists(path):
@@ -291,7 +291,7 @@ class Checkpointer:
     _writer: _Writer | None = None
     """The journal's appends and fsyncs, off the event loop (made on the first write)."""
 
-    def __init__(self, path: TracePath, agent: Recorded, *, lease: Lease | None = None) -> None:
+    def __init__(self, path: RecordPath, agent: Recorded, *, lease: Lease | None = None) -> None:
         check_writable(path, "checkpoint")
         self.path = path
         self.agent = agent
@@ -393,7 +393,7 @@ class Checkpointer:
             self._watch = None
 
 
-def write_checkpoint(path: TracePath, data: dict[str, Any]) -> None:
+def write_checkpoint(path: RecordPath, data: dict[str, Any]) -> None:
     """Write `data` (as `read_checkpoint` returns it) as a new journal at `path`: a header, one record.
 
     Reading a long journal and writing it to another path this way compacts
@@ -443,7 +443,7 @@ def _parse(name: str, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def read_checkpoint(path: TracePath) -> dict[str, Any]:
+def read_checkpoint(path: RecordPath) -> dict[str, Any]:
     """The run in the journal at `path` as of its last whole record; `CheckpointError` otherwise.
 
     The journal is replayed into one snapshot: ``schema``, ``agent``,

@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import CheckpointError, CheckpointLeasedError
-from .trace import TracePath
+from .files import RecordPath
 
 __all__ = ["LEASE_SUFFIX", "Lease", "lease_path"]
 
@@ -58,7 +58,7 @@ _OWNER_BYTES = 4096
 """More than an owner record takes (a host name is at most 255 bytes)."""
 
 
-def lease_path(checkpoint: TracePath) -> str:
+def lease_path(checkpoint: RecordPath) -> str:
     """The lease file of the journal at `checkpoint`: ``<checkpoint>.lease``, beside it."""
     return os.fspath(checkpoint) + LEASE_SUFFIX
 
@@ -105,7 +105,7 @@ class Lease:
         self._finalizer = weakref.finalize(self, _unlock, fd, path, self._identity)
 
     @classmethod
-    def acquire(cls, checkpoint: TracePath) -> Lease:
+    def acquire(cls, checkpoint: RecordPath) -> Lease:
         """Lease `checkpoint`, or raise `CheckpointLeasedError` at once naming the owner."""
         name, path = os.fspath(checkpoint), lease_path(checkpoint)
         while True:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,64 +60,16 @@ from ..messages import Message
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.state import Decision
 from ..run.view import Recorded
+from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
 
 __all__ = [
     "TRACE_SCHEMA",
     "TraceError",
-    "TracePath",
     "TraceWriter",
-    "check_writable",
-    "json_line",
     "read_trace",
-    "write_failed",
 ]
 
 TRACE_SCHEMA = 2
-TracePath = str | os.PathLike[str]
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def json_line(record: dict[str, Any]) -> str:
-    """`record` as one line of JSON, in UTF-8 as written (not escaped to ASCII: half the size for
-    most scripts, and readable)."""
-    return json.dumps(record, ensure_ascii=False) + "\n"
-
-
-def escape_surrogates(line: str) -> str:
-    """`line` (JSON) with each lone surrogate written as its escape (``\\ud800``).
-
-    Why: a model's output may hold one (a provider that cuts a character in
-    two), UTF-8 cannot encode it, and the write would fail; inside a JSON
-    string its escape is valid and reads back as the same character, so a
-    replay stays exact. Called only when encoding failed, so it costs nothing
-    otherwise. (Surrogates only occur inside JSON strings: the rest is ASCII.)
-    """
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", line)
-
-
-def check_writable(path: TracePath, what: str) -> None:
-    """Refuse, before a run starts, a `path` the `what` ("trace", "checkpoint") could not be written
-    to: a folder, a file in a missing folder, one without permission. `RecordingError`."""
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
-    if os.path.isdir(name):
-        problem = "it is a directory; name a file in it"
-    elif not os.path.isdir(folder):
-        problem = f"no such folder {folder}; create it first, or name a file in an existing one"
-    elif not os.access(name if os.path.exists(name) else folder, os.W_OK):
-        problem = "permission denied; name a file you may write"
-    else:
-        return
-    raise RecordingError(f"cannot write the {what} {name}: {problem}")
-
-
-def write_failed(what: str, path: TracePath, exc: OSError) -> RecordingError:
-    """The error a run ends with when a write of its `what` failed: the file and the OS's cause."""
-    cause = exc.strerror or str(exc)
-    return RecordingError(
-        f"cannot write the {what} {os.fspath(path)}: {cause} (errno {exc.errno}); "
-        "free space or restore the folder, then resume or run again"
-    )
 
 
 class TraceWriter:
@@ -132,7 +83,7 @@ class TraceWriter:
     request writes its messages again: this writer never saw those objects).
     """
 
-    def __init__(self, path: TracePath, agent: Recorded, *, append: bool = False) -> None:
+    def __init__(self, path: RecordPath, agent: Recorded, *, append: bool = False) -> None:
         self.agent = agent
         self.path = path
         self.run_id: str | None = agent.run_state.run_id if append else None
@@ -378,7 +329,7 @@ class _Numbering:
         return good
 
 
-def _lines(path: TracePath) -> list[tuple[int, dict[str, Any]]]:
+def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
     """The records of the trace at `path` with their line numbers, checked for the header and schema;
     a last line cut mid-write (a crash) is dropped."""
     try:
@@ -410,7 +361,7 @@ def _lines(path: TracePath) -> list[tuple[int, dict[str, Any]]]:
     return records
 
 
-def _messages_held(path: TracePath) -> int:
+def _messages_held(path: RecordPath) -> int:
     """How many messages the trace at `path` has numbered (a writer appending to it numbers on)."""
     if not os.path.exists(path):
         return 0
@@ -419,7 +370,7 @@ def _messages_held(path: TracePath) -> int:
     return held + sum(len(r.get("new_messages", ())) for _, r in records if r["kind"] == "llm")
 
 
-def read_trace(path: TracePath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_trace(path: RecordPath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the other records, each `llm` record's request whole again (its ``messages``
     and ``system_msgs`` the message dumps, its ``tools`` the list); `TraceError` if it cannot be.
     A last line cut mid-write (a crash) is dropped."""
@@ -444,7 +395,7 @@ def read_trace(path: TracePath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, records
 
 
-def _whole(path: TracePath, line: int, table: list[Any], runs: Any) -> list[Any]:
+def _whole(path: RecordPath, line: int, table: list[Any], runs: Any) -> list[Any]:
     whole: list[Any] = []
     for run in runs:
         first, count = run
