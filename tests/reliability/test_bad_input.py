@@ -8,7 +8,7 @@ wrong (never a traceback), and write nothing to stdout. The figures are printed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -89,6 +89,13 @@ CASES: list[Case] = [
 _FAILED: list[str] = []
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _figures() -> Iterator[None]:
+    """Print the table's figure once its rows have run."""
+    yield
+    print(f"\n{len(CASES)} kinds of bad input at the command line: {len(_FAILED)} not refused in one line")
+
+
 @pytest.mark.parametrize(("name", "argv"), CASES, ids=[name for name, _ in CASES])
 def test_bad_input_is_one_line_and_exit_2(
     name: str,
@@ -107,7 +114,3 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2, f"{name}: exit {code}; stderr: {err!r}"
     assert len(lines) == 1 and "Traceback" not in err, f"{name}: {err!r}"
     assert out == "", f"{name}: stdout {out!r}"
-
-
-def test_the_table_s_figures() -> None:
-    print(f"\n{len(CASES)} kinds of bad input at the command line: {len(_FAILED)} not refused in one line")
