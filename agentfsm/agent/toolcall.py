@@ -239,11 +239,14 @@ class ToolCallAgent(ReActAgent):
         calls = reply.tool_calls if self.tool_choice != "none" else ()
         if calls:
             run.missed_tool_calls = 0
-            self.memory.add_message(Message.from_tool_calls(calls, reply.content))
+            fields = reply.provider_fields
+            self.memory.add_message(Message.from_tool_calls(calls, reply.content, provider_fields=fields))
             run.pending_calls = list(calls)
             return
         if reply.content:
-            self.memory.add_message(Message.assistant_message(reply.content))
+            self.memory.add_message(
+                Message.assistant_message(reply.content, provider_fields=reply.provider_fields)
+            )
         if self.tool_choice == "required":
             run.missed_tool_calls += 1
             run.nudge = REQUIRED_NUDGE
