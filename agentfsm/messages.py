@@ -9,13 +9,23 @@ becomes an error observation rather than a crash here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from .serde import Serializable, slot_builder
 
-__all__ = ["Message", "Role", "ToolCall"]
+__all__ = ["Message", "ProviderFields", "Role", "ToolCall"]
+
+ProviderFields = dict[str, Any]
+"""What a provider returned beside the chat format's own keys, as plain JSON data, keyed as it
+sent them (``reasoning_content``, ``thinking_blocks``, ``provider_specific_fields``, ...).
+
+Providers need some of it back on the next request (Claude's thinking blocks with their
+signatures, DeepSeek's reasoning content, Gemini's thought signatures), so a message keeps
+all of it and `to_openai` sends it back as keys of the message (or of the tool call). It is
+left out of hashing (a dict has no hash; messages are hashed by the trace), not of equality.
+Read-only by convention, like the message holding it."""
 
 
 class Role(StrEnum):
@@ -34,13 +44,18 @@ class ToolCall(Serializable):
     name: str
     arguments: str = "{}"
     """Arguments exactly as the model sent them (a JSON object, or garbage)."""
+    provider_fields: ProviderFields | None = field(default=None, hash=False)
+    """The provider's own keys on this call (Gemini's thought signature), sent back with it."""
 
     def to_openai(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.id,
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
+        if self.provider_fields:
+            data.update(self.provider_fields)
+        return data
 
     @classmethod
     def create(cls, id: str, name: str, arguments: dict[str, Any] | str | None = None) -> ToolCall:
@@ -67,6 +82,9 @@ class Message(Serializable):
     """For `tool` messages, the id of the call this message answers."""
     base64_image: str | None = None
     """An image attached to the message (a tool's screenshot, say)."""
+    provider_fields: ProviderFields | None = field(default=None, hash=False)
+    """On an assistant message: what the provider returned beside content and tool calls
+    (reasoning, thinking blocks, signatures), sent back as keys of the message."""
 
     def __post_init__(self) -> None:
         if type(self.role) is not Role:
@@ -76,28 +94,40 @@ class Message(Serializable):
 
     @classmethod
     def user_message(cls, content: str, base64_image: str | None = None) -> Message:
-        return _build(cls, Role.USER, content, (), None, None, base64_image)
+        return _build(cls, Role.USER, content, (), None, None, base64_image, None)
 
     @classmethod
     def system_message(cls, content: str) -> Message:
-        return _build(cls, Role.SYSTEM, content, (), None, None, None)
+        return _build(cls, Role.SYSTEM, content, (), None, None, None, None)
 
     @classmethod
-    def assistant_message(cls, content: str | None = None, base64_image: str | None = None) -> Message:
-        return _build(cls, Role.ASSISTANT, content, (), None, None, base64_image)
+    def assistant_message(
+        cls,
+        content: str | None = None,
+        base64_image: str | None = None,
+        *,
+        provider_fields: ProviderFields | None = None,
+    ) -> Message:
+        return _build(cls, Role.ASSISTANT, content, (), None, None, base64_image, provider_fields or None)
 
     @classmethod
     def tool_message(
         cls, content: str, *, name: str, tool_call_id: str, base64_image: str | None = None
     ) -> Message:
-        return _build(cls, Role.TOOL, content, (), name, tool_call_id, base64_image)
+        return _build(cls, Role.TOOL, content, (), name, tool_call_id, base64_image, None)
 
     @classmethod
     def from_tool_calls(
-        cls, tool_calls: list[ToolCall] | tuple[ToolCall, ...], content: str | None = None
+        cls,
+        tool_calls: list[ToolCall] | tuple[ToolCall, ...],
+        content: str | None = None,
+        *,
+        provider_fields: ProviderFields | None = None,
     ) -> Message:
         """An assistant message that requests `tool_calls` (the seed's `from_tool_calls`)."""
-        return _build(cls, Role.ASSISTANT, content, tuple(tool_calls), None, None, None)
+        return _build(
+            cls, Role.ASSISTANT, content, tuple(tool_calls), None, None, None, provider_fields or None
+        )
 
     def to_openai(self) -> dict[str, Any]:
         """The wire form (without images; the LLM adapter decides how images travel)."""
@@ -108,6 +138,8 @@ class Message(Serializable):
             data["name"] = self.name
         if self.tool_call_id is not None:
             data["tool_call_id"] = self.tool_call_id
+        if self.provider_fields:
+            data.update(self.provider_fields)
         return data
 
 
@@ -123,6 +155,7 @@ def _build(
     name: str | None,
     tool_call_id: str | None,
     base64_image: str | None,
+    provider_fields: ProviderFields | None,
 ) -> Message:
     """What `cls(role=..., ...)` builds, for the factories, which pass the fields already
     normalised (messages are made on every step; see `slot_builder`)."""
@@ -134,5 +167,6 @@ def _build(
             name=name,
             tool_call_id=tool_call_id,
             base64_image=base64_image,
+            provider_fields=provider_fields,
         )
-    return _new_message(role, content, tool_calls, name, tool_call_id, base64_image)
+    return _new_message(role, content, tool_calls, name, tool_call_id, base64_image, provider_fields)

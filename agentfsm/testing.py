@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ScriptExhaustedError
@@ -91,15 +91,9 @@ class _Recorder:
         for call in response.tool_calls:
             if not call.id:
                 self._ids += 1
-                call = ToolCall(id=f"call_{self._ids}", name=call.name, arguments=call.arguments)
+                call = replace(call, id=f"call_{self._ids}")
             calls.append(call)
-        return LLMResponse(
-            content=response.content,
-            tool_calls=tuple(calls),
-            usage=response.usage,
-            model=response.model,
-            finish_reason=response.finish_reason,
-        )
+        return replace(response, tool_calls=tuple(calls))
 
 
 class ScriptedLLM(_Recorder):

@@ -66,7 +66,7 @@ async def test_a_session_steps_breaks_inspects_edits_and_finishes(toolbox):
     assert result is not None and result.stop_reason is StopReason.TERMINATED
     llm = agent.llm
     assert isinstance(llm, ScriptedLLM)
-    assert llm.requests[1].messages[-2].content == "the sum is 6"  # the model saw the edited result
+    assert llm.requests[1].messages[-1].content == "the sum is 6"  # the model saw the edited result
     assert set(prompts) == {"(agentfsm) "}
 
 

@@ -106,16 +106,19 @@ async def test_agent_runs_to_terminate_over_http(llmock, toolbox, agentfsm_event
 
     sent = bodies(llmock)
     assert len(sent) == 2
-    for body in sent:
+    step_prompt = "If you want to stop interaction, use `terminate` tool/function call."
+    for body, system in zip(sent, ["", f"\n\n{step_prompt}"], strict=True):  # after tool results: there
         assert body["messages"][0] == {
             "role": "system",
-            "content": "You are an agent that can execute tool calls",
+            "content": f"You are an agent that can execute tool calls{system}",
         }
         assert {t["function"]["name"] for t in body["tools"]} == {"add", "slow_echo", "explode", "terminate"}
         assert body["tool_choice"] == "auto"
         assert (body["temperature"], body["max_tokens"]) == (0.0, 4096)
         assert_wire_pairs(body["messages"])
     assert [m["content"] for m in tool_messages(sent[1])] == ["Observed output of cmd `add` executed:\n5"]
+    assert sent[0]["messages"][-1] == {"role": "user", "content": step_prompt}  # after the request: here
+    assert sent[1]["messages"][-1]["role"] == "tool"  # no user message after tool results
 
     calls = agentfsm_events.named("llm_call")
     assert [c["attempts"] for c in calls] == [1, 1]

@@ -35,7 +35,8 @@ def observations(agent: Manus) -> list[str]:
 
 def workspace_of(llm: ScriptedLLM, request: int) -> str:
     prompt = llm.requests[request].system_msgs[0].content or ""
-    return prompt.rsplit("The initial directory is: ", 1)[1]
+    # after tool results the step prompt ends the system prompt: the directory ends its line
+    return prompt.rsplit("The initial directory is: ", 1)[1].split("\n", 1)[0]
 
 
 def alive(pid: int) -> bool:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from agentfsm import StopReason, ToolCallAgent
+from agentfsm import Role, StopReason, ToolCallAgent
 from agentfsm.agent.react import STUCK_HINT
-from agentfsm.testing import ScriptedLLM, reply
+from agentfsm.testing import ModelRequest, ScriptedLLM, reply
+
+
+def step_prompt(request: ModelRequest) -> str:
+    """The step prompt (and any hint) of `request`: after tool results it ends the system prompt
+    (a user message there is refused by some providers); else it is a user message at the end."""
+    last = request.messages[-1]
+    if last.role is Role.TOOL:
+        return request.system_msgs[0].content or ""
+    assert last.role is Role.USER
+    return last.content or ""
 
 
 def hints(llm: ScriptedLLM) -> list[bool]:
-    return [STUCK_HINT in (r.messages[-1].content or "") for r in llm.requests]
+    return [STUCK_HINT in step_prompt(r) for r in llm.requests]
 
 
 async def test_repeated_tool_calls_with_empty_content_are_caught(toolbox):
@@ -30,7 +40,7 @@ async def test_hint_applies_to_the_next_think_only_and_never_accumulates(toolbox
     result = await agent.run("loop")
     assert result.stop_reason is StopReason.MAX_STEPS
     assert hints(llm) == [False, False, False, True, False, False]
-    hinted = llm.requests[3].messages[-1].content or ""
+    hinted = step_prompt(llm.requests[3])
     assert hinted.count(STUCK_HINT) == 1
     assert all(STUCK_HINT not in (m.content or "") for m in agent.memory)
 

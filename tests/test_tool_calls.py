@@ -180,7 +180,7 @@ async def test_tool_images_are_attached_to_the_tool_message():
     llm = ScriptedLLM([reply(tool_calls=[("screenshot", {})]), TERMINATE])
     agent = ToolCallAgent(llm=llm, tools=[screenshot, Terminate()])
     await agent.run("look")
-    tool_message = llm.requests[1].messages[-2]
+    tool_message = llm.requests[1].messages[-1]
     assert tool_message.role is Role.TOOL and tool_message.base64_image == "aGVsbG8="
 
 

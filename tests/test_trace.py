@@ -130,11 +130,15 @@ async def test_trace_records(toolbox, tmp_path):
     assert request == {**request, "role": "user", "content": "do it"} and system["role"] == "system"
     assert llm["request"]["messages"] == [[0, 2]] and llm["request"]["system_msgs"] == [[2, 1]]
     assert llm["request"]["tool_choice"] == "auto" and llm["usage"]["input_tokens"] == 10
-    second = [r for r in lines if r["kind"] == "llm"][1]  # the same prompt and tools: named, not written
-    assert prompt not in second["new_messages"] and second["request"]["tools"] is None
-    assert second["request"]["messages"][-1] == [1, 1]
+    second = [r for r in lines if r["kind"] == "llm"][1]  # the same request and tools: named, not written
+    assert request not in second["new_messages"] and second["request"]["tools"] is None
+    assert second["request"]["messages"][0] == [0, 1]
     _, whole = read_trace(path)
-    assert next(r for r in whole if r["kind"] == "llm")["request"]["messages"] == [request, prompt]
+    first_llm, second_llm = (r for r in whole if r["kind"] == "llm")
+    assert first_llm["request"]["messages"] == [request, prompt]
+    # after tool results the step prompt ends the system prompt: a new system message, written once
+    assert second_llm["request"]["system_msgs"][0]["content"].endswith(f"\n\n{prompt['content']}")
+    assert second_llm["request"]["messages"][-1]["role"] == "tool"
     first = next(r for r in lines if r["kind"] == "transition" and r["trigger"] == "think_done")
     assert first["guards"][0] == {"name": "token_limit", "held": False} and first["duration_s"] >= 0
 
@@ -254,12 +258,12 @@ def test_a_trace_of_the_first_schema_is_refused_with_the_fix(tmp_path, capsys):
     path = tmp_path / "old.jsonl"
     path.write_text(json.dumps({"kind": "header", "schema": 1, "request": "t"}) + "\n")
     expected = (
-        f"{path}: trace schema 1 is not supported; this agentfsm reads schema 2; "
+        f"{path}: trace schema 1 is not supported; this agentfsm reads schema 3; "
         "re-record the run with this agentfsm"
     )
     with pytest.raises(TraceError) as refused:
         read_trace(path)
-    assert str(refused.value) == expected and TRACE_SCHEMA == 2
+    assert str(refused.value) == expected and TRACE_SCHEMA == 3
     with pytest.raises(ReplayError, match="re-record the run"):
         asyncio.run(replay(path))
     assert cli.main(["replay", str(path)]) == 2
@@ -276,7 +280,7 @@ def test_other_schema_or_not_a_trace_is_a_clear_error(toolbox, tmp_path, capsys)
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     with pytest.raises(
         ReplayError,
-        match="trace schema 99 is not supported; this agentfsm reads schema 2; re-record the run",
+        match="trace schema 99 is not supported; this agentfsm reads schema 3; re-record the run",
     ):
         asyncio.run(replay(path))
     assert cli.main(["replay", str(path)]) == 2

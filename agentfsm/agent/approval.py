@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from functools import cache
 from typing import Protocol
 
@@ -157,7 +158,7 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
         if not isinstance(parsed, dict):
             raise WrongValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
         calls = list(run.pending_calls)
-        calls[index] = ToolCall.create(call.id, call.name, decision.arguments)
+        calls[index] = replace(call, arguments=decision.arguments)  # the provider's fields stay on it
         agent.memory.replace_open_calls(calls)  # the model is shown the call that ran
         run.pending_calls = calls
     run.decisions[call_id] = decision

@@ -186,11 +186,22 @@ class _ReplayAgent(ToolCallAgent):
 
     async def think(self) -> None:
         upcoming = self.script.peek()
-        if upcoming is not None:  # the prompt and tools as sent then (Manus rewrites its prompt per think)
-            system = upcoming["request"]["system_msgs"]
-            self.system_prompt = system[0]["content"] if system else None
+        if upcoming is not None:  # the tools as sent then (the set may change between steps)
             self.recorded_tools.params = upcoming["request"]["tools"]
         await super().think()
+
+    def _system_messages(self, step_prompt: str | None = None) -> tuple[Message, ...]:
+        """The system prompt as sent then (Manus rewrites its prompt per think), without the step
+        prompt this think puts at its end: that part is rebuilt, so the request check still
+        compares it (a stuck hint, a nudge) with the trace's."""
+        upcoming = self.script.peek()
+        if upcoming is not None:
+            system = upcoming["request"]["system_msgs"]
+            text = system[0]["content"] if system else None
+            if step_prompt and text is not None:
+                text = None if text == step_prompt else text.removesuffix(f"\n\n{step_prompt}")
+            self.system_prompt = text
+        return super()._system_messages(step_prompt)
 
     async def execute_tool(self, call: ToolCall) -> Observation:
         return self.script.observation(self.run_state.step, call)

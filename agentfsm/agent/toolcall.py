@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from ..errors import TokenLimitExceeded, WrongTypeError
 from ..log import event
 from ..memory import Memory
-from ..messages import Message, ToolCall
+from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
@@ -53,7 +53,8 @@ class ToolCallOptions(AgentOptions):
     system_prompt: str | None = SYSTEM_PROMPT
     """The system prompt of every request (None: none)."""
     next_step_prompt: str | None = NEXT_STEP_PROMPT
-    """A user message appended to each request, after the history (None: none)."""
+    """Sent with each request, never kept in memory (None: none): a user message after the
+    history, or the end of the system prompt when the history ends with tool results."""
     tool_choice: ToolChoice = "auto"
     """``auto``; ``required`` (a reply without calls gets one nudge, a second ends in ERROR); ``none``."""
     max_observe: Annotated[int | None, Spec(ge=1, none="no limit")] = None
@@ -210,8 +211,18 @@ class ToolCallAgent(ReActAgent):
         if budget is not None and run.usage.total_tokens >= budget:
             run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
             return
-        messages = self.memory.view(Message.user_message(prompt)) if prompt else self.memory.view()
-        system, tools = self._system_messages(), self.tools.to_params()
+        # The step prompt follows the history as a user message (OpenManus's place for it, the
+        # last thing the model reads), except right after tool results: Mistral rejects a user
+        # message there ("Unexpected role 'user' after role 'tool'"), so it ends the system
+        # prompt instead, which every provider accepts. After the model's own answer it must be
+        # a user message: a request ending on an assistant message is a prefill to Anthropic and
+        # refused by Mistral. Never in memory either way.
+        last = self.memory.last()
+        if prompt and (last is None or last.role is not Role.TOOL):
+            messages, system = self.memory.view(Message.user_message(prompt)), self._system_messages()
+        else:
+            messages, system = self.memory.view(), self._system_messages(prompt)
+        tools = self.tools.to_params()
         if tools is not self._tools_seen:  # the tool set changed (a new list): re-check approvals
             self._tools_seen = tools
             self._sync_table()
@@ -239,11 +250,14 @@ class ToolCallAgent(ReActAgent):
         calls = reply.tool_calls if self.tool_choice != "none" else ()
         if calls:
             run.missed_tool_calls = 0
-            self.memory.add_message(Message.from_tool_calls(calls, reply.content))
+            fields = reply.provider_fields
+            self.memory.add_message(Message.from_tool_calls(calls, reply.content, provider_fields=fields))
             run.pending_calls = list(calls)
             return
         if reply.content:
-            self.memory.add_message(Message.assistant_message(reply.content))
+            self.memory.add_message(
+                Message.assistant_message(reply.content, provider_fields=reply.provider_fields)
+            )
         if self.tool_choice == "required":
             run.missed_tool_calls += 1
             run.nudge = REQUIRED_NUDGE
@@ -316,9 +330,11 @@ class ToolCallAgent(ReActAgent):
             "tools": self.tools.to_params(),
         }
 
-    def _system_messages(self) -> tuple[Message, ...]:
-        """The system prompt as messages (messages are immutable: built once per prompt text)."""
-        return _system_messages(self.system_prompt)
+    def _system_messages(self, step_prompt: str | None = None) -> tuple[Message, ...]:
+        """The system prompt as messages, `step_prompt` at its end when this think's step prompt
+        cannot be a user message (see `think`). One system message, not two: some servers' chat
+        templates accept a system message only as the first message."""
+        return _system_messages(self.system_prompt, step_prompt)
 
     # -- ACTING ---------------------------------------------------------------
 
@@ -471,8 +487,10 @@ async def _exits_held(
 
 
 @functools.lru_cache(maxsize=64)
-def _system_messages(prompt: str | None) -> tuple[Message, ...]:
-    return (Message.system_message(prompt),) if prompt else ()
+def _system_messages(prompt: str | None, step_prompt: str | None) -> tuple[Message, ...]:
+    """Built once per pair of texts: messages are immutable, and a trace writes each once."""
+    text = f"{prompt}\n\n{step_prompt}" if prompt and step_prompt else prompt or step_prompt
+    return (Message.system_message(text),) if text else ()
 
 
 def distinct_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[int]]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..messages import Message, ToolCall
+from ..messages import Message, ProviderFields, ToolCall
 from ..serde import Serializable
 
 __all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage"]
@@ -67,6 +67,10 @@ class LLMResponse(Serializable):
     """This call's usage (`llm_calls` is 1 for a real call)."""
     model: str | None = None
     finish_reason: str | None = None
+    provider_fields: ProviderFields | None = None
+    """What the provider returned on the message beside content and tool calls (reasoning,
+    thinking blocks with signatures, ...): the agent keeps it on the assistant message it
+    records, which sends it back (see `Message.provider_fields`)."""
 
 
 @runtime_checkable

@@ -15,7 +15,11 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   OpenAI SDK's own are switched off, so one call is never several hidden
   requests;
 - images from tools travel as image parts on a user message, where the model
-  accepts images, and are replaced by a visible note where it does not.
+  accepts images, and are replaced by a visible note where it does not;
+- what the provider returned beside content and tool calls (reasoning content,
+  thinking blocks with their signatures, provider-specific fields) is kept on
+  the reply as plain JSON (`provider_fields`), so the next request sends it
+  back: Claude with thinking and DeepSeek's reasoner reject a history without it.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 
 from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
-from ..messages import Message, ToolCall
+from ..messages import Message, ProviderFields, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
 from .options import LLMOptions
 from .retry import RetryPolicy
@@ -47,6 +51,11 @@ __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 # them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
 # and any temperature but the default.
 _REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
+
+# The chat format's own keys of a reply's message and of a tool call: everything else litellm
+# puts there is the provider's, kept as `provider_fields`.
+_MESSAGE_KEYS = frozenset({"content", "role", "tool_calls", "function_call"})
+_CALL_KEYS = frozenset({"id", "type", "function", "index"})
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 _load_lock = threading.Lock()
@@ -273,7 +282,25 @@ class LLM(LLMOptions):
             ),
             model=getattr(response, "model", None) or self.model,
             finish_reason=getattr(choice, "finish_reason", None),
+            provider_fields=_provider_fields(message, _MESSAGE_KEYS),
         )
+
+
+def _provider_fields(item: Any, own: frozenset[str]) -> ProviderFields | None:
+    """The keys of litellm's `item` (a message or a tool call) that are not among `own`, as plain
+    JSON data, or None when there are none. Empty values are kept: DeepSeek's reasoner wants an
+    empty `reasoning_content` back as much as a full one."""
+    dump = getattr(item, "model_dump", None)
+    if not callable(dump):
+        return None
+    try:
+        data = dump(mode="json", exclude_none=True)
+    except Exception:  # a provider's object pydantic cannot dump: the reply still counts without it
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields = {key: value for key, value in data.items() if key not in own}
+    return fields or None
 
 
 def _tool_call(call: Any) -> ToolCall:
@@ -287,5 +314,8 @@ def _tool_call(call: Any) -> ToolCall:
 
         arguments = json.dumps(arguments, ensure_ascii=False)
     return ToolCall(
-        id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=function.name or "", arguments=arguments
+        id=call.id or f"call_{uuid.uuid4().hex[:24]}",
+        name=function.name or "",
+        arguments=arguments,
+        provider_fields=_provider_fields(call, _CALL_KEYS),
     )

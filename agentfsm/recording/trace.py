@@ -8,7 +8,7 @@ Why messages are numbered: each request resends the conversation, and a
 trace that wrote every request whole would grow with the square of the
 run's length. Each distinct message is written once; requests name theirs.
 
-Schema version `TRACE_SCHEMA` = 2. One JSON object per line; every one has a `kind`:
+Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `kind`:
 
 - ``header`` (first): ``schema``, ``run_id``, ``agent`` (name), ``agent_class``
   (``module.QualName``), ``config`` (the agent's `trace_config()`: limits,
@@ -22,7 +22,7 @@ Schema version `TRACE_SCHEMA` = 2. One JSON object per line; every one has a `ki
   ``system_msgs`` as sent, each a list of runs ``[first, count]``: the messages
   numbered ``first`` to ``first + count - 1``, in order; ``tools``, or null for the
   same tools as the previous ``llm`` record; ``tool_choice``), ``reply`` (content,
-  tool_calls, usage, model, finish_reason; null when the call raised), ``usage``,
+  tool_calls, usage, model, finish_reason, provider_fields; null when the call raised), ``usage``,
   ``error`` (null or ``{"type", "message"}``), ``duration_s``.
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
   ``observation``, ``base64_image``, ``is_error``, ``duration_s``; written just
@@ -40,7 +40,7 @@ values: a next-step prompt built again for each request is written once), so
 a request costs the trace its new messages and a few runs, however long the
 history; the order of the runs can express any request, not only a longer
 one (memory trims from the front, keeps the first request, and a transient
-prompt ends each request). `read_trace` gives each request back whole.
+prompt ends each request or its system message). `read_trace` gives each request back whole.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ __all__ = [
     "read_trace",
 ]
 
-TRACE_SCHEMA = 2
+TRACE_SCHEMA = 3
+"""3: the step prompt ends the system message after tool results, messages and calls carry
+`provider_fields`; a schema-2 trace's requests cannot be rebuilt the same way, so it is refused."""
 
 
 class TraceWriter:

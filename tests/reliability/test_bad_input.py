@@ -46,7 +46,7 @@ def _resume(content: str | bytes) -> Callable[[Path], list[str]]:
     return lambda base: ["resume", str(_file("run.checkpoint.jsonl", content)(base))]
 
 
-HEADER = {"kind": "header", "schema": 2, "run_id": "r", "agent": "a", "agent_class": "x.Y", "config": {}}
+HEADER = {"kind": "header", "schema": 3, "run_id": "r", "agent": "a", "agent_class": "x.Y", "config": {}}
 
 CASES: list[Case] = [
     ("config: not TOML", _config("[llm\nmodel = ")),
