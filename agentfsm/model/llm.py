@@ -15,12 +15,19 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   OpenAI SDK's own are switched off, so one call is never several hidden
   requests;
 - images from tools travel as image parts on a user message, where the model
-  accepts images, and are replaced by a visible note where it does not.
+  accepts images, and are replaced by a visible note where it does not;
+- what litellm knows of the model (its input window, vision, reasoning, whether
+  it takes a temperature) is looked up once per adapter, with `api_base` and the
+  provider, in a thread of its own and bounded in time: for some providers
+  (Ollama) the lookup is an HTTP request to the server, which must neither
+  block the event loop nor hang the run (past the bound the run goes on with
+  what is known without it, and a warning says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import math
 import os
@@ -30,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -45,11 +53,14 @@ __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 
 # Names like these are reasoning models even when litellm's map doesn't know
 # them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
-# and any temperature but the default.
+# and any temperature but the default. For a model litellm knows, litellm decides.
 _REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
+_LOOKUP_TIMEOUT = 5.0
+"""Seconds the first request waits for the model's facts (a lookup over HTTP for Ollama)."""
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 _load_lock = threading.Lock()
+_facts_lock = threading.Lock()
 _litellm: Any = None
 
 
@@ -127,38 +138,76 @@ class LLM(LLMOptions):
 
     @cached_property
     def _retry(self) -> RetryPolicy:
-        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_max)
+        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_max, self.retry_timeout)
 
     # -- what litellm knows about the model ---------------------------------
 
-    @cached_property
+    def _facts_future(self) -> concurrent.futures.Future[_ModelFacts]:
+        """The one lookup of this adapter's model facts, started on first use in a daemon thread
+        (a lookup stuck on a server must not keep the process from exiting)."""
+        with _facts_lock:
+            future: concurrent.futures.Future[_ModelFacts] | None = self.__dict__.get("_facts")
+            if future is None:
+                future = self.__dict__["_facts"] = concurrent.futures.Future()
+                threading.Thread(target=self._look_up, args=(future,), daemon=True).start()
+        return future
+
+    def _look_up(self, future: concurrent.futures.Future[_ModelFacts]) -> None:
+        try:
+            facts = _look_up_facts(load_litellm(), self)
+        except Exception:  # never leave a waiter hanging
+            facts = _unknown_facts(self.model)
+        with _facts_lock:
+            if not future.done():  # else the run stopped waiting and went on without
+                future.set_result(facts)
+
+    async def _facts_ready(self) -> None:
+        """Wait (off the loop) for the facts, at most `_LOOKUP_TIMEOUT`; past it, go on without."""
+        future = self._facts_future()
+        if future.done():
+            return
+        bound = min(self.timeout, _LOOKUP_TIMEOUT)
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), bound)
+        except TimeoutError:
+            with _facts_lock:
+                if not future.done():
+                    future.set_result(_unknown_facts(self.model))
+            event(
+                "model_info_timeout",
+                level=logging.WARNING,
+                model=self.model,
+                api_base=self.api_base,
+                waited_s=bound,
+                note="going on without the model's input window and vision; set max_input_tokens",
+            )
+
+    @property
+    def _facts(self) -> _ModelFacts:
+        return self._facts_future().result()
+
+    @property
     def supports_vision(self) -> bool:
         """Whether images are sent as images (litellm's model map; False when it doesn't know)."""
-        try:
-            return bool(load_litellm().supports_vision(model=self.model))
-        except Exception:
-            return False
+        return self._facts.vision
 
-    @cached_property
+    @property
     def is_reasoning(self) -> bool:
-        """Reasoning models take `max_completion_tokens` and no temperature."""
-        if _REASONING_NAME.match(self.model.rsplit("/", 1)[-1].lower()):
-            return True
-        try:
-            return bool(load_litellm().supports_reasoning(model=self.model))
-        except Exception:
-            return False
+        """Reasoning models take `max_completion_tokens` (litellm's map, else the name)."""
+        return self._facts.reasoning
 
-    @cached_property
+    @property
+    def sends_temperature(self) -> bool:
+        """Whether `temperature` is sent: unless litellm says the model takes only the default
+        (OpenAI's o-series and gpt-5), or, for a model litellm doesn't know, its name says so."""
+        return self.temperature is not None and self._facts.temperature
+
+    @property
     def input_limit(self) -> int | None:
         """The input window checked before sending: `max_input_tokens`, else litellm's, else none."""
         if self.max_input_tokens is not None:
             return self.max_input_tokens
-        try:  # raises for models litellm has not mapped (any `openai/<your-name>`)
-            limit = load_litellm().get_model_info(self.model).get("max_input_tokens")
-        except Exception:
-            return None
-        return limit if isinstance(limit, int) and limit > 0 else None
+        return self._facts.input_window
 
     def count_tokens(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int | None:
         """Input tokens of a request by litellm's counter, or None if it cannot count them."""
@@ -185,6 +234,7 @@ class LLM(LLMOptions):
         `LLMError` when the call fails for good.
         """
         litellm = await _load_litellm_async()
+        await self._facts_ready()
         started = time.perf_counter()
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
@@ -194,7 +244,7 @@ class LLM(LLMOptions):
         async def call() -> Any:
             return await litellm.acompletion(**request)
 
-        response, attempts = await self._retry.run(call, model=self.model)
+        response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
         reply = self._reply(response, litellm)
         event(
             "llm_call",
@@ -232,7 +282,7 @@ class LLM(LLMOptions):
             "model": self.model,
             "messages": wire,
             "api_base": self.api_base,
-            "api_key": self.api_key,
+            "api_key": self.api_key or _no_key_placeholder(self.model, self.api_base),
             "timeout": self.timeout,
             # tenacity owns retries: litellm's (num_retries) and the OpenAI SDK's (max_retries) are off
             "num_retries": 0,
@@ -243,8 +293,10 @@ class LLM(LLMOptions):
             request["tool_choice"] = tool_choice
         if self.max_tokens is not None:
             request["max_completion_tokens" if self.is_reasoning else "max_tokens"] = self.max_tokens
-        if self.temperature is not None and not self.is_reasoning:
+        if self.sends_temperature:
             request["temperature"] = self.temperature
+        if self.api_version is not None:
+            request["api_version"] = self.api_version
         request.update(self.extra or {})
         return request
 
@@ -274,6 +326,71 @@ class LLM(LLMOptions):
             model=getattr(response, "model", None) or self.model,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+
+
+def _no_key_placeholder(model: str, api_base: str | None) -> str | None:
+    """The key sent to an OpenAI-compatible server of one's own when none is configured.
+
+    A local vLLM or llama.cpp server usually wants no key, but the OpenAI SDK
+    under litellm refuses to send a request without one; a server that does
+    want one answers 401, which is never retried and says to set the key.
+    Only for ``openai/`` models with `api_base` and no ``OPENAI_API_KEY``: the
+    provider's own servers always want the real key.
+    """
+    if api_base is None or not model.startswith("openai/") or os.environ.get("OPENAI_API_KEY"):
+        return None
+    return "none"
+
+
+@dataclass(frozen=True)
+class _ModelFacts:
+    """What litellm knows of a model, looked up once per adapter (`LLM._facts_future`)."""
+
+    vision: bool
+    reasoning: bool
+    temperature: bool
+    """Whether a temperature other than the default is accepted."""
+    input_window: int | None
+
+
+def _unknown_facts(model: str) -> _ModelFacts:
+    """The facts of a model litellm doesn't know: its name alone tells a reasoning model."""
+    named = bool(_REASONING_NAME.match(model.rsplit("/", 1)[-1].lower()))
+    return _ModelFacts(vision=False, reasoning=named, temperature=not named, input_window=None)
+
+
+def _look_up_facts(litellm: Any, llm: LLM) -> _ModelFacts:
+    """Ask litellm, with the adapter's `api_base` and key (one lookup: for Ollama it is a
+    request to ``{api_base}/api/show``, never to localhost unless that is the server)."""
+    unknown = _unknown_facts(llm.model)
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(llm.model, api_base=llm.api_base)
+    except Exception:
+        return unknown
+    try:  # raises for models litellm has not mapped (any `openai/<your-name>`)
+        info = litellm.get_model_info(
+            name, custom_llm_provider=provider, api_base=llm.api_base, api_key=llm.api_key
+        )
+    except Exception:
+        return unknown
+    window = info.get("max_input_tokens")
+    reasoning = unknown.reasoning or bool(info.get("supports_reasoning"))
+    probe: dict[str, Any] = {"temperature": llm.temperature if llm.temperature is not None else 0.0}
+    if llm.extra and "reasoning_effort" in llm.extra:  # gpt-5.1 takes a temperature only without reasoning
+        probe["reasoning_effort"] = llm.extra["reasoning_effort"]
+    try:  # litellm drops (drop_params) what the provider's rules refuse: o-series and gpt-5 temperatures
+        mapped = litellm.get_optional_params(
+            model=name, custom_llm_provider=provider, drop_params=True, model_info=info, **probe
+        )
+        temperature = mapped.get("temperature") is not None
+    except Exception:
+        temperature = unknown.temperature
+    return _ModelFacts(
+        vision=bool(info.get("supports_vision")),
+        reasoning=reasoning,
+        temperature=temperature,
+        input_window=window if isinstance(window, int) and window > 0 else None,
+    )
 
 
 def _tool_call(call: Any) -> ToolCall:
