@@ -173,6 +173,7 @@ class LLM(LLMOptions):
             with _facts_lock:
                 if not future.done():
                     future.set_result(_unknown_facts(self.model))
+            _stand_in(load_litellm(), self)
             event(
                 "model_info_timeout",
                 level=logging.WARNING,
@@ -374,6 +375,16 @@ def _look_up_facts(litellm: Any, llm: LLM) -> _ModelFacts:
     except Exception:
         return unknown
     window = info.get("max_input_tokens")
+    if provider in _LOOKS_UP_OVER_HTTP:
+        _remember(litellm, f"{provider}/{name}", provider, window)
+    known = name in litellm.model_cost or f"{provider}/{name}" in litellm.model_cost
+    if not known:  # litellm answers for any name, but its rules apply only to models it has mapped
+        return _ModelFacts(
+            vision=bool(info.get("supports_vision")),
+            reasoning=unknown.reasoning or bool(info.get("supports_reasoning")),
+            temperature=unknown.temperature,
+            input_window=window if isinstance(window, int) and window > 0 else None,
+        )
     reasoning = unknown.reasoning or bool(info.get("supports_reasoning"))
     probe: dict[str, Any] = {"temperature": llm.temperature if llm.temperature is not None else 0.0}
     if llm.extra and "reasoning_effort" in llm.extra:  # gpt-5.1 takes a temperature only without reasoning
@@ -391,6 +402,38 @@ def _look_up_facts(litellm: Any, llm: LLM) -> _ModelFacts:
         temperature=temperature,
         input_window=window if isinstance(window, int) and window > 0 else None,
     )
+
+
+_LOOKS_UP_OVER_HTTP = frozenset({"ollama", "ollama_chat"})
+"""Providers whose model info litellm fetches from the server (``/api/show``) when it is not in its map."""
+
+
+def _remember(litellm: Any, key: str, provider: str, window: object) -> None:
+    """Put what the server said of the model in litellm's map, so that litellm's own lookups on
+    every request (its cost calculation, its pre-call checks) find it there instead of asking
+    ``localhost:11434``, which they do, without `api_base`, on the event loop."""
+    if key in litellm.model_cost:
+        return
+    limit = window if isinstance(window, int) and window > 0 else None
+    # Set in the map directly: `litellm.register_model` first looks the model up, without api_base.
+    litellm.model_cost[key] = {
+        "litellm_provider": provider,
+        "mode": "chat",
+        "max_input_tokens": limit,
+        "max_tokens": limit,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+    }
+
+
+def _stand_in(litellm: Any, llm: LLM) -> None:
+    """The lookup is late: keep litellm's own lookups from asking ``localhost:11434`` meanwhile."""
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(llm.model, api_base=llm.api_base)
+    except Exception:
+        return
+    if provider in _LOOKS_UP_OVER_HTTP:
+        _remember(litellm, f"{provider}/{name}", provider, None)
 
 
 def _tool_call(call: Any) -> ToolCall:
