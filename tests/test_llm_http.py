@@ -245,7 +245,7 @@ async def test_a_server_that_never_answered_gets_two_attempts_and_is_named(warm_
     with pytest.raises(LLMError) as info:
         await llm.ask_tool([Message.user_message("hello")])
     assert str(info.value) == (
-        f"{UNPRICED}: cannot connect to {base}/chat/completions (connection refused) after 2 attempts; "
+        f"{UNPRICED}: cannot connect to {base} (connection refused) after 2 attempts; "
         "the server has never answered: check the URL and that it is running"
     )
     assert "HTTP 500" not in str(info.value)  # litellm says 500, but no server answered

@@ -17,6 +17,7 @@ from typing import TextIO
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
+from .parser import PROG
 
 __all__ = [
     "EXIT_ERROR",
@@ -67,7 +68,7 @@ def print_result(result: RunResult, as_json: bool, out: TextIO, err: TextIO | No
         out.write(format_result(result) + "\n")
     out.flush()
     if result.error:
-        print(f"error: {result.error}", file=err or sys.stderr, flush=True)
+        print(f"{PROG}: error: {result.error}", file=err or sys.stderr, flush=True)
 
 
 def format_result(result: RunResult) -> str:

@@ -46,6 +46,7 @@ from ..log import event
 from ..messages import Message, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
 from .options import LLMOptions
+from .reach import connect_once, probe_target
 from .retry import RetryPolicy
 from .wire import IMAGE_OMITTED, to_wire
 
@@ -183,6 +184,22 @@ class LLM(LLMOptions):
                 note="going on without the model's input window and vision; set max_input_tokens",
             )
 
+    async def _reach_first(self) -> None:
+        """Before the first request (and litellm's import), open one connection to `api_base`:
+        a server nobody runs is then known in milliseconds, not after seconds of import
+        (see `agentfsm.model.reach`). Once anything answered, this is skipped."""
+        if self.api_base is None or self._retry.answered:
+            return
+        target = probe_target(self.api_base)
+        if target is None:
+            return
+        host, port = target
+        await self._retry.run(
+            lambda: connect_once(host, port, min(self.timeout, _LOOKUP_TIMEOUT)),
+            model=self.model,
+            url=self.api_base,
+        )
+
     @property
     def _facts(self) -> _ModelFacts:
         return self._facts_future().result()
@@ -234,6 +251,7 @@ class LLM(LLMOptions):
         (nothing is sent) or the provider reports a context-window error, and
         `LLMError` when the call fails for good.
         """
+        await self._reach_first()
         litellm = await _load_litellm_async()
         await self._facts_ready()
         started = time.perf_counter()
