@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from agentfsm import LLM, ChatModel, Message, ToolCall
-from agentfsm.errors import ConfigError
+from agentfsm.errors import ConfigError, ConnectTimeout
 from agentfsm.model.credentials import check_credentials
 from agentfsm.model.llm import IMAGE_OMITTED, to_wire
-from agentfsm.model.reach import ConnectTimeout, probe_target
+from agentfsm.model.reach import probe_target
 from agentfsm.model.retry import (
     RetryPolicy,
     describe,

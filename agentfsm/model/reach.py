@@ -19,7 +19,9 @@ import contextlib
 import urllib.request
 from urllib.parse import urlsplit
 
-__all__ = ["ConnectTimeout", "connect_once", "probe_target"]
+from ..errors import ConnectTimeout
+
+__all__ = ["connect_once", "probe_target"]
 
 
 def probe_target(url: str) -> tuple[str, int] | None:
@@ -37,10 +39,6 @@ def probe_target(url: str) -> tuple[str, int] | None:
     except ValueError:  # a port that is not a number: the request will say so
         return None
     return host, port
-
-
-class ConnectTimeout(TimeoutError):
-    """No connection within the bound (the retry policy reads the class name: "connect timed out")."""
 
 
 async def connect_once(host: str, port: int, timeout: float) -> None:
