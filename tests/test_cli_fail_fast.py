@@ -165,3 +165,16 @@ def test_api_version_extra_and_retry_timeout_from_the_file_and_per_agent(tmp_pat
     manus, toolcall = build_llm(settings.llm_for("manus")), build_llm(settings.llm_for("toolcall"))
     assert (manus.api_version, manus.extra, manus.retry_timeout) == ("2024-06-01", {"seed": 7}, 30.0)
     assert (toolcall.api_version, toolcall.extra) == ("2024-10-21", {"extra_headers": {"X-Team": "blue"}})
+
+
+def test_ctrl_c_during_the_credential_check_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentfsm.model import credentials
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # what Ctrl-C does while litellm imports
+
+    monkeypatch.setattr(credentials, "check_credentials", interrupted)
+    assert cli_main.main(["run", "hi", "--model", "anthropic/claude-sonnet-4-5"]) == 130
+    assert capsys.readouterr() == ("", "agentfsm: interrupted\n")

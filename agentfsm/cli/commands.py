@@ -93,6 +93,11 @@ def _check_configuration_first(args_list: list[str]) -> None:
     Settings.load(known.config)
 
 
+def _interrupted() -> int:
+    print(f"{PROG}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def _usage_error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -124,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
         agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs())
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
+        return _interrupted()
     with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
         if args.command == "debug":
             from .debugger import debug_command
@@ -176,6 +183,8 @@ def _resume(args: argparse.Namespace) -> int:
         agent = _build_agent(kind, settings, llm, options.to_dict())
     except ValueError as exc:
         return _usage_error(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted()
     agent.name = str(data.get("agent") or agent.name)
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
@@ -371,8 +380,7 @@ def _drive(
     if result is not None:
         print_result(result, as_json, out)
     if interrupted:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     assert result is not None
     if result.error is not None and result.state is not AgentState.ERROR:
         # only a failed write on the edge into a final state does this: the run ended, unrecorded
