@@ -31,13 +31,11 @@ import concurrent.futures
 import logging
 import math
 import os
-import re
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -45,6 +43,7 @@ from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
 from ..messages import Message, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
+from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
 from .reach import connect_once, probe_target
 from .retry import RetryPolicy
@@ -52,10 +51,6 @@ from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 
-# Names like these are reasoning models even when litellm's map doesn't know
-# them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
-# and any temperature but the default. For a model litellm knows, litellm decides.
-_REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
 _LOOKUP_TIMEOUT = 5.0
 """Seconds the first request waits for the model's facts (a lookup over HTTP for Ollama)."""
 
@@ -143,21 +138,21 @@ class LLM(LLMOptions):
 
     # -- what litellm knows about the model ---------------------------------
 
-    def _facts_future(self) -> concurrent.futures.Future[_ModelFacts]:
+    def _facts_future(self) -> concurrent.futures.Future[ModelFacts]:
         """The one lookup of this adapter's model facts, started on first use in a daemon thread
         (a lookup stuck on a server must not keep the process from exiting)."""
         with _facts_lock:
-            future: concurrent.futures.Future[_ModelFacts] | None = self.__dict__.get("_facts")
+            future: concurrent.futures.Future[ModelFacts] | None = self.__dict__.get("_facts")
             if future is None:
                 future = self.__dict__["_facts"] = concurrent.futures.Future()
                 threading.Thread(target=self._look_up, args=(future,), daemon=True).start()
         return future
 
-    def _look_up(self, future: concurrent.futures.Future[_ModelFacts]) -> None:
+    def _look_up(self, future: concurrent.futures.Future[ModelFacts]) -> None:
         try:
-            facts = _look_up_facts(load_litellm(), self)
+            facts = look_up_facts(load_litellm(), self)
         except Exception:  # never leave a waiter hanging
-            facts = _unknown_facts(self.model)
+            facts = unknown_facts(self.model)
         with _facts_lock:
             if not future.done():  # else the run stopped waiting and went on without
                 future.set_result(facts)
@@ -173,8 +168,8 @@ class LLM(LLMOptions):
         except TimeoutError:
             with _facts_lock:
                 if not future.done():
-                    future.set_result(_unknown_facts(self.model))
-            _stand_in(load_litellm(), self)
+                    future.set_result(unknown_facts(self.model))
+            stand_in(load_litellm(), self)
             event(
                 "model_info_timeout",
                 level=logging.WARNING,
@@ -201,7 +196,7 @@ class LLM(LLMOptions):
         )
 
     @property
-    def _facts(self) -> _ModelFacts:
+    def _facts(self) -> ModelFacts:
         return self._facts_future().result()
 
     @property
@@ -359,99 +354,6 @@ def _no_key_placeholder(model: str, api_base: str | None) -> str | None:
     if api_base is None or not model.startswith("openai/") or os.environ.get("OPENAI_API_KEY"):
         return None
     return "none"
-
-
-@dataclass(frozen=True)
-class _ModelFacts:
-    """What litellm knows of a model, looked up once per adapter (`LLM._facts_future`)."""
-
-    vision: bool
-    reasoning: bool
-    temperature: bool
-    """Whether a temperature other than the default is accepted."""
-    input_window: int | None
-
-
-def _unknown_facts(model: str) -> _ModelFacts:
-    """The facts of a model litellm doesn't know: its name alone tells a reasoning model."""
-    named = bool(_REASONING_NAME.match(model.rsplit("/", 1)[-1].lower()))
-    return _ModelFacts(vision=False, reasoning=named, temperature=not named, input_window=None)
-
-
-def _look_up_facts(litellm: Any, llm: LLM) -> _ModelFacts:
-    """Ask litellm, with the adapter's `api_base` and key (one lookup: for Ollama it is a
-    request to ``{api_base}/api/show``, never to localhost unless that is the server)."""
-    unknown = _unknown_facts(llm.model)
-    try:
-        name, provider, _, _ = litellm.get_llm_provider(llm.model, api_base=llm.api_base)
-    except Exception:
-        return unknown
-    try:  # raises for models litellm has not mapped (any `openai/<your-name>`)
-        info = litellm.get_model_info(
-            name, custom_llm_provider=provider, api_base=llm.api_base, api_key=llm.api_key
-        )
-    except Exception:
-        return unknown
-    window = info.get("max_input_tokens")
-    if provider in _LOOKS_UP_OVER_HTTP:
-        _remember(litellm, f"{provider}/{name}", provider, window)
-    known = name in litellm.model_cost or f"{provider}/{name}" in litellm.model_cost
-    if not known:  # litellm answers for any name, but its rules apply only to models it has mapped
-        return _ModelFacts(
-            vision=bool(info.get("supports_vision")),
-            reasoning=unknown.reasoning or bool(info.get("supports_reasoning")),
-            temperature=unknown.temperature,
-            input_window=window if isinstance(window, int) and window > 0 else None,
-        )
-    reasoning = unknown.reasoning or bool(info.get("supports_reasoning"))
-    probe: dict[str, Any] = {"temperature": llm.temperature if llm.temperature is not None else 0.0}
-    if llm.extra and "reasoning_effort" in llm.extra:  # gpt-5.1 takes a temperature only without reasoning
-        probe["reasoning_effort"] = llm.extra["reasoning_effort"]
-    try:  # litellm drops (drop_params) what the provider's rules refuse: o-series and gpt-5 temperatures
-        mapped = litellm.get_optional_params(
-            model=name, custom_llm_provider=provider, drop_params=True, model_info=info, **probe
-        )
-        temperature = mapped.get("temperature") is not None
-    except Exception:
-        temperature = unknown.temperature
-    return _ModelFacts(
-        vision=bool(info.get("supports_vision")),
-        reasoning=reasoning,
-        temperature=temperature,
-        input_window=window if isinstance(window, int) and window > 0 else None,
-    )
-
-
-_LOOKS_UP_OVER_HTTP = frozenset({"ollama", "ollama_chat"})
-"""Providers whose model info litellm fetches from the server (``/api/show``) when it is not in its map."""
-
-
-def _remember(litellm: Any, key: str, provider: str, window: object) -> None:
-    """Put what the server said of the model in litellm's map, so that litellm's own lookups on
-    every request (its cost calculation, its pre-call checks) find it there instead of asking
-    ``localhost:11434``, which they do, without `api_base`, on the event loop."""
-    if key in litellm.model_cost:
-        return
-    limit = window if isinstance(window, int) and window > 0 else None
-    # Set in the map directly: `litellm.register_model` first looks the model up, without api_base.
-    litellm.model_cost[key] = {
-        "litellm_provider": provider,
-        "mode": "chat",
-        "max_input_tokens": limit,
-        "max_tokens": limit,
-        "input_cost_per_token": 0.0,
-        "output_cost_per_token": 0.0,
-    }
-
-
-def _stand_in(litellm: Any, llm: LLM) -> None:
-    """The lookup is late: keep litellm's own lookups from asking ``localhost:11434`` meanwhile."""
-    try:
-        name, provider, _, _ = litellm.get_llm_provider(llm.model, api_base=llm.api_base)
-    except Exception:
-        return
-    if provider in _LOOKS_UP_OVER_HTTP:
-        _remember(litellm, f"{provider}/{name}", provider, None)
 
 
 def _tool_call(call: Any) -> ToolCall:
