@@ -16,6 +16,7 @@ from conftest import EventCapture
 from provider_stub import ProviderStub
 
 from agentfsm import LLM, Message
+from agentfsm.errors import LLMError
 
 pytestmark = pytest.mark.http
 
@@ -180,3 +181,26 @@ async def test_a_lookup_that_hangs_does_not_hang_the_run(
     (warning,) = agentfsm_events.named("model_info_timeout")
     assert warning["model"] == "ollama_chat/slow-model" and warning["waited_s"] == 0.5
     assert llm.input_limit is None  # went on without what the lookup would have said
+
+
+# -- missing keys --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [("anthropic/claude-sonnet-4-5", ""), ("gemini/gemini-2.5-flash", "/v1beta")],
+)
+async def test_a_missing_key_is_one_attempt_and_nothing_is_sent(
+    stub: ProviderStub, monkeypatch: pytest.MonkeyPatch, agentfsm_events: EventCapture, model: str, path: str
+) -> None:
+    """litellm raises before sending (Anthropic: AuthenticationError; Gemini: an APIConnectionError
+    saying the key is missing, which would otherwise be retried as a connection error)."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    llm = LLM(model, api_base=stub.base_url + path, max_attempts=6)
+    with pytest.raises(LLMError) as info:
+        await llm.ask_tool(HI)
+    assert str(info.value).endswith("(after 1 attempt; credentials are never retried)")
+    assert "check the API key" in str(info.value)
+    assert [seen.path for seen in stub.requests if not seen.path.endswith("/api/show")] == []
+    assert agentfsm_events.named("llm_retry") == []
