@@ -41,6 +41,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointLeasedError",
     "ConfigError",
+    "ConnectTimeout",
     "EditorError",
     "EndOfInputError",
     "IndexOutOfRangeError",
@@ -180,6 +181,14 @@ class TokenLimitExceeded(AgentfsmError):
 
 class LLMError(AgentfsmError, RuntimeError):
     """The LLM call failed for good: a non-transient error, or retries ran out."""
+
+
+class ConnectTimeout(AgentfsmError, TimeoutError):
+    """No connection to the model's server within the bound (the first contact with `api_base`).
+
+    Retried like any timeout, and as briefly as a server that has never answered; what the
+    user reads is the `LLMError` it ends in, which names the URL.
+    """
 
 
 class ScriptExhaustedError(AgentfsmError, RuntimeError):

@@ -10,6 +10,7 @@ multiplies attempts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -191,7 +192,7 @@ async def test_read_timeout_is_retried_then_reported(warm_llmock, toolbox) -> No
     assert result.error.endswith("(after 2 attempts)")
 
 
-@pytest.mark.parametrize("status", [400, 401, 404])
+@pytest.mark.parametrize("status", [400, 404])
 async def test_client_errors_are_not_retried(llmock, toolbox, status: int) -> None:
     llmock.fail(status, times=None)
     result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("anything")
@@ -222,18 +223,72 @@ async def test_llm_error_chains_the_provider_error(llmock) -> None:
     assert type(info.value.__cause__).__name__ == "BadRequestError"
 
 
-async def test_refused_connection_is_retried_then_reported() -> None:
+@pytest.mark.parametrize("status", [401, 403])
+async def test_refused_credentials_are_never_retried(llmock, toolbox, status: int) -> None:
+    llmock.fail(status, times=None)
+    result = await ToolCallAgent(llm=make_llm(llmock, max_attempts=6), tools=toolbox).run("anything")
+
+    assert len(llmock.requests) == 1
+    assert result.state is AgentState.ERROR
+    assert result.error is not None
+    assert f"HTTP {status}" in result.error
+    assert "check the API key (`api_key`, --api-key" in result.error
+    assert result.error.endswith("(after 1 attempt; credentials are never retried)")
+
+
+def _dead_port() -> int:
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    llm = LLM(
-        UNPRICED, api_base=f"http://127.0.0.1:{port}/v1", api_key="test", max_attempts=2, backoff_base=0.01
-    )
+        return int(sock.getsockname()[1])
+
+
+async def test_a_server_that_never_answered_gets_two_attempts_and_is_named(warm_llmock) -> None:
+    base = f"http://127.0.0.1:{_dead_port()}/v1"
+    llm = LLM(UNPRICED, api_base=base, api_key="test", max_attempts=6, backoff_base=0.01)
     with pytest.raises(LLMError) as info:
         await llm.ask_tool([Message.user_message("hello")])
-    assert str(info.value).endswith("(after 2 attempts)")
-    assert "Connection error" in str(info.value)
+    assert str(info.value) == (
+        f"{UNPRICED}: cannot connect to {base} (connection refused) after 2 attempts; "
+        "the server has never answered: check the URL and that it is running"
+    )
     assert "HTTP 500" not in str(info.value)  # litellm says 500, but no server answered
+
+
+async def test_a_server_that_answered_once_gets_every_attempt_when_it_goes_away(warm_llmock) -> None:
+    """A server that answered and then stops (a restart) is worth the full retries."""
+    llmock = warm_llmock
+    llmock.reply("first")
+    llm = make_llm(llmock, max_attempts=4)
+    assert (await llm.ask_tool([Message.user_message("hello")])).content == "first"
+    dead = dataclasses.replace(llm, api_base=f"http://127.0.0.1:{_dead_port()}/v1")
+    dead.__dict__["_retry"] = llm._retry  # the same adapter's policy, now pointed at a dead port
+    with pytest.raises(LLMError, match=r"\(connection refused\) after 4 attempts$"):
+        await dead.ask_tool([Message.user_message("hello")])
+
+
+async def test_retries_end_when_retry_timeout_is_spent(warm_llmock, agentfsm_events: EventCapture) -> None:
+    llmock = warm_llmock
+    llmock.fail(500, times=None)
+    llm = make_llm(llmock, max_attempts=50, backoff_base=0.2, backoff_max=0.2, retry_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match=r"; `retry_timeout` \(1 s\) spent\)$"):
+        await llm.ask_tool([Message.user_message("hello")])
+    assert time.monotonic() - started < 2.0
+    assert 2 <= len(llmock.requests) <= 6  # backoff kept: one try per 0.2 s wait, not a tight loop
+    assert all(r["wait_s"] >= 0.2 for r in agentfsm_events.named("llm_retry"))
+
+
+async def test_a_retry_after_beyond_retry_timeout_ends_the_retries(warm_llmock) -> None:
+    llmock = warm_llmock
+    llmock.rate_limit(times=1, retry_after=30)
+    llm = make_llm(llmock, backoff_max=60, retry_timeout=5)
+    started = time.monotonic()
+    with pytest.raises(LLMError) as info:
+        await llm.ask_tool([Message.user_message("hello")])
+    assert time.monotonic() - started < 2.0
+    assert len(llmock.requests) == 1
+    assert "the provider asked to wait 30 s, more than the" in str(info.value)
+    assert str(info.value).endswith("left of `retry_timeout` (5 s): raise `retry_timeout` to wait)")
 
 
 async def test_reasoning_model_gets_max_completion_tokens_on_the_wire(llmock) -> None:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
 
 from agentfsm import LLM, ChatModel, Message, ToolCall
-from agentfsm.errors import ConfigError
+from agentfsm.errors import ConfigError, ConnectTimeout
+from agentfsm.model.credentials import check_credentials
 from agentfsm.model.llm import IMAGE_OMITTED, to_wire
-from agentfsm.model.retry import RetryPolicy, describe, is_context_window_error, is_transient, retry_after
+from agentfsm.model.reach import probe_target
+from agentfsm.model.retry import (
+    RetryPolicy,
+    describe,
+    is_context_window_error,
+    is_credential_error,
+    is_transient,
+    retry_after,
+    unreachable,
+)
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 JPEG = "/9j/4AAQSkZJRgABAQAAAQABAAD"
@@ -167,3 +178,106 @@ def test_classification_without_litellm_classes() -> None:
 def test_describe_names_the_status_only_when_a_server_answered() -> None:
     assert describe(StatusError(503, {})) == "StatusError: HTTP 503: status 503"
     assert describe(StatusError(500)) == "StatusError: status 500"
+
+
+# -- failing fast ----------------------------------------------------------------------
+
+
+def test_credential_errors_are_never_transient() -> None:
+    assert is_credential_error(StatusError(401, {})) and not is_transient(StatusError(401, {}))
+    assert is_credential_error(StatusError(403, {}))
+    # what the OpenAI SDK raises with no key, which litellm reports as a 500
+    no_key = StatusError(500)
+    no_key.__cause__ = RuntimeError("Missing credentials. Please pass an `api_key`")
+    assert is_credential_error(no_key) and not is_transient(no_key)
+    assert not is_credential_error(StatusError(500)) and is_transient(StatusError(500))
+
+
+def test_unreachable_reads_the_socket_error_and_hides_the_query() -> None:
+    class ConnectError(Exception):
+        def __init__(self, url: str) -> None:
+            super().__init__("cannot connect")
+            self.request = type("Request", (), {"url": url})()
+
+    refused = ConnectError("https://user:pw@host.example:8443/v1beta/models/m:generateContent?key=SECRET")
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    assert unreachable(refused) == (
+        "connection refused",
+        "https://host.example:8443/v1beta/models/m:generateContent",
+    )
+    assert unreachable(socket.gaierror(-2, "Name or service not known")) == ("unknown host", None)
+    assert unreachable(ConnectTimeout("slow")) == ("connect timed out", None)
+    assert unreachable(ConnectionResetError()) is None  # a server that was reached, then hung up
+    assert unreachable(StatusError(500)) is None
+
+
+def test_a_never_answered_server_stops_after_two_attempts_and_retry_timeout_bounds_the_rest() -> None:
+    policy = RetryPolicy(max_attempts=6, backoff_base=1.0, backoff_max=60.0, retry_timeout=10.0)
+    refused = ConnectionRefusedError()
+    assert policy.stop_reason(1, refused, 0.0, 1.0) is None
+    assert "after 2 attempts; the server has never answered" in str(policy.stop_reason(2, refused, 1.0, 2.0))
+    policy.answered = True
+    assert policy.stop_reason(2, refused, 1.0, 2.0) is None  # it answered before: every attempt
+    assert (
+        policy.stop_reason(3, StatusError(500), 9.0, 2.0) == "after 3 attempts; `retry_timeout` (10 s) spent"
+    )
+    asked = policy.stop_reason(1, StatusError(429, {"retry-after": "30"}), 1.0, 30.0)
+    assert asked == (
+        "after 1 attempt; the provider asked to wait 30 s, more than the 9 s left of `retry_timeout` "
+        "(10 s): raise `retry_timeout` to wait"
+    )
+    assert policy.stop_reason(6, StatusError(500), 0.0, 1.0) == "after 6 attempts"
+
+
+def test_probe_target_skips_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "no_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert probe_target("http://127.0.0.1:8000/v1") == ("127.0.0.1", 8000)
+    assert probe_target("https://api.example/v1") == ("api.example", 443)
+    monkeypatch.setenv("https_proxy", "http://proxy.invalid:3128")
+    assert probe_target("https://api.example/v1") is None  # the proxy carries it: nothing to probe
+
+
+CREDENTIAL_CASES = [
+    (
+        "openai/gpt-4o-mini",
+        {},
+        "OPENAI_API_KEY is not set (model 'openai/gpt-4o-mini'): export it or pass --api-key",
+    ),
+    ("openai/qwen", {"api_base": "http://127.0.0.1:8000/v1"}, None),
+    ("openai/gpt-4o-mini", {"api_key": "k"}, None),
+    ("anthropic/claude-sonnet-4-5", {}, "ANTHROPIC_API_KEY is not set"),
+    ("gemini/gemini-2.5-flash", {}, "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set"),
+    (
+        "azure/dep",
+        {"api_key": "k"},
+        "AZURE_API_BASE is not set (model 'azure/dep'): export it or pass --api-base",
+    ),
+    ("azure/dep", {"api_key": "k", "api_base": "https://r.example"}, None),
+    ("ollama_chat/llama3.1", {}, None),
+    ("bedrock/anthropic.claude-3", {}, None),
+]
+
+
+@pytest.mark.parametrize(("model", "options", "named"), CREDENTIAL_CASES)
+def test_credentials_are_checked_offline(
+    model: str, options: dict[str, str], named: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "AZURE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AZURE_API_BASE", "AZURE_API_VERSION", "OLLAMA_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    if named is None:
+        check_credentials(model, **options)
+        return
+    with pytest.raises(ConfigError) as info:
+        check_credentials(model, **options)
+    assert named in str(info.value)

@@ -93,6 +93,11 @@ def _check_configuration_first(args_list: list[str]) -> None:
     Settings.load(known.config)
 
 
+def _interrupted() -> int:
+    print(f"{PROG}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def _usage_error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -119,15 +124,33 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.load(args.config, overrides)
         llm_settings = settings.llm_for(args.agent)
-        agent = _build_agent(args.agent, settings, build_llm(llm_settings), settings.agent.agent_kwargs())
+        llm = build_llm(llm_settings)
+        _check_credentials(llm)
+        agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs())
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
+    except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
+        return _interrupted()
     with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
         if args.command == "debug":
             from .debugger import debug_command
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
         return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+
+
+def _check_credentials(llm: ChatModel) -> None:
+    """Before any run starts: the provider's key is there, else `ConfigError` naming the variable.
+
+    Keyed on the model's name and options (`LLMOptions`, which an adapter for a provider is built
+    from; a model without them has no credentials to check). Offline, and before the event loop
+    exists: litellm's import (seconds, which the run would spend anyway) freezes nothing here.
+    """
+    from ..model.credentials import check_credentials
+    from ..model.options import LLMOptions
+
+    if isinstance(llm, LLMOptions):
+        check_credentials(llm.model, api_key=llm.api_key, api_base=llm.api_base, api_version=llm.api_version)
 
 
 def _flagged(args: argparse.Namespace, options: Iterable[str]) -> dict[str, Any]:
@@ -155,9 +178,13 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         settings = Settings.load(args.config, {"llm": {kind: flags_llm}})
         llm_settings = settings.llm_for(kind)
-        agent = _build_agent(kind, settings, build_llm(llm_settings), options.to_dict())
+        llm = build_llm(llm_settings)
+        _check_credentials(llm)
+        agent = _build_agent(kind, settings, llm, options.to_dict())
     except ValueError as exc:
         return _usage_error(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted()
     agent.name = str(data.get("agent") or agent.name)
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
@@ -353,8 +380,7 @@ def _drive(
     if result is not None:
         print_result(result, as_json, out)
     if interrupted:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     assert result is not None
     if result.error is not None and result.state is not AgentState.ERROR:
         # only a failed write on the edge into a final state does this: the run ended, unrecorded

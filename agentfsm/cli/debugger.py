@@ -22,7 +22,7 @@ from ..fsm.diagram import to_mermaid
 from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, Transition
 from ..run.result import RunResult
-from .output import EXIT_USAGE, exit_code, format_result, format_transition
+from .output import EXIT_USAGE, exit_code, format_transition, print_result
 from .terminal import read_line
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
@@ -246,7 +246,7 @@ def debug_command(
         result = agent.last_result
     if result is None:  # quit before the first transition, or a replay that ended early
         return 0
-    print(format_result(result))
+    print_result(result, False, sys.stdout)
     return exit_code(result)
 
 

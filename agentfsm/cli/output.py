@@ -11,11 +11,13 @@ enough to import at module level.
 from __future__ import annotations
 
 import json
+import sys
 from typing import TextIO
 
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
+from .parser import PROG
 
 __all__ = [
     "EXIT_ERROR",
@@ -53,17 +55,25 @@ def exit_code(result: RunResult) -> int:
     return EXIT_LIMIT if result.stop_reason in LIMITS else EXIT_OK
 
 
-def print_result(result: RunResult, as_json: bool, out: TextIO) -> None:
-    """Write `result` to `out`: one JSON object (`--json`), or `format_result`'s text; then flush."""
+def print_result(result: RunResult, as_json: bool, out: TextIO, err: TextIO | None = None) -> None:
+    """Write `result` to `out`: one JSON object (`--json`), or `format_result`'s text; then flush.
+
+    A run's error goes to `err` (stderr), on one line, with or without `--json` (whose object
+    keeps it too): stdout is the command's output, and an error read there by a script as the
+    model's answer is the mistake this avoids.
+    """
     if as_json:
         out.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
     else:
         out.write(format_result(result) + "\n")
     out.flush()
+    if result.error:
+        print(f"{PROG}: error: {result.error}", file=err or sys.stderr, flush=True)
 
 
 def format_result(result: RunResult) -> str:
-    """The output text, then one summary line: state, stop_reason, steps, tokens, cost."""
+    """The output text, then one summary line: state, stop_reason, steps, tokens, cost (the error,
+    if any, is `print_result`'s to write to stderr)."""
     usage = result.usage
     cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
     summary = (
@@ -71,10 +81,7 @@ def format_result(result: RunResult) -> str:
         f"tokens={usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)  "
         f"llm_calls={usage.llm_calls}  tool_calls={usage.tool_calls}  cost={cost}"
     )
-    lines = [result.output or "(no output)"]
-    if result.error:
-        lines.append(f"error: {result.error}")
-    return "\n".join([*lines, summary])
+    return "\n".join([result.output or "(no output)", summary])
 
 
 def _short(text: str, width: int = _WIDTH) -> str:

@@ -7,7 +7,9 @@ without importing what the commands use.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import json
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 __all__ = ["AGENTS", "PROG", "build_parser"]
 
@@ -136,6 +138,20 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="litellm model name, e.g. openai/gpt-4o-mini")
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
     parser.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
+    parser.add_argument("--api-version", help="API version, for providers that take one (Azure)")
+    parser.add_argument(
+        "--extra",
+        metavar="KEY=JSON",
+        action=_ExtraAction,
+        help="one more argument for litellm's call, its value as JSON (repeatable), "
+        'e.g. --extra \'extra_headers={"X-Team": "a"}\'',
+    )
+    parser.add_argument(
+        "--retry-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="seconds one model call may spend in all, retries included (default: 300)",
+    )
     parser.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
     )
@@ -159,6 +175,39 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+class _ExtraAction(argparse.Action):
+    """``--extra KEY=JSON``, repeatable: the keys gather into one dict, the `extra` option's.
+    A value that is not JSON is taken as a string (``--extra user=me``)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        key, sep, raw = str(values).partition("=")
+        if not sep or not key.strip():
+            parser.error(f"argument --extra: expected KEY=JSON, got {values!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        gathered = dict(getattr(namespace, self.dest, None) or {})
+        gathered[key.strip()] = value
+        setattr(namespace, self.dest, gathered)
 
 
 def _tool_names(text: str) -> list[str]:

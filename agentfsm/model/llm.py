@@ -20,15 +20,21 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   thinking blocks with their signatures, provider-specific fields) is kept on
   the reply as plain JSON (`provider_fields`), so the next request sends it
   back: Claude with thinking and DeepSeek's reasoner reject a history without it.
+- what litellm knows of the model (its input window, vision, reasoning, whether
+  it takes a temperature) is looked up once per adapter, with `api_base` and the
+  provider, in a thread of its own and bounded in time: for some providers
+  (Ollama) the lookup is an HTTP request to the server, which must neither
+  block the event loop nor hang the run (past the bound the run goes on with
+  what is known without it, and a warning says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -41,16 +47,16 @@ from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
+from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
+from .reach import connect_once, probe_target
 from .retry import RetryPolicy
 from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
 
-# Names like these are reasoning models even when litellm's map doesn't know
-# them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
-# and any temperature but the default.
-_REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
+_LOOKUP_TIMEOUT = 5.0
+"""Seconds the first request waits for the model's facts (a lookup over HTTP for Ollama)."""
 
 # The chat format's own keys of a reply's message and of a tool call: everything else litellm
 # puts there is the provider's, kept as `provider_fields`.
@@ -59,6 +65,7 @@ _CALL_KEYS = frozenset({"id", "type", "function", "index"})
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 _load_lock = threading.Lock()
+_facts_lock = threading.Lock()
 _litellm: Any = None
 
 
@@ -136,38 +143,93 @@ class LLM(LLMOptions):
 
     @cached_property
     def _retry(self) -> RetryPolicy:
-        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_max)
+        return RetryPolicy(self.max_attempts, self.backoff_base, self.backoff_max, self.retry_timeout)
 
     # -- what litellm knows about the model ---------------------------------
 
-    @cached_property
+    def _facts_future(self) -> concurrent.futures.Future[ModelFacts]:
+        """The one lookup of this adapter's model facts, started on first use in a daemon thread
+        (a lookup stuck on a server must not keep the process from exiting)."""
+        with _facts_lock:
+            future: concurrent.futures.Future[ModelFacts] | None = self.__dict__.get("_facts")
+            if future is None:
+                future = self.__dict__["_facts"] = concurrent.futures.Future()
+                threading.Thread(target=self._look_up, args=(future,), daemon=True).start()
+        return future
+
+    def _look_up(self, future: concurrent.futures.Future[ModelFacts]) -> None:
+        try:
+            facts = look_up_facts(load_litellm(), self)
+        except Exception:  # never leave a waiter hanging
+            facts = unknown_facts(self.model)
+        with _facts_lock:
+            if not future.done():  # else the run stopped waiting and went on without
+                future.set_result(facts)
+
+    async def _facts_ready(self) -> None:
+        """Wait (off the loop) for the facts, at most `_LOOKUP_TIMEOUT`; past it, go on without."""
+        future = self._facts_future()
+        if future.done():
+            return
+        bound = min(self.timeout, _LOOKUP_TIMEOUT)
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), bound)
+        except TimeoutError:
+            with _facts_lock:
+                if not future.done():
+                    future.set_result(unknown_facts(self.model))
+            stand_in(load_litellm(), self)
+            event(
+                "model_info_timeout",
+                level=logging.WARNING,
+                model=self.model,
+                api_base=self.api_base,
+                waited_s=bound,
+                note="going on without the model's input window and vision; set max_input_tokens",
+            )
+
+    async def _reach_first(self) -> None:
+        """Before the first request (and litellm's import), open one connection to `api_base`:
+        a server nobody runs is then known in milliseconds, not after seconds of import
+        (see `agentfsm.model.reach`). Once anything answered, this is skipped."""
+        if self.api_base is None or self._retry.answered:
+            return
+        target = probe_target(self.api_base)
+        if target is None:
+            return
+        host, port = target
+        await self._retry.run(
+            lambda: connect_once(host, port, min(self.timeout, _LOOKUP_TIMEOUT)),
+            model=self.model,
+            url=self.api_base,
+        )
+
+    @property
+    def _facts(self) -> ModelFacts:
+        return self._facts_future().result()
+
+    @property
     def supports_vision(self) -> bool:
         """Whether images are sent as images (litellm's model map; False when it doesn't know)."""
-        try:
-            return bool(load_litellm().supports_vision(model=self.model))
-        except Exception:
-            return False
+        return self._facts.vision
 
-    @cached_property
+    @property
     def is_reasoning(self) -> bool:
-        """Reasoning models take `max_completion_tokens` and no temperature."""
-        if _REASONING_NAME.match(self.model.rsplit("/", 1)[-1].lower()):
-            return True
-        try:
-            return bool(load_litellm().supports_reasoning(model=self.model))
-        except Exception:
-            return False
+        """Reasoning models take `max_completion_tokens` (litellm's map, else the name)."""
+        return self._facts.reasoning
 
-    @cached_property
+    @property
+    def sends_temperature(self) -> bool:
+        """Whether `temperature` is sent: unless litellm says the model takes only the default
+        (OpenAI's o-series and gpt-5), or, for a model litellm doesn't know, its name says so."""
+        return self.temperature is not None and self._facts.temperature
+
+    @property
     def input_limit(self) -> int | None:
         """The input window checked before sending: `max_input_tokens`, else litellm's, else none."""
         if self.max_input_tokens is not None:
             return self.max_input_tokens
-        try:  # raises for models litellm has not mapped (any `openai/<your-name>`)
-            limit = load_litellm().get_model_info(self.model).get("max_input_tokens")
-        except Exception:
-            return None
-        return limit if isinstance(limit, int) and limit > 0 else None
+        return self._facts.input_window
 
     def count_tokens(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int | None:
         """Input tokens of a request by litellm's counter, or None if it cannot count them."""
@@ -193,7 +255,9 @@ class LLM(LLMOptions):
         (nothing is sent) or the provider reports a context-window error, and
         `LLMError` when the call fails for good.
         """
+        await self._reach_first()
         litellm = await _load_litellm_async()
+        await self._facts_ready()
         started = time.perf_counter()
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
@@ -203,7 +267,7 @@ class LLM(LLMOptions):
         async def call() -> Any:
             return await litellm.acompletion(**request)
 
-        response, attempts = await self._retry.run(call, model=self.model)
+        response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
         reply = self._reply(response, litellm)
         event(
             "llm_call",
@@ -241,7 +305,7 @@ class LLM(LLMOptions):
             "model": self.model,
             "messages": wire,
             "api_base": self.api_base,
-            "api_key": self.api_key,
+            "api_key": self.api_key or _no_key_placeholder(self.model, self.api_base),
             "timeout": self.timeout,
             # tenacity owns retries: litellm's (num_retries) and the OpenAI SDK's (max_retries) are off
             "num_retries": 0,
@@ -252,8 +316,10 @@ class LLM(LLMOptions):
             request["tool_choice"] = tool_choice
         if self.max_tokens is not None:
             request["max_completion_tokens" if self.is_reasoning else "max_tokens"] = self.max_tokens
-        if self.temperature is not None and not self.is_reasoning:
+        if self.sends_temperature:
             request["temperature"] = self.temperature
+        if self.api_version is not None:
+            request["api_version"] = self.api_version
         request.update(self.extra or {})
         return request
 
@@ -301,6 +367,20 @@ def _provider_fields(item: Any, own: frozenset[str]) -> ProviderFields | None:
         return None
     fields = {key: value for key, value in data.items() if key not in own}
     return fields or None
+
+
+def _no_key_placeholder(model: str, api_base: str | None) -> str | None:
+    """The key sent to an OpenAI-compatible server of one's own when none is configured.
+
+    A local vLLM or llama.cpp server usually wants no key, but the OpenAI SDK
+    under litellm refuses to send a request without one; a server that does
+    want one answers 401, which is never retried and says to set the key.
+    Only for ``openai/`` models with `api_base` and no ``OPENAI_API_KEY``: the
+    provider's own servers always want the real key.
+    """
+    if api_base is None or not model.startswith("openai/") or os.environ.get("OPENAI_API_KEY"):
+        return None
+    return "none"
 
 
 def _tool_call(call: Any) -> ToolCall:

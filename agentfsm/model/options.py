@@ -51,11 +51,14 @@ class LLMOptions(Options):
             expected="a URL starting with http:// or https:// (e.g. 'http://127.0.0.1:8000/v1')",
         ),
     ] = None
-    """The server's base URL (None: the provider's own)."""
+    """The server's base URL (None: the provider's own); the README shows it per provider."""
+    api_version: Annotated[str | None, Spec(valid=_named, expected="a version such as '2024-10-21'")] = None
+    """The API version some providers take (Azure's ``api-version``; None: litellm's default)."""
     api_key: Annotated[str | None, Spec(secret=True)] = field(default=None, repr=False)
     """The provider's key (None: litellm reads the provider's environment variable)."""
     temperature: Annotated[float | None, Spec(ge=0, le=2)] = 0.0
-    """Sampling temperature (None: the provider's default; reasoning models are sent none)."""
+    """Sampling temperature (None: the provider's default). Sent to every model that accepts it;
+    models that take only the default (OpenAI's o-series and gpt-5, per litellm) are sent none."""
     max_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = 4096
     """Tokens one reply may have (sent as `max_completion_tokens` to reasoning models)."""
     max_input_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = None
@@ -70,6 +73,9 @@ class LLMOptions(Options):
     """Seconds before the first retry, doubled for each next one (a Retry-After is honoured)."""
     backoff_max: Annotated[float, Spec(ge=0, traced=False)] = 60.0
     """The longest wait between two tries; a longer Retry-After is cut to it (the retry's warning says so)."""
+    retry_timeout: Annotated[float | None, Spec(gt=0, none="no bound", traced=False)] = 300.0
+    """Seconds one call may spend in all, retries and waits included: no retry starts past it, and
+    a Retry-After longer than what is left ends the retries (the error says so)."""
     extra: Annotated[dict[str, Any] | None, Spec(traced=False)] = None
     """Passed to ``litellm.acompletion`` as is (headers, provider options); never traced."""
 

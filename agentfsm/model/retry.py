@@ -8,7 +8,21 @@ classes once litellm is loaded, so the classifier looks the classes up in
 The policy (SPEC, "Defined behaviour"): rate limits, timeouts, connection
 errors and 5xx are transient and retried with exponential backoff that
 honours Retry-After; a context-window error is never retried (it becomes
-`TokenLimitExceeded`); every other error fails at once.
+`TokenLimitExceeded`); every other error fails at once. Three rules make
+mistakes fail in seconds rather than after minutes of retries, each saying why:
+
+- a refused or missing credential (401, 403, or the SDK's "missing API key"
+  raised before anything is sent, which litellm reports as a 500 or a
+  connection error) is never retried: no wait makes a wrong key right;
+- a server that cannot be connected to (refused, unknown host, connect
+  timeout) gets `UNREACHABLE_ATTEMPTS` tries, not `max_attempts`, while it
+  has never answered this policy: a wrong URL or a server that is not
+  started is far likelier than one restarting, and the message names the
+  URL. Once it has answered, a lost connection is retried in full (the
+  server restarting mid-run is then the likely story);
+- `retry_timeout` bounds the whole call: no retry starts, and no wait ends,
+  past it, and a Retry-After longer than what is left ends the retries with
+  a message saying so (waiting would only end in the same error, later).
 """
 
 from __future__ import annotations
@@ -16,17 +30,27 @@ from __future__ import annotations
 import logging
 import random
 import re
+import socket
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
 
-__all__ = ["RetryPolicy", "describe", "is_context_window_error", "is_transient", "retry_after"]
+__all__ = [
+    "UNREACHABLE_ATTEMPTS",
+    "RetryPolicy",
+    "describe",
+    "is_context_window_error",
+    "is_credential_error",
+    "is_transient",
+    "retry_after",
+    "unreachable",
+]
 
 T = TypeVar("T")
 
@@ -44,6 +68,16 @@ _TRANSIENT_NAMES = (
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
 _JITTER = 0.1
 """Exponential waits get up to 10% random extra, so many clients don't retry in lockstep."""
+UNREACHABLE_ATTEMPTS = 2
+"""Tries of a call whose server cannot be connected to and has never answered this policy."""
+_CREDENTIAL_NAMES = ("AuthenticationError", "PermissionDeniedError")
+# What the SDKs say when no key was given, before anything is sent (OpenAI's "Missing credentials",
+# litellm's "Missing Gemini API key", "Missing Anthropic API Key", "api_key client option must be set").
+_NO_KEY = re.compile(r"missing (credentials|\w+ api key|api[ _]key)|api_key client option must be set", re.I)
+# The classes of the HTTP clients under litellm (httpx, aiohttp) that mean "no connection was made".
+_CONNECT_NAMES = frozenset(
+    {"ConnectError", "ConnectTimeout", "ClientConnectorError", "ConnectionTimeoutError"}
+)
 
 
 def _litellm_classes(*names: str) -> tuple[type[BaseException], ...]:
@@ -77,9 +111,64 @@ def is_context_window_error(exc: BaseException) -> bool:
     return status_of(exc) == 400 and isinstance(code, str) and code in _CONTEXT_CODES
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the errors it was raised from (``__cause__``, else ``__context__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def is_credential_error(exc: BaseException) -> bool:
+    """The provider refused the credentials (401, 403), or the SDK found none to send."""
+    if isinstance(exc, _litellm_classes(*_CREDENTIAL_NAMES)) or status_of(exc) in (401, 403):
+        return True
+    return any(_NO_KEY.search(str(err)) for err in _chain(exc))
+
+
+def unreachable(exc: BaseException) -> tuple[str, str | None] | None:
+    """``(reason, url)`` when no connection to the server could be made, else None.
+
+    The reason is the socket's ("connection refused", "unknown host", "connect timed out");
+    the URL is the one the HTTP client tried, without its query (Gemini's key travels there)
+    or user info, when the client says it.
+    """
+    found = False
+    reason = "cannot connect"
+    url: str | None = None
+    for err in _chain(exc):
+        if type(err).__name__ in _CONNECT_NAMES:
+            found = True
+            url = url or _request_url(err)  # litellm's own errors carry a placeholder request
+        elif isinstance(err, ConnectionRefusedError | socket.gaierror):
+            found = True
+        if isinstance(err, ConnectionRefusedError):
+            reason = "connection refused"
+        elif isinstance(err, socket.gaierror):
+            reason = "unknown host"
+        elif type(err).__name__ in ("ConnectTimeout", "ConnectionTimeoutError"):
+            reason = "connect timed out"
+    return (reason, url) if found else None
+
+
+def _request_url(err: BaseException) -> str | None:
+    try:
+        url = err.request.url  # type: ignore[attr-defined]  # httpx's errors carry their request
+    except Exception:
+        return None
+    text = str(url)
+    if not text.startswith(("http://", "https://")):
+        return None
+    scheme, _, rest = text.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme}://{host.rpartition('@')[2]}{slash}{path.split('?')[0].split('#')[0]}"
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth another attempt: rate limit, timeout, connection error or any 5xx."""
-    if is_context_window_error(exc):
+    if is_context_window_error(exc) or is_credential_error(exc):
         return False
     if isinstance(exc, (*_litellm_classes(*_TRANSIENT_NAMES), ConnectionError, TimeoutError)):
         return True
@@ -129,13 +218,18 @@ def describe(exc: BaseException) -> str:
     return f"{name}: {message}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class RetryPolicy:
-    """`max_attempts` tries in all; waits grow as ``base * 2**(n-1)``, capped at `backoff_max`."""
+    """`max_attempts` tries in all; waits grow as ``base * 2**(n-1)``, capped at `backoff_max`;
+    `retry_timeout` seconds in all (None: no bound). One policy per adapter: it remembers whether
+    its server ever answered (see the module's docstring)."""
 
     max_attempts: int
     backoff_base: float
     backoff_max: float
+    retry_timeout: float | None = None
+    answered: bool = field(default=False, init=False, compare=False)
+    """Whether any attempt through this policy reached the server (a reply, or an HTTP error)."""
 
     def wait_for(self, attempt: int, exc: BaseException | None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based).
@@ -163,25 +257,65 @@ class RetryPolicy:
             "raise `backoff_max` to honour it"
         )
 
-    async def run(self, call: Callable[[], Awaitable[T]], *, model: str) -> tuple[T, int]:
+    def stop_reason(self, attempt: int, exc: BaseException, elapsed: float, wait: float) -> str | None:
+        """Why no further attempt follows failed attempt `attempt`, `elapsed` seconds into the
+        call, with a wait of `wait` seconds ahead; None to go on. The reason ends the error."""
+        tries = f"{attempt} attempt" if attempt == 1 else f"{attempt} attempts"
+        if attempt >= self.max_attempts:
+            return f"after {tries}"
+        if not self.answered and unreachable(exc) is not None and attempt >= UNREACHABLE_ATTEMPTS:
+            return f"after {tries}; the server has never answered: check the URL and that it is running"
+        if self.retry_timeout is not None and elapsed + wait > self.retry_timeout:
+            left = max(self.retry_timeout - elapsed, 0.0)
+            asked = retry_after(exc)
+            if asked is not None and min(asked, self.backoff_max) > left:
+                return (
+                    f"after {tries}; the provider asked to wait {_seconds(asked)} s, more than the "
+                    f"{_seconds(left)} s left of `retry_timeout` ({_seconds(self.retry_timeout)} s): "
+                    "raise `retry_timeout` to wait"
+                )
+            return f"after {tries}; `retry_timeout` ({_seconds(self.retry_timeout)} s) spent"
+        return None
+
+    async def run(
+        self, call: Callable[[], Awaitable[T]], *, model: str, url: str | None = None
+    ) -> tuple[T, int]:
         """Await `call()` until it succeeds or fails for good; return the result and the attempts used.
 
         Raises `TokenLimitExceeded` for a context-window error (after that one
         attempt) and `LLMError` for anything else, chained from the provider's
-        error and naming the model, the error and the attempts made, because
-        that message is what the user reads in `RunResult.error`.
+        error and naming the model, the error and the attempts made (and, for
+        a server that cannot be reached, the URL: the client's, else `url`),
+        because that message is what the user reads in `RunResult.error`.
         Cancellation propagates untouched.
         """
         attempts = 0
+        ended = ""
 
         async def attempt() -> T:
             nonlocal attempts
             attempts += 1
-            return await call()
+            try:
+                result = await call()
+            except Exception as exc:
+                if unreachable(exc) is None:
+                    self.answered = True
+                raise
+            self.answered = True
+            return result
 
         def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome is not None else None
             return self.wait_for(state.attempt_number, exc)
+
+        def stop(state: RetryCallState) -> bool:
+            nonlocal ended
+            exc = state.outcome.exception() if state.outcome is not None else None
+            if exc is None:
+                return True
+            elapsed = state.seconds_since_start or 0.0
+            ended = self.stop_reason(state.attempt_number, exc, elapsed, state.upcoming_sleep) or ""
+            return bool(ended)
 
         def log_retry(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
@@ -205,7 +339,7 @@ class RetryPolicy:
             )
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts),
+            stop=stop,
             wait=wait,
             retry=retry_if_exception(is_transient),
             before_sleep=log_retry,
@@ -219,9 +353,25 @@ class RetryPolicy:
                     f"{model}: the provider says the request exceeds the model's context window "
                     f"({describe(exc)})"
                 ) from exc
-            tries = f"{attempts} attempt" if attempts == 1 else f"{attempts} attempts"
-            raise LLMError(f"{model}: {describe(exc)} (after {tries})") from exc
+            if not ended:  # not retried at all
+                ended = "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"
+            raise LLMError(_failure(model, exc, ended, url)) from exc
         return result, attempts
+
+
+def _failure(model: str, exc: BaseException, ended: str, url: str | None) -> str:
+    """The one line an `LLMError` says: what failed, the fix where there is one, and when it ended."""
+    lost = unreachable(exc)
+    if lost is not None:
+        reason, tried = lost
+        where = tried or url or "the provider's default URL"
+        return f"{model}: cannot connect to {where} ({reason}) {ended}"
+    if is_credential_error(exc):
+        return (
+            f"{model}: {describe(exc)}; check the API key (`api_key`, --api-key, or the provider's "
+            f"variable) ({ended}; credentials are never retried)"
+        )
+    return f"{model}: {describe(exc)} ({ended})"
 
 
 def _seconds(value: float) -> str:

@@ -1,0 +1,80 @@
+"""`check_credentials`: is there a key for the model's provider, before anything is sent?
+
+A missing key found by the first request costs an import, a connection and an error
+message in the provider's words; found here, offline, it is one line naming the variable to
+set, and the command line exits 2 before any run starts. The check is keyed on the model's
+name and the options only, so any adapter (litellm's `LLM`, or another speaking the same
+wire) can be checked the same way.
+
+What counts as a credential:
+- ``openai/<name>`` with `api_base` needs none: a local vLLM or llama.cpp server usually takes
+  no key, and `LLM` then sends a placeholder (a server that wants a key answers 401, which
+  is never retried and says to set it). Without `api_base` it needs ``OPENAI_API_KEY`` or
+  `api_key`. This case is decided without litellm, whose import takes seconds.
+- Every other provider: what ``litellm.validate_environment`` reports missing, less what the
+  options supply (`api_key` for a key, `api_base` for a base URL, `api_version` for a
+  version) and less what litellm does not need after all: Ollama's base URL (it defaults to
+  localhost) and Azure's API version (litellm has a default). Providers whose credentials
+  come from a chain of files and roles (Bedrock, Vertex AI, SageMaker) are not checked:
+  the environment is only one place their SDKs look.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError
+
+__all__ = ["check_credentials"]
+
+_CHAINED = frozenset(
+    {"bedrock", "bedrock_converse", "sagemaker", "sagemaker_chat", "vertex_ai", "vertex_ai_beta"}
+)
+_NOT_NEEDED = frozenset({"OLLAMA_API_BASE", "AZURE_API_VERSION"})
+
+
+def check_credentials(
+    model: str, *, api_key: str | None = None, api_base: str | None = None, api_version: str | None = None
+) -> None:
+    """Raise `ConfigError` naming the environment variable to set when the provider of `model`
+    has no credentials; return when it has, or when it cannot be told offline."""
+    provider, _, _ = model.partition("/")
+    if provider == "openai":
+        if api_key or api_base or os.environ.get("OPENAI_API_KEY"):
+            return
+        raise ConfigError(_message(model, ["OPENAI_API_KEY"], "api-key"))
+    if provider in _CHAINED:
+        return
+    from .llm import load_litellm
+
+    litellm = load_litellm()
+    try:
+        _, resolved, _, _ = litellm.get_llm_provider(model, api_base=api_base)
+        report = litellm.validate_environment(model=model, api_key=api_key, api_base=api_base)
+    except Exception:  # an unknown provider: the request will say so, in its words
+        return
+    if resolved in _CHAINED:
+        return
+    missing = [name for name in report.get("missing_keys") or [] if name not in _NOT_NEEDED]
+    keys = [name for name in missing if _is_key(name)]
+    if keys and api_key:
+        keys = []
+    bases = [name for name in missing if name.endswith(("_API_BASE", "_BASE_URL")) and not api_base]
+    versions = [name for name in missing if name.endswith("_API_VERSION") and not api_version]
+    if keys:  # several key variables are alternatives (Gemini: GEMINI_API_KEY or GOOGLE_API_KEY)
+        keys.sort(key=lambda name: not name.startswith(resolved.upper()))
+        raise ConfigError(_message(model, keys, "api-key"))
+    if bases:
+        raise ConfigError(_message(model, bases[:1], "api-base"))
+    if versions:
+        raise ConfigError(_message(model, versions[:1], "api-version"))
+
+
+def _is_key(name: str) -> bool:
+    return name.endswith(("_KEY", "_TOKEN", "_SECRET"))
+
+
+def _message(model: str, names: list[str], flag: str) -> str:
+    """``ANTHROPIC_API_KEY is not set (model 'anthropic/...'): export it or pass --api-key``."""
+    named = names[0] + (f" (or {' or '.join(names[1:])})" if len(names) > 1 else "")
+    return f"{named} is not set (model {model!r}): export it or pass --{flag}"
