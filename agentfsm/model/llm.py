@@ -39,6 +39,7 @@ from ..messages import Message, ToolCall
 from .base import LLMResponse, ToolChoice, Usage
 from .options import LLMOptions
 from .retry import RetryPolicy
+from .tokens import TokenCounter
 from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
@@ -160,13 +161,37 @@ class LLM(LLMOptions):
             return None
         return limit if isinstance(limit, int) and limit > 0 else None
 
-    def count_tokens(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int | None:
-        """Input tokens of a request by litellm's counter, or None if it cannot count them."""
+    @cached_property
+    def _tokens(self) -> TokenCounter:
+        """This model's counter: litellm's `token_counter`, each message counted once (see `TokenCounter`)."""
+        litellm, model, vision = load_litellm(), self.model, self.supports_vision
+        primer: int = litellm.token_counter(model=model, messages=[])  # the reply's primer, in every count
+
+        def message_tokens(message: Message) -> int:
+            count: int = litellm.token_counter(model=model, messages=to_wire([message], vision=vision))
+            return count - primer
+
+        def request_tokens(tools: Sequence[dict[str, Any]], has_system: bool) -> int:
+            probe = [{"role": "system", "content": ""}] if has_system else []
+            with_tools = litellm.token_counter(model=model, messages=probe, tools=list(tools) or None)
+            return int(with_tools - litellm.token_counter(model=model, messages=probe) + primer)
+
+        return TokenCounter(message_tokens, request_tokens)
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> int | None:
+        """Input tokens of a request by litellm's counter, or None if it cannot count them.
+
+        Each message is tokenised once per model, not on every request (`TokenCounter`).
+        """
         try:
-            count = load_litellm().token_counter(model=self.model, messages=wire, tools=tools or None)
+            return self._tokens.count(messages, system_msgs, tools)
         except Exception:
             return None
-        return count if isinstance(count, int) else None
 
     # -- asking -------------------------------------------------------------
 
@@ -188,7 +213,7 @@ class LLM(LLMOptions):
         started = time.perf_counter()
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
-        self._check_fits(wire, tool_list)
+        self._check_fits(messages, system_msgs, tools)
         request = self._request(wire, tool_list, tool_choice)
 
         async def call() -> Any:
@@ -213,11 +238,13 @@ class LLM(LLMOptions):
         reply = await self.ask_tool(messages, system_msgs=system_msgs)
         return reply.content or ""
 
-    def _check_fits(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+    def _check_fits(
+        self, messages: Sequence[Message], system_msgs: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> None:
         limit = self.input_limit
         if limit is None:
             return
-        count = self.count_tokens(wire, tools)
+        count = self.count_tokens(messages, system_msgs, tools)
         if count is not None and count > limit:
             source = "max_input_tokens" if self.max_input_tokens is not None else "the model's input window"
             raise TokenLimitExceeded(
