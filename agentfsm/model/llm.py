@@ -220,7 +220,7 @@ class LLM(LLMOptions):
             return await litellm.acompletion(**request)
 
         response, attempts = await self._retry.run(call, model=self.model)
-        reply = self._reply(response, litellm)
+        reply = self._reply(response)
         event(
             "llm_call",
             level=logging.DEBUG,
@@ -275,7 +275,7 @@ class LLM(LLMOptions):
         request.update(self.extra or {})
         return request
 
-    def _reply(self, response: Any, litellm: Any) -> LLMResponse:
+    def _reply(self, response: Any) -> LLMResponse:
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise LLMError(f"{self.model}: the provider's reply has no choices: {response!r:.300}")
@@ -283,12 +283,7 @@ class LLM(LLMOptions):
         message = choice.message
         calls = tuple(_tool_call(call) for call in (getattr(message, "tool_calls", None) or ()))
         usage = getattr(response, "usage", None)
-        try:  # raises for unpriced models: their cost is unknown, not zero
-            cost: float | None = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None
-        if cost is not None and not math.isfinite(cost):
-            cost = None
+        cost = _response_cost(response)
         return LLMResponse(
             content=getattr(message, "content", None) or None,
             tool_calls=calls,
@@ -301,6 +296,16 @@ class LLM(LLMOptions):
             model=getattr(response, "model", None) or self.model,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+
+
+def _response_cost(response: Any) -> float | None:
+    """The cost litellm already computed for the reply (its `completion_cost`, run while it logs
+    the call): None when it priced nothing (an unpriced model's cost is unknown, not zero)."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+        return None
+    return float(cost)
 
 
 def _tool_call(call: Any) -> ToolCall:
