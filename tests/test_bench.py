@@ -223,3 +223,19 @@ def test_the_http_table_states_each_goal_and_says_what_is_not_available() -> Non
     assert "goal: native 1,000 runs / bare loop <= 2x: 1.50x, met" in table
     assert "goal: native first call <= 0.5 s: 0.40 s, met" in table
     json.dumps(data)  # what --json prints
+
+
+@pytest.mark.http
+async def test_the_native_model_is_measured_once_its_module_imports(
+    fast_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Standing in for `OpenAICompatible` (same constructor): `LLM`, named by the section's `NATIVE`."""
+    import bench_http
+
+    monkeypatch.setattr(bench_http, "NATIVE", ("agentfsm.model.llm", "LLM"))
+    async with bench_http.callers(fast_base) as calls:
+        assert bench_http.NATIVE_NAME in calls
+        figures = await bench_http.cpu_per_request(calls[bench_http.NATIVE_NAME], 2, 4)
+    assert figures["requests"] == 4
+    runs = await bench_http.concurrent_runs(fast_base, 3)
+    assert runs["failed"] == {} and bench_http.NATIVE_NAME in runs["to_bare"]

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 MODEL = "openai/bench-model"
 NATIVE = ("agentfsm.model.openai_compatible", "OpenAICompatible")
+NATIVE_NAME = NATIVE[1]
 LEVELS = (1, 100, 1_000)
 RUNS = 1_000
 TASK = "add 1 and 2"
@@ -94,7 +95,7 @@ def models(base: str, **options: Any) -> dict[str, Any]:
     found: dict[str, Any] = {"LLM (litellm)": LLM(MODEL, **options)}
     native = native_class()
     if native is not None:
-        found["OpenAICompatible"] = native(MODEL, **options)
+        found[NATIVE_NAME] = native(MODEL, **options)
     return found
 
 
@@ -295,9 +296,9 @@ def fresh_processes(base: str, quick: bool) -> dict[str, Any]:
         "LLM (litellm)": _timed([PYTHON, "-c", code, "agentfsm.model.llm", "LLM", base], samples)
     }
     if native_class() is None:
-        first["OpenAICompatible"] = {"error": "not available"}
+        first[NATIVE_NAME] = {"error": "not available"}
     else:
-        first["OpenAICompatible"] = _timed([PYTHON, "-c", code, *NATIVE, base], samples)
+        first[NATIVE_NAME] = _timed([PYTHON, "-c", code, *NATIVE, base], samples)
     cli = [str(Path(PYTHON).parent / "agentfsm"), "run", TASK, "--model", MODEL, "--api-base", base]
     cli += ["--api-key", "bench", "--json"]
     return {"first_call": first, "cli_run": _timed(cli, samples)}
@@ -321,8 +322,6 @@ async def http(quick: bool, filled_memory: Callable[[int], Any], interleaved: Ti
 
 
 # -- the report --------------------------------------------------------------------------------
-
-NATIVE_NAME = "OpenAICompatible"
 
 
 def _goal(label: str, value: float | None, limit: float, unit: str = "x") -> str:
