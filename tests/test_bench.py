@@ -7,6 +7,7 @@ the same tool calls, runs them, and ends with the same answer.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,107 @@ async def test_the_recording_section_times_whole_recorded_steps_and_sizes_growin
     figures = await bench.concurrent_checkpointed(tools, 3, 2, tmp_path)
     assert figures["wall_s"] > 0 and figures["worst_stall_ms"] > 0
     assert len(list(tmp_path.glob("concurrent-*.checkpoint"))) == 3
+
+
+# -- the HTTP section ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fast_base() -> Any:
+    """The benchmark's fast server in its own process (stopped after the module's tests)."""
+    import bench_http
+
+    with bench_http.fast_server() as base:
+        assert base.startswith("http://127.0.0.1:")
+        yield base
+
+
+@pytest.mark.http
+async def test_the_fast_server_asks_for_one_call_then_answers(fast_base: str) -> None:
+    from agentfsm import LLM, ToolCallAgent, ToolCollection, tool
+
+    calls: list[tuple[int, int]] = []
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        calls.append((a, b))
+        return a + b
+
+    llm = LLM("openai/bench-model", api_base=fast_base, api_key="bench")
+    result = await ToolCallAgent(llm=llm, tools=ToolCollection(tool(add)), next_step_prompt=None).run("add")
+    assert (result.stop_reason, result.output, calls) == ("final_answer", "done", [(1, 2)])
+    assert (result.usage.llm_calls, result.usage.input_tokens) == (2, 40)
+
+
+@pytest.mark.http
+async def test_the_http_section_measures_every_client_and_every_model(fast_base: str) -> None:
+    import bench_http
+
+    async with bench_http.callers(fast_base) as calls:
+        assert {"bare aiohttp", "openai SDK", "LLM (litellm)"} <= set(calls)
+        assert ("OpenAICompatible" in calls) == (bench_http.native_class() is not None)
+        for call in calls.values():
+            figures = await bench_http.cpu_per_request(call, 3, 6)
+            assert figures["requests"] == 6 and figures["cpu_ms"] > 0 and figures["wall_ms"] > 0
+    runs = await bench_http.concurrent_runs(fast_base, 5)
+    assert runs["failed"] == {} and runs["to_bare"]["bare aiohttp"] == 1.0
+    assert set(runs["wall_s"]) == {"bare aiohttp", *bench_http.models(fast_base)}
+    fresh = bench_http.fresh_processes(fast_base, quick=True)  # a first call, and `agentfsm run`, exit 0
+    assert "s" in fresh["first_call"]["LLM (litellm)"] and "s" in fresh["cli_run"], fresh
+
+
+def test_the_http_table_states_each_goal_and_says_what_is_not_available() -> None:
+    def level(cpu_ms: float) -> dict[str, dict[str, float]]:
+        return {str(c): {"cpu_ms": cpu_ms, "wall_ms": 1.0, "requests": 10} for c in (1, 100, 1000)}
+
+    runs = {"bare aiohttp": 1.0, "LLM (litellm)": 10.0}
+    data: dict[str, Any] = {
+        "pinned": True,
+        "native": "not available",
+        "cpu_per_request": {
+            "bare aiohttp": level(0.2),
+            "openai SDK": level(2.0),
+            "LLM (litellm)": level(5.0),
+        },
+        "concurrent_runs": {"runs": 1000, "wall_s": dict(runs), "to_bare": dict(runs), "failed": {}},
+        "check_step": {
+            "step_ms": {f"{n} messages": {"on": 1.05, "off": 1.0} for n in (10, 1000, 10000)},
+            "ratio_on_to_off": {f"{n} messages": 1.05 for n in (10, 1000, 10000)},
+        },
+        "first_call": {
+            "LLM (litellm)": {"s": 3.0, "samples": 1},
+            "OpenAICompatible": {"error": "not available"},
+        },
+        "cli_run": {"s": 4.2, "samples": 1},
+    }
+    table = bench.report({"http": data})
+    assert table.startswith("The model path over HTTP (fast loopback server, client and server pinned")
+    assert "  LLM (litellm) / bare aiohttp: 25.0x / 25.0x / 25.0x" in table
+    assert "goal: native CPU per request / bare aiohttp at c=1 <= 2x: not available" in table
+    assert "goal: a step with the check / without at 10,000 messages <= 1.1x: 1.05x, met" in table
+    assert "goal: a trivial `agentfsm run` <= 0.7 s: 4.20 s, NOT met" in table
+    data["cpu_per_request"]["OpenAICompatible"] = level(0.3)
+    data["concurrent_runs"]["to_bare"]["OpenAICompatible"] = 1.5
+    data["concurrent_runs"]["wall_s"]["OpenAICompatible"] = 1.5
+    data["first_call"]["OpenAICompatible"] = {"s": 0.4, "samples": 1}
+    table = bench.report({"http": data})
+    assert "goal: native CPU per request / bare aiohttp at c=1,000 <= 2x: 1.50x, met" in table
+    assert "goal: native 1,000 runs / bare loop <= 2x: 1.50x, met" in table
+    assert "goal: native first call <= 0.5 s: 0.40 s, met" in table
+    json.dumps(data)  # what --json prints
+
+
+@pytest.mark.http
+async def test_the_native_model_is_measured_once_its_module_imports(
+    fast_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Standing in for `OpenAICompatible` (same constructor): `LLM`, named by the section's `NATIVE`."""
+    import bench_http
+
+    monkeypatch.setattr(bench_http, "NATIVE", ("agentfsm.model.llm", "LLM"))
+    async with bench_http.callers(fast_base) as calls:
+        assert bench_http.NATIVE_NAME in calls
+        figures = await bench_http.cpu_per_request(calls[bench_http.NATIVE_NAME], 2, 4)
+    assert figures["requests"] == 4
+    runs = await bench_http.concurrent_runs(fast_base, 3)
+    assert runs["failed"] == {} and bench_http.NATIVE_NAME in runs["to_bare"]

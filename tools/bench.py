@@ -9,8 +9,10 @@ with agentfsm's two floors (its engine with phases that do nothing, and its
 phases' work fused into one loop without the engine);
 the cost of a step as history grows; the cost of recording a step (checkpoint
 and trace) as history grows, and how a trace grows with its run; many agents
-in one event loop (in process, and over HTTP against a loopback llmock
-server); start-up time.
+in one event loop; the model path over HTTP against a fast loopback server of
+the benchmark's own (`bench_http`: CPU per request for each client, 1,000
+concurrent runs, a step with the token check on and off, the first call in a
+fresh process); start-up time.
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -23,9 +25,7 @@ import functools
 import gc
 import itertools
 import json
-import logging
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_http
 import bench_peers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,101 +300,9 @@ async def scale(quick: bool) -> dict[str, Any]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def scale_http(quick: bool) -> dict[str, Any]:
-    """Many agents at once over real HTTP: agentfsm + litellm against a bare openai-SDK loop."""
-    llmock = Path(PYTHON).parent / "llmock"
-    if not llmock.exists():
-        return {"skipped": "llmock is not installed (pip install llmock)"}
-    count = 100 if quick else 1_000
-    port = free_port()
-    server = subprocess.Popen(
-        [str(llmock), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}/v1"
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        return {"agents": count, **await _http_runs(base, count)}
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-async def _http_runs(base: str, count: int) -> dict[str, Any]:
-    from openai import AsyncOpenAI
-
-    from agentfsm import LLM, ToolCallAgent, ToolCollection, tool
-
-    tools = ToolCollection(tool(bench_peers.add))
-    # Both sides retry a failed request twice (a loopback server under 1,000 connections drops some).
-    llm = LLM(
-        "openai/bench-model", api_base=base, api_key="bench", max_attempts=3, backoff_base=0.05, timeout=120
-    )
-    client = AsyncOpenAI(base_url=base, api_key="bench", max_retries=2, timeout=120)
-    specs: Any = tools.to_params()  # the SDK's typed tool params, as plain dicts
-
-    async def agentfsm_run() -> Any:
-        agent = ToolCallAgent(llm=llm, tools=tools, next_step_prompt=None)
-        result = await agent.run(TASK)
-        assert result.stop_reason == "final_answer", result
-        return result
-
-    async def bare_run() -> Any:
-        messages: list[Any] = [
-            {"role": "system", "content": bench_peers.SYSTEM},
-            {"role": "user", "content": TASK},
-        ]
-        for _ in range(30):
-            reply = (
-                (await client.chat.completions.create(model="bench-model", messages=messages, tools=specs))
-                .choices[0]
-                .message
-            )
-            messages.append(reply.model_dump(exclude_none=True))
-            if not reply.tool_calls:
-                return reply.content
-            for call in reply.tool_calls:
-                assert call.type == "function", call
-                result = bench_peers.add(**json.loads(call.function.arguments))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
-        raise AssertionError("no final answer")
-
-    await agentfsm_run()  # warm: litellm import, connection pools
-    # litellm warns on every request that waits for its per-host pool (500 slots): say it once, below
-    logging.getLogger("LiteLLM").setLevel(logging.ERROR)
-    await bare_run()
-    walls: dict[str, float] = {}
-    failed: dict[str, int] = {}
-    first_error: dict[str, str] = {}
-    for name, run in (("agentfsm+litellm", agentfsm_run), ("bare openai SDK", bare_run)):
-        started = time.perf_counter()
-        outcomes = await asyncio.gather(*(run() for _ in range(count)), return_exceptions=True)
-        walls[name] = time.perf_counter() - started
-        errors = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-        failed[name] = len(errors)
-        if errors:
-            first_error[name] = f"{type(errors[0]).__name__}: {errors[0]}"[:300]
-    await client.close()
-    return {
-        "wall_s": walls,
-        "ms_per_agent": {name: wall / count * 1e3 for name, wall in walls.items()},
-        "ratio": walls["agentfsm+litellm"] / walls["bare openai SDK"],
-        "failed_runs": failed,
-        "first_error": first_error,
-    }
+async def http(quick: bool) -> dict[str, Any]:
+    """The model path over HTTP, against the benchmark's own fast server: see `bench_http`."""
+    return await bench_http.http(quick, filled_memory, interleaved)
 
 
 # -- 5. start-up ---------------------------------------------------------------------------
@@ -509,22 +418,6 @@ def _scale_lines(s: dict[str, Any], lines: list[str]) -> None:
     lines.append(f"  run all concurrently {s['wall_s']:.3f} s wall")
 
 
-def _http_lines(http: dict[str, Any], lines: list[str]) -> None:
-    if "skipped" in http:
-        lines.append(f"Over HTTP: skipped ({http['skipped']})")
-    else:
-        lines.append(f"{http['agents']:,} agents over HTTP at once (loopback llmock, 1 tool call + answer)")
-        for name, wall in http["wall_s"].items():
-            lines.append(
-                f"  {name:<18}{wall:>8.2f} s wall  {http['ms_per_agent'][name]:>8.2f} ms/agent"
-                f"  {http['failed_runs'][name]} runs failed"
-            )
-        lines.append(f"  ratio agentfsm+litellm / bare SDK = {http['ratio']:.2f}")
-        lines.append("  (litellm's aiohttp transport allows 500 connections per host; more agents queue)")
-        for name, error in http["first_error"].items():
-            lines.append(f"  first failure of {name}: {error}")
-
-
 def _startup_lines(st: dict[str, Any], lines: list[str]) -> None:
     lines.append("Start-up, fresh processes (ms, median)")
     for name, value in st["ms"].items():
@@ -537,7 +430,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "history": _history_lines,
     "recording": _recording_lines,
     "scale": _scale_lines,
-    "scale_http": _http_lines,
+    "http": bench_http.lines,
     "startup": _startup_lines,
 }
 
@@ -551,7 +444,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("history", history),
         ("recording", recording),
         ("scale", scale),
-        ("scale_http", scale_http),
+        ("http", http),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -564,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,scale_http",
+        default="startup,overhead,history,recording,scale,http",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

@@ -51,6 +51,7 @@ from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
 from .reach import connect_once, probe_target
 from .retry import RetryPolicy
+from .tokens import TokenCounter
 from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
@@ -231,13 +232,37 @@ class LLM(LLMOptions):
             return self.max_input_tokens
         return self._facts.input_window
 
-    def count_tokens(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int | None:
-        """Input tokens of a request by litellm's counter, or None if it cannot count them."""
+    @cached_property
+    def _tokens(self) -> TokenCounter:
+        """This model's counter: litellm's `token_counter`, each message counted once (see `TokenCounter`)."""
+        litellm, model, vision = load_litellm(), self.model, self.supports_vision
+        primer: int = litellm.token_counter(model=model, messages=[])  # the reply's primer, in every count
+
+        def message_tokens(message: Message) -> int:
+            count: int = litellm.token_counter(model=model, messages=to_wire([message], vision=vision))
+            return count - primer
+
+        def request_tokens(tools: Sequence[dict[str, Any]], has_system: bool) -> int:
+            probe = [{"role": "system", "content": ""}] if has_system else []
+            with_tools = litellm.token_counter(model=model, messages=probe, tools=list(tools) or None)
+            return int(with_tools - litellm.token_counter(model=model, messages=probe) + primer)
+
+        return TokenCounter(message_tokens, request_tokens)
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> int | None:
+        """Input tokens of a request by litellm's counter, or None if it cannot count them.
+
+        Each message is tokenised once per model, not on every request (`TokenCounter`).
+        """
         try:
-            count = load_litellm().token_counter(model=self.model, messages=wire, tools=tools or None)
+            return self._tokens.count(messages, system_msgs, tools)
         except Exception:
             return None
-        return count if isinstance(count, int) else None
 
     # -- asking -------------------------------------------------------------
 
@@ -261,14 +286,14 @@ class LLM(LLMOptions):
         started = time.perf_counter()
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
-        self._check_fits(wire, tool_list)
+        self._check_fits(messages, system_msgs, tools)
         request = self._request(wire, tool_list, tool_choice)
 
         async def call() -> Any:
             return await litellm.acompletion(**request)
 
         response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
-        reply = self._reply(response, litellm)
+        reply = self._reply(response)
         event(
             "llm_call",
             level=logging.DEBUG,
@@ -286,11 +311,13 @@ class LLM(LLMOptions):
         reply = await self.ask_tool(messages, system_msgs=system_msgs)
         return reply.content or ""
 
-    def _check_fits(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+    def _check_fits(
+        self, messages: Sequence[Message], system_msgs: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> None:
         limit = self.input_limit
         if limit is None:
             return
-        count = self.count_tokens(wire, tools)
+        count = self.count_tokens(messages, system_msgs, tools)
         if count is not None and count > limit:
             source = "max_input_tokens" if self.max_input_tokens is not None else "the model's input window"
             raise TokenLimitExceeded(
@@ -323,7 +350,7 @@ class LLM(LLMOptions):
         request.update(self.extra or {})
         return request
 
-    def _reply(self, response: Any, litellm: Any) -> LLMResponse:
+    def _reply(self, response: Any) -> LLMResponse:
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise LLMError(f"{self.model}: the provider's reply has no choices: {response!r:.300}")
@@ -331,12 +358,7 @@ class LLM(LLMOptions):
         message = choice.message
         calls = tuple(_tool_call(call) for call in (getattr(message, "tool_calls", None) or ()))
         usage = getattr(response, "usage", None)
-        try:  # raises for unpriced models: their cost is unknown, not zero
-            cost: float | None = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None
-        if cost is not None and not math.isfinite(cost):
-            cost = None
+        cost = _response_cost(response)
         return LLMResponse(
             content=getattr(message, "content", None) or None,
             tool_calls=calls,
@@ -381,6 +403,16 @@ def _no_key_placeholder(model: str, api_base: str | None) -> str | None:
     if api_base is None or not model.startswith("openai/") or os.environ.get("OPENAI_API_KEY"):
         return None
     return "none"
+
+
+def _response_cost(response: Any) -> float | None:
+    """The cost litellm already computed for the reply (its `completion_cost`, run while it logs
+    the call): None when it priced nothing (an unpriced model's cost is unknown, not zero)."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+        return None
+    return float(cost)
 
 
 def _tool_call(call: Any) -> ToolCall:
