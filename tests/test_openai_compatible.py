@@ -1,0 +1,257 @@
+"""`OpenAICompatible`'s own promises, over real HTTP on 127.0.0.1.
+
+The faults both adapters share are in test_llm_http.py, run once per adapter.
+Here: what goes on the wire (the key, the model name, `extra`), what comes
+back that litellm's shapes hide (provider fields, a context error said only in
+words, a body that is not JSON), the sessions (one per event loop, closed when
+the loop ends or by `aclose()`), the price as `LLM` computes it, and what a
+fresh process imports.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from conftest import EventCapture
+
+from agentfsm import LLM, AgentState, Message, OpenAICompatible, StopReason, ToolCallAgent
+from agentfsm.errors import LLMError, TokenLimitExceeded
+from agentfsm.model.openai_compatible import DEFAULT_API_BASE, provider_fields
+
+pytestmark = pytest.mark.http
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def completion(message: dict[str, Any], model: str = "served-model") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+    }
+
+
+@dataclass
+class Server:
+    """A loopback chat-completions server answering from a list; it records headers and bodies."""
+
+    answers: list[Callable[[], web.Response]]
+    base_url: str = ""
+    headers: list[dict[str, str]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    state = Server(answers=[])
+
+    async def chat(request: web.Request) -> web.Response:
+        state.headers.append(dict(request.headers))
+        state.bodies.append(await request.json())
+        if not state.answers:
+            return web.json_response(completion({"role": "assistant", "content": "default"}))
+        return state.answers.pop(0)()
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    state.base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        yield state
+    finally:
+        await runner.cleanup()
+
+
+def answer(body: Any, status: int = 200) -> Callable[[], web.Response]:
+    if isinstance(body, bytes):
+        return lambda: web.Response(body=body, status=status, content_type="text/html")
+    return lambda: web.json_response(body, status=status)
+
+
+def native(base: str, model: str = "openai/served-model", **options: Any) -> OpenAICompatible:
+    options.setdefault("backoff_base", 0.01)
+    options.setdefault("backoff_max", 0.05)
+    return OpenAICompatible(model, api_base=base, **options)
+
+
+# -- the wire ------------------------------------------------------------------
+
+
+async def test_the_key_goes_as_a_bearer_and_the_model_without_its_prefix(server: Server) -> None:
+    model = native(server.base_url, api_key="sk-test", extra={"top_p": 0.5, "seed": 7})
+    await model.ask_tool([Message.user_message("hi")])
+    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+    body = server.bodies[0]
+    assert body["model"] == "served-model"
+    assert (body["top_p"], body["seed"]) == (0.5, 7)  # `extra` is merged into the body
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    await model.aclose()
+
+
+async def test_no_key_no_header_and_openai_s_variable_only_for_openai_s_base(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    model = native(server.base_url)
+    await model.ask_tool([Message.user_message("hi")])
+    assert "Authorization" not in server.headers[0]  # a self-hosted server is not sent OpenAI's key
+    await model.aclose()
+    # OpenAI's own base (never contacted here) would be sent the variable's key.
+    assert OpenAICompatible("openai/gpt-4o-mini")._headers["Authorization"] == "Bearer sk-from-env"
+    assert OpenAICompatible("openai/gpt-4o-mini").url == f"{DEFAULT_API_BASE}/chat/completions"
+
+
+# -- what comes back -----------------------------------------------------------
+
+
+async def test_provider_fields_are_collected_from_the_reply(
+    server: Server, agentfsm_events: EventCapture
+) -> None:
+    message = {"role": "assistant", "content": "4", "reasoning_content": "2+2", "refusal": None}
+    server.answers.append(answer(completion(message)))
+    reply = await native(server.base_url).ask_tool([Message.user_message("2+2?")])
+    assert reply.content == "4"
+    assert provider_fields(message) == {"reasoning_content": "2+2"}
+    assert agentfsm_events.named("llm_call")[0]["provider_fields"] == ["reasoning_content"]
+
+
+async def test_a_context_error_said_only_in_words_ends_with_token_limit(server: Server) -> None:
+    error = {"error": {"message": "This model's maximum context length is 4096 tokens", "code": None}}
+    server.answers.append(answer(error, status=400))
+    with pytest.raises(TokenLimitExceeded, match="context window"):
+        await native(server.base_url).ask_tool([Message.user_message("long")])
+    assert len(server.bodies) == 1  # never retried
+
+
+async def test_a_body_that_is_not_a_completion_is_retried(server: Server) -> None:
+    server.answers += [answer(b"<html>Bad Gateway</html>"), answer({"id": "x"})]
+    model = native(server.base_url, max_attempts=3)
+    reply = await model.ask_tool([Message.user_message("hi")])
+    assert reply.content == "default"
+    assert len(server.bodies) == 3
+
+
+async def test_empty_choices_fail_at_once(server: Server) -> None:
+    server.answers.append(answer({"id": "x", "choices": []}))
+    with pytest.raises(LLMError, match="no choices"):
+        await native(server.base_url).ask_tool([Message.user_message("hi")])
+    assert len(server.bodies) == 1
+
+
+async def test_an_agent_runs_to_terminate(server: Server) -> None:
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "terminate", "arguments": '{"status": "success"}'},
+    }
+    server.answers.append(answer(completion({"role": "assistant", "content": None, "tool_calls": [call]})))
+    result = await ToolCallAgent(llm=native(server.base_url)).run("stop")
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED)
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd) == (11, 3, None)
+
+
+# -- the price -----------------------------------------------------------------
+
+
+async def test_a_priced_call_costs_what_litellm_says(llmock) -> None:
+    base = llmock.base_url("openai")
+    costs = []
+    for adapter in (LLM, OpenAICompatible):
+        llmock.reply("hello")
+        reply = await adapter("openai/gpt-4o-mini", api_base=base, api_key="k").ask_tool(
+            [Message.user_message("what does it cost")]
+        )
+        costs.append(reply.usage.cost_usd)
+    assert costs[0] is not None and costs[0] > 0
+    assert costs[1] == pytest.approx(costs[0])
+
+
+# -- sessions ------------------------------------------------------------------
+
+
+async def test_aclose_closes_the_loop_s_session_and_a_new_call_makes_another(server: Server) -> None:
+    model = native(server.base_url)
+    await model.ask_tool([Message.user_message("one")])
+    first = await model._session()
+    await model.aclose()
+    assert first.closed
+    await model.ask_tool([Message.user_message("two")])
+    assert not (await model._session()).closed
+    assert len(server.bodies) == 2
+    await model.aclose()
+
+
+def _run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error", "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_one_model_serves_runs_on_several_event_loops_and_leaves_nothing_open(llmock) -> None:
+    """Each `asyncio.run` is a new loop: the model makes a session on each, and each is closed
+    when its loop ends, so nothing warns of an unclosed session or connector (-X dev shows
+    every ResourceWarning; -W error makes each one fail)."""
+    code = f"""
+        import asyncio, gc, sys
+        from agentfsm import Message, OpenAICompatible, ToolCallAgent
+
+        model = OpenAICompatible("openai/llmock-test-model", api_base={llmock.base_url("openai")!r})
+        for task in ("one", "two", "three"):
+            result = asyncio.run(ToolCallAgent(llm=model).run(task))
+            print(result.state.value, file=sys.stderr)
+        print("POOLS", len(model._pools), file=sys.stderr)
+        del model
+        gc.collect()
+        print("LITELLM", "litellm" in sys.modules)
+    """
+    proc = _run_python(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("FINISHED") == 3, proc.stderr
+    assert "Unclosed" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+    assert "POOLS 1" in proc.stderr  # sessions of loops that ended are dropped, not kept
+    assert proc.stdout.strip() == "LITELLM False"  # a run through the native model never loads litellm
+    assert len(llmock.requests) == 3
+
+
+def test_importing_agentfsm_imports_neither_aiohttp_nor_litellm() -> None:
+    code = """
+        import sys
+        import agentfsm
+        from agentfsm import OpenAICompatible
+        model = OpenAICompatible("openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", api_key="k")
+        print(repr(model), "aiohttp" in sys.modules, "litellm" in sys.modules)
+    """
+    proc = _run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (
+        "OpenAICompatible(model='openai/gpt-4o-mini', api_base='http://127.0.0.1:9/v1') False False"
+    )
+
+
+def test_the_request_check_knows_the_window_of_a_mapped_model() -> None:
+    assert OpenAICompatible("openai/gpt-4o-mini").input_limit == 128000
+    assert OpenAICompatible("openai/llmock-test-model").input_limit is None
+    assert OpenAICompatible("openai/llmock-test-model", max_input_tokens=500).input_limit == 500
+    assert OpenAICompatible("openai/gpt-4o").supports_vision
+    assert not OpenAICompatible("openai/llmock-test-model").supports_vision
