@@ -137,6 +137,12 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server")
     parser.add_argument("--api-key", help="API key (prefer AGENTFSM_LLM__API_KEY: flags show in `ps`)")
     parser.add_argument(
+        "--client",
+        choices=("native", "litellm"),
+        help="the adapter: native (aiohttp, openai/ models only) or litellm "
+        "(default: native for openai/ models, litellm for the rest)",
+    )
+    parser.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
     )
 
