@@ -10,6 +10,7 @@ fresh process imports.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -25,7 +26,9 @@ from conftest import EventCapture
 
 from agentfsm import LLM, AgentState, Message, OpenAICompatible, StopReason, ToolCallAgent
 from agentfsm.errors import LLMError, TokenLimitExceeded
+from agentfsm.model.catalog import ModelCard, card_for, is_reasoning_name
 from agentfsm.model.openai_compatible import DEFAULT_API_BASE, provider_fields
+from agentfsm.model.tokens import IMAGE_TOKENS, count_tokens, load_encoding, upper_bound
 
 pytestmark = pytest.mark.http
 
@@ -255,3 +258,52 @@ def test_the_request_check_knows_the_window_of_a_mapped_model() -> None:
     assert OpenAICompatible("openai/llmock-test-model", max_input_tokens=500).input_limit == 500
     assert OpenAICompatible("openai/gpt-4o").supports_vision
     assert not OpenAICompatible("openai/llmock-test-model").supports_vision
+
+
+async def test_many_concurrent_requests_share_one_session(server: Server) -> None:
+    model = native(server.base_url)
+    replies = await asyncio.gather(*(model.ask_tool([Message.user_message(f"n{i}")]) for i in range(300)))
+    assert [r.content for r in replies] == ["default"] * 300
+    assert sorted(b["messages"][0]["content"] for b in server.bodies) == sorted(f"n{i}" for i in range(300))
+    assert len(model._pools) == 1
+    await model.aclose()
+
+
+# -- offline: the map and the count ----------------------------------------------
+
+
+def test_the_price_is_litellm_s_arithmetic() -> None:
+    card = ModelCard(input_cost=1e-6, output_cost=4e-6, cached_input_cost=5e-7)
+    assert card.cost(1000, 100) == pytest.approx(1000 * 1e-6 + 100 * 4e-6)
+    assert card.cost(1000, 100, cached_tokens=400) == pytest.approx(600 * 1e-6 + 400 * 5e-7 + 100 * 4e-6)
+    assert ModelCard(input_cost=1e-6).cost(10, 10) is None  # half a price is no price
+    assert card_for("openai/llmock-test-model") is None
+    assert card_for("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5") is None  # another provider's entry
+
+
+def test_reasoning_is_known_by_name_or_by_the_map() -> None:
+    assert is_reasoning_name("openai/o3-mini") and is_reasoning_name("gpt-5-mini")
+    assert not is_reasoning_name("openai/gpt-4o")
+    body = OpenAICompatible("openai/o4-mini", max_tokens=100)._body([], [], "auto")
+    assert body == {"model": "o4-mini", "messages": [], "max_completion_tokens": 100}
+    body = OpenAICompatible("openai/local", max_tokens=100, temperature=0.3)._body([], [], "auto")
+    assert (body["max_tokens"], body["temperature"]) == (100, 0.3)
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_the_cheap_bound_is_never_below_the_count() -> None:
+    encoding = load_encoding("openai/gpt-4o-mini")
+    wire = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "look ünïcødé 漢字"}, {"type": "image_url"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "tool", "name": "f", "content": "x" * 500, "tool_call_id": "c"},
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    counted = count_tokens(encoding, wire, tools)
+    assert IMAGE_TOKENS < counted <= upper_bound(wire, tools)
+    assert count_tokens(encoding, [{"role": "user", "content": "please read this " * 100}], []) > 300
