@@ -214,7 +214,7 @@ class OpenAICompatible(LLMOptions):
         """Close this event loop's session (the next request makes a new one)."""
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
-            await pool.session.close()
+            await pool.keeper.aclose()  # closes the session, and the loop need not close it again
 
     # -- the request ------------------------------------------------------------
 
