@@ -307,3 +307,13 @@ def test_the_cheap_bound_is_never_below_the_count() -> None:
     counted = count_tokens(encoding, wire, tools)
     assert IMAGE_TOKENS < counted <= upper_bound(wire, tools)
     assert count_tokens(encoding, [{"role": "user", "content": "please read this " * 100}], []) > 300
+
+
+async def test_a_request_over_the_model_s_known_window_is_never_sent(server: Server) -> None:
+    model = native(server.base_url, "openai/gpt-4o-mini")  # 128,000 input tokens, by the map
+    with pytest.raises(TokenLimitExceeded, match=r"over the limit of 128000 \(the model's input window\)"):
+        await model.ask_tool([Message.user_message("word " * 140_000)])
+    assert server.bodies == []
+    await model.ask_tool([Message.user_message("word " * 1_000)])
+    assert len(server.bodies) == 1
+    await model.aclose()
