@@ -124,6 +124,9 @@ class _LLMOptionsSection(_Section):
     """One agent's LLM connection: the options of `LLMOptions` (which documents them), with its
     defaults. `api_key` is a `SecretStr`: its repr and every dump show ``**********``."""
 
+    if TYPE_CHECKING:  # a field made with the records' (see `_CLIENT_FIELD`), declared for the checker
+        client: LLMClient | None = None
+
     def llm_kwargs(self) -> dict[str, Any]:
         """`LLM`'s keyword arguments (every key but `client`), the secrets revealed."""
         return {key: _revealed(value) for key, value in self if key != "client"}
@@ -235,7 +238,7 @@ def build_llm(settings: LLMSettings) -> LLM | OpenAICompatible:
     model = kwargs.get("model")
     if not model:
         raise ConfigError(NO_MODEL_MESSAGE)
-    client = getattr(settings, "client", None) or ("native" if model.startswith("openai/") else "litellm")
+    client = settings.client or ("native" if model.startswith("openai/") else "litellm")
     if client == "native":
         if not model.startswith("openai/"):
             raise ConfigError(
