@@ -1,7 +1,8 @@
 """agentfsm: an LLM tool-calling agent whose whole life is an explicit state machine.
 
 Importing this package is cheap: litellm (seconds to import) is loaded by
-`LLM` on first use, and jsonschema on the first validated tool call.
+`LLM` on first use, aiohttp by `OpenAICompatible`, and jsonschema on the first
+validated tool call.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .toolbox.tool import Tool, ToolCollection, ToolResult, tool
 if TYPE_CHECKING:
     from .agent.manus import Manus
     from .model.llm import LLM
+    from .model.openai_compatible import OpenAICompatible
     from .toolbox.ask_human import AskHuman
     from .toolbox.bash import Bash
     from .toolbox.editor import StrReplaceEditor
@@ -46,6 +48,7 @@ __all__ = [
     "Manus",
     "Memory",
     "Message",
+    "OpenAICompatible",
     "PythonExecute",
     "ReActAgent",
     "Role",
@@ -71,6 +74,7 @@ __getattr__ = lazy_attributes(
     __name__,
     {
         "LLM": "model.llm",
+        "OpenAICompatible": "model.openai_compatible",
         "Manus": "agent.manus",
         "AskHuman": "toolbox.ask_human",
         "Bash": "toolbox.bash",

@@ -34,6 +34,8 @@ theirs, not agentfsm's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "AgentBusyError",
     "AgentfsmError",
@@ -55,6 +57,9 @@ __all__ = [
     "OptionsSetupError",
     "OutsideWorkspaceError",
     "PauseRun",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
     "RecordingError",
     "ReplayError",
     "SandboxError",
@@ -189,6 +194,40 @@ class ConnectTimeout(AgentfsmError, TimeoutError):
     Retried like any timeout, and as briefly as a server that has never answered; what the
     user reads is the `LLMError` it ends in, which names the URL.
     """
+
+
+class ProviderError(LLMError):
+    """One failed request to a provider's HTTP API, as `OpenAICompatible` sends it.
+
+    It carries what the retry policy reads: the HTTP status and headers of the
+    answer when a server answered (``Retry-After``), and the error body's `code`
+    (``context_length_exceeded``). `RetryPolicy` retries it or not, and wraps
+    the last one into the `LLMError` the caller sees.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str,
+        status_code: int | None = None,
+        code: str | None = None,
+        response_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.url = url
+        self.status_code = status_code
+        self.code = code
+        self.response_headers = response_headers
+
+
+class ProviderConnectionError(ProviderError, ConnectionError):
+    """No answer: the connection was refused, dropped, or the reply could not be read."""
+
+
+class ProviderTimeoutError(ProviderError, TimeoutError):
+    """No complete answer within the request's `timeout`."""
 
 
 class ScriptExhaustedError(AgentfsmError, RuntimeError):

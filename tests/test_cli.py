@@ -400,3 +400,27 @@ def dead(pid: int) -> bool:
         return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
         return True
+
+
+@pytest.mark.http
+@pytest.mark.parametrize(("flags", "adapter"), [((), "OpenAICompatible"), (("--client", "litellm"), "LLM")])
+def test_client_flag_picks_the_adapter_that_runs(
+    tmp_path: Path, llmock: Any, capfd: pytest.CaptureFixture[str], flags: tuple[str, ...], adapter: str
+) -> None:
+    llmock.reply("done")
+    trace = tmp_path / "run.jsonl"
+    assert cli_main.main(run_args(llmock, "--json", "--trace", str(trace), *flags)) == 0
+    header = json_lines(trace.read_text())[0]
+    assert header["config"]["llm"]["class"] == adapter
+    assert llmock.last_request.model == "test-model"
+    capfd.readouterr()
+
+
+@pytest.mark.http
+def test_a_run_on_an_openai_model_never_loads_litellm(llmock: Any) -> None:
+    code = f"import sys; from agentfsm.cli import main; rc = main({run_args(llmock, '--json')!r}); "
+    code += "print('EXIT', rc, 'litellm' in sys.modules, file=sys.stderr)"
+    llmock.call_tool("terminate", {"status": "success"})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "EXIT 0 False" in proc.stderr, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["stop_reason"] == "terminated"

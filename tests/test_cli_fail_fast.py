@@ -73,8 +73,9 @@ def test_a_dead_port_ends_in_seconds_naming_the_url_on_stderr(as_json: bool) -> 
     assert proc.returncode == 1
     assert seconds < 5
     message = (
-        f"agentfsm: error: LLMError: openai/x: cannot connect to {base} (connection refused) "
-        "after 2 attempts; the server has never answered: check the URL and that it is running"
+        f"agentfsm: error: LLMError: openai/x: cannot connect to {base}/chat/completions "
+        "(connection refused) after 2 attempts; the server has never answered: "
+        "check the URL and that it is running"
     )
     assert proc.stderr.splitlines()[-1] == message
     if as_json:

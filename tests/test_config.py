@@ -67,7 +67,7 @@ def test_llm_settings_defaults_are_the_llm_constructor_defaults() -> None:
 
     params = inspect.signature(LLM).parameters
     for name, field in LLMSettings.model_fields.items():
-        if name in ("model", "api_key"):
+        if name in ("model", "api_key", "client"):  # client picks the adapter: not an option of one
             continue
         assert params[name].default == field.default, name
 
@@ -237,3 +237,43 @@ def test_sandbox_settings_from_file_and_environment(tmp_path: Path, monkeypatch:
     sandbox = Settings.load(config).sandbox
     assert (sandbox.mode, sandbox.memory, sandbox.timeout, sandbox.network) == ("docker", "1g", 5.0, True)
     assert sandbox.pids_limit == 128 and sandbox.user == "65534:65534"  # the rest keeps the defaults
+
+
+# -- which adapter ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "adapter"),
+    [
+        ('model = "openai/gpt-4o-mini"', "OpenAICompatible"),  # the default for openai/ models
+        ('model = "anthropic/claude-sonnet-4-5"', "LLM"),  # and litellm for every other provider
+        ('model = "openai/gpt-4o-mini"\nclient = "litellm"', "LLM"),
+        ('model = "openai/gpt-4o-mini"\nclient = "native"', "OpenAICompatible"),
+    ],
+)
+def test_client_picks_the_adapter(tmp_path: Path, table: str, adapter: str) -> None:
+    settings = Settings.load(write(tmp_path / "c.toml", f"[llm]\n{table}\ntimeout = 7\n"))
+    llm = build_llm(settings.llm_for("toolcall"))
+    assert type(llm).__name__ == adapter
+    assert (llm.model, llm.timeout) == (settings.llm.model, 7.0)
+
+
+def test_client_is_set_per_agent_and_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write(tmp_path / "c.toml", '[llm]\nmodel = "openai/m"\n[llm.manus]\nclient = "litellm"\n')
+    settings = Settings.load(config)
+    assert type(build_llm(settings.llm_for("manus"))).__name__ == "LLM"
+    assert type(build_llm(settings.llm_for("toolcall"))).__name__ == "OpenAICompatible"
+    monkeypatch.setenv("AGENTFSM_LLM__CLIENT", "litellm")
+    assert type(build_llm(Settings.load(config).llm_for("toolcall"))).__name__ == "LLM"
+
+
+def test_native_client_for_another_provider_is_a_config_error(tmp_path: Path) -> None:
+    settings = Settings.load(write(tmp_path / "c.toml", '[llm]\nmodel = "anthropic/x"\nclient = "native"\n'))
+    with pytest.raises(
+        ConfigError, match=r"client = 'native' speaks only the OpenAI wire.*client = 'litellm'"
+    ):
+        build_llm(settings.llm_for("toolcall"))
+    with pytest.raises(ConfigError, match=r"\[llm\] client = 'httpx'.*'native' or 'litellm'"):
+        Settings.load(write(tmp_path / "d.toml", '[llm]\nclient = "httpx"\n'))

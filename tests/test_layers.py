@@ -142,7 +142,7 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 
 
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
-    """transitions, litellm, docker, rich, pygraphviz, jsonschema, tenacity: each imported by one
+    """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity: each by one
     module (the one that talks to it), so an optional integration stays out of the rest."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
@@ -154,6 +154,8 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
                 importers.setdefault(name.split(".")[0], set()).add(_module(path))
     assert importers["transitions"] == {"agentfsm.fsm.machine"}
     assert importers["litellm"] == {"agentfsm.model.llm"}
+    assert importers["aiohttp"] == {"agentfsm.model.openai_compatible"}
+    assert importers["tiktoken"] == {"agentfsm.model.encoding"}
     assert importers["tenacity"] == {"agentfsm.model.retry"}
     assert importers["docker"] == {"agentfsm.sandbox.docker_engine"}
     assert importers["rich"] == {"agentfsm.cli.live"}

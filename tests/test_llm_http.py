@@ -1,10 +1,12 @@
-"""`LLM` over real HTTP, against the llmock OpenAI-compatible server on 127.0.0.1.
+"""Both model adapters over real HTTP, against the llmock OpenAI-compatible server on 127.0.0.1.
 
-Each test scripts the server (replies, faults, delays), runs the real
-adapter (litellm, the OpenAI SDK, a socket), and then checks what the
-server actually received: how many requests, when, and with which bodies.
-Counting requests server-side is what proves that no hidden retry layer
-multiplies attempts.
+Each test scripts the server (replies, faults, delays), runs a real adapter
+(`LLM`: litellm, the OpenAI SDK, a socket; `OpenAICompatible`: aiohttp, a
+socket), and then checks what the server actually received: how many
+requests, when, and with which bodies. Counting requests server-side is what
+proves that no hidden retry layer multiplies attempts. The tests that take
+the `adapter` fixture run once per adapter and expect the same outcomes and
+attempt counts of both.
 """
 
 from __future__ import annotations
@@ -25,7 +27,17 @@ from typing import Any
 import pytest
 from conftest import EventCapture
 
-from agentfsm import LLM, AgentState, Message, StopReason, Terminate, ToolCallAgent, ToolCollection, tool
+from agentfsm import (
+    LLM,
+    AgentState,
+    Message,
+    OpenAICompatible,
+    StopReason,
+    Terminate,
+    ToolCallAgent,
+    ToolCollection,
+    tool,
+)
 from agentfsm.errors import LLMError, TokenLimitExceeded
 from agentfsm.model.llm import IMAGE_OMITTED
 from agentfsm.toolbox.tool import ToolResult
@@ -38,10 +50,21 @@ UNPRICED = "openai/llmock-test-model"
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
-def make_llm(llmock: Any, model: str = UNPRICED, **options: Any) -> LLM:
+ADAPTERS: dict[str, type[LLM] | type[OpenAICompatible]] = {"litellm": LLM, "native": OpenAICompatible}
+
+
+@pytest.fixture(params=sorted(ADAPTERS))
+def adapter(request: pytest.FixtureRequest) -> str:
+    """Which adapter a test runs: ``litellm`` (`LLM`) or ``native`` (`OpenAICompatible`)."""
+    return str(request.param)
+
+
+def make_llm(
+    llmock: Any, model: str = UNPRICED, *, adapter: str = "litellm", **options: Any
+) -> LLM | OpenAICompatible:
     options.setdefault("backoff_base", 0.01)
     options.setdefault("backoff_max", 0.05)
-    return LLM(model, api_base=llmock.base_url("openai"), api_key="test", **options)
+    return ADAPTERS[adapter](model, api_base=llmock.base_url("openai"), api_key="test", **options)
 
 
 def bodies(llmock: Any) -> list[dict[str, Any]]:
@@ -93,11 +116,15 @@ def screenshot() -> ToolResult:
 # -- a whole run ---------------------------------------------------------------
 
 
-async def test_agent_runs_to_terminate_over_http(llmock, toolbox, agentfsm_events: EventCapture) -> None:
+async def test_agent_runs_to_terminate_over_http(
+    adapter: str, llmock, toolbox, agentfsm_events: EventCapture
+) -> None:
     llmock.call_tool("add", {"a": 2, "b": 3})
     llmock.call_tool("terminate", {"status": "success"})
 
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("add 2 and 3, then stop")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=toolbox).run(
+        "add 2 and 3, then stop"
+    )
 
     assert (result.state, result.stop_reason, result.steps) == (AgentState.FINISHED, StopReason.TERMINATED, 2)
     assert result.usage.llm_calls == 2
@@ -130,9 +157,11 @@ async def test_agent_runs_to_terminate_over_http(llmock, toolbox, agentfsm_event
 # -- retries -------------------------------------------------------------------
 
 
-async def test_rate_limit_waits_as_long_as_retry_after_asks(llmock, agentfsm_events: EventCapture) -> None:
+async def test_rate_limit_waits_as_long_as_retry_after_asks(
+    adapter: str, llmock, agentfsm_events: EventCapture
+) -> None:
     llmock.rate_limit(times=2, retry_after=0.3)
-    llm = make_llm(llmock, backoff_max=5.0)
+    llm = make_llm(llmock, adapter=adapter, backoff_max=5.0)
 
     reply = await llm.ask_tool([Message.user_message("hello")])
 
@@ -144,23 +173,26 @@ async def test_rate_limit_waits_as_long_as_retry_after_asks(llmock, agentfsm_eve
     assert all(r.sdk_retry_count in (0, None) for r in records)  # the OpenAI SDK did not retry by itself
     retries = agentfsm_events.named("llm_retry")
     assert [(r["attempt"], r["wait_s"]) for r in retries] == [(1, 0.3), (2, 0.3)]
-    assert all(str(r["error"]).startswith("RateLimitError: HTTP 429") for r in retries)
+    named = {"litellm": "RateLimitError", "native": "ProviderError"}[adapter]
+    assert all(str(r["error"]).startswith(f"{named}: HTTP 429") for r in retries)
     assert agentfsm_events.named("llm_call")[0]["attempts"] == 3
 
 
-async def test_retry_after_is_capped_by_backoff_max(warm_llmock) -> None:
+async def test_retry_after_is_capped_by_backoff_max(adapter: str, warm_llmock) -> None:
     llmock = warm_llmock
     llmock.rate_limit(times=1, retry_after=30)
     started = time.monotonic()
-    await make_llm(llmock, backoff_max=0.1).ask_tool([Message.user_message("hello")])
+    await make_llm(llmock, adapter=adapter, backoff_max=0.1).ask_tool([Message.user_message("hello")])
     assert time.monotonic() - started < 5
     assert [r.status for r in llmock.requests] == [429, 200]
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-async def test_server_errors_are_retried_until_attempts_run_out(llmock, toolbox, status: int) -> None:
+async def test_server_errors_are_retried_until_attempts_run_out(
+    adapter: str, llmock, toolbox, status: int
+) -> None:
     llmock.fail(status, times=None)
-    agent = ToolCallAgent(llm=make_llm(llmock, max_attempts=3), tools=toolbox)
+    agent = ToolCallAgent(llm=make_llm(llmock, adapter=adapter, max_attempts=3), tools=toolbox)
 
     result = await agent.run("anything")
 
@@ -174,10 +206,10 @@ async def test_server_errors_are_retried_until_attempts_run_out(llmock, toolbox,
     assert result.error.endswith("(after 3 attempts)")
 
 
-async def test_read_timeout_is_retried_then_reported(warm_llmock, toolbox) -> None:
+async def test_read_timeout_is_retried_then_reported(adapter: str, warm_llmock, toolbox) -> None:
     llmock = warm_llmock
     llmock.delay(2.0, times=None)
-    agent = ToolCallAgent(llm=make_llm(llmock, timeout=0.5, max_attempts=2), tools=toolbox)
+    agent = ToolCallAgent(llm=make_llm(llmock, adapter=adapter, timeout=0.5, max_attempts=2), tools=toolbox)
 
     started = time.monotonic()
     result = await agent.run("anything")
@@ -193,9 +225,9 @@ async def test_read_timeout_is_retried_then_reported(warm_llmock, toolbox) -> No
 
 
 @pytest.mark.parametrize("status", [400, 404])
-async def test_client_errors_are_not_retried(llmock, toolbox, status: int) -> None:
+async def test_client_errors_are_not_retried(adapter: str, llmock, toolbox, status: int) -> None:
     llmock.fail(status, times=None)
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("anything")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=toolbox).run("anything")
 
     assert len(llmock.requests) == 1
     assert (result.state, result.stop_reason) == (AgentState.ERROR, StopReason.ERROR)
@@ -205,10 +237,10 @@ async def test_client_errors_are_not_retried(llmock, toolbox, status: int) -> No
     assert result.error.endswith("(after 1 attempt)")
 
 
-async def test_cancellation_propagates_without_a_retry(warm_llmock) -> None:
+async def test_cancellation_propagates_without_a_retry(adapter: str, warm_llmock) -> None:
     llmock = warm_llmock
     llmock.delay(1.0, times=None)
-    task = asyncio.create_task(make_llm(llmock).ask_tool([Message.user_message("hello")]))
+    task = asyncio.create_task(make_llm(llmock, adapter=adapter).ask_tool([Message.user_message("hello")]))
     await asyncio.sleep(0.3)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -216,17 +248,22 @@ async def test_cancellation_propagates_without_a_retry(warm_llmock) -> None:
     assert len(llmock.requests) == 1  # no retry after cancellation
 
 
-async def test_llm_error_chains_the_provider_error(llmock) -> None:
+async def test_llm_error_chains_the_provider_error(adapter: str, llmock) -> None:
     llmock.fail(400, message="Invalid value for 'messages'")
     with pytest.raises(LLMError, match="Invalid value for 'messages'") as info:
-        await make_llm(llmock).ask_tool([Message.user_message("hello")])
-    assert type(info.value.__cause__).__name__ == "BadRequestError"
+        await make_llm(llmock, adapter=adapter).ask_tool([Message.user_message("hello")])
+    assert (
+        type(info.value.__cause__).__name__
+        == {"litellm": "BadRequestError", "native": "ProviderError"}[adapter]
+    )
 
 
 @pytest.mark.parametrize("status", [401, 403])
-async def test_refused_credentials_are_never_retried(llmock, toolbox, status: int) -> None:
+async def test_refused_credentials_are_never_retried(adapter: str, llmock, toolbox, status: int) -> None:
     llmock.fail(status, times=None)
-    result = await ToolCallAgent(llm=make_llm(llmock, max_attempts=6), tools=toolbox).run("anything")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter, max_attempts=6), tools=toolbox).run(
+        "anything"
+    )
 
     assert len(llmock.requests) == 1
     assert result.state is AgentState.ERROR
@@ -242,23 +279,26 @@ def _dead_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_a_server_that_never_answered_gets_two_attempts_and_is_named(warm_llmock) -> None:
+async def test_a_server_that_never_answered_gets_two_attempts_and_is_named(adapter: str, warm_llmock) -> None:
     base = f"http://127.0.0.1:{_dead_port()}/v1"
-    llm = LLM(UNPRICED, api_base=base, api_key="test", max_attempts=6, backoff_base=0.01)
+    llm = ADAPTERS[adapter](UNPRICED, api_base=base, api_key="test", max_attempts=6, backoff_base=0.01)
     with pytest.raises(LLMError) as info:
         await llm.ask_tool([Message.user_message("hello")])
+    tried = "/chat/completions" if adapter == "native" else ""  # the native model names the endpoint
     assert str(info.value) == (
-        f"{UNPRICED}: cannot connect to {base} (connection refused) after 2 attempts; "
+        f"{UNPRICED}: cannot connect to {base}{tried} (connection refused) after 2 attempts; "
         "the server has never answered: check the URL and that it is running"
     )
     assert "HTTP 500" not in str(info.value)  # litellm says 500, but no server answered
 
 
-async def test_a_server_that_answered_once_gets_every_attempt_when_it_goes_away(warm_llmock) -> None:
+async def test_a_server_that_answered_once_gets_every_attempt_when_it_goes_away(
+    adapter: str, warm_llmock
+) -> None:
     """A server that answered and then stops (a restart) is worth the full retries."""
     llmock = warm_llmock
     llmock.reply("first")
-    llm = make_llm(llmock, max_attempts=4)
+    llm = make_llm(llmock, adapter=adapter, max_attempts=4)
     assert (await llm.ask_tool([Message.user_message("hello")])).content == "first"
     dead = dataclasses.replace(llm, api_base=f"http://127.0.0.1:{_dead_port()}/v1")
     dead.__dict__["_retry"] = llm._retry  # the same adapter's policy, now pointed at a dead port
@@ -266,10 +306,14 @@ async def test_a_server_that_answered_once_gets_every_attempt_when_it_goes_away(
         await dead.ask_tool([Message.user_message("hello")])
 
 
-async def test_retries_end_when_retry_timeout_is_spent(warm_llmock, agentfsm_events: EventCapture) -> None:
+async def test_retries_end_when_retry_timeout_is_spent(
+    adapter: str, warm_llmock, agentfsm_events: EventCapture
+) -> None:
     llmock = warm_llmock
     llmock.fail(500, times=None)
-    llm = make_llm(llmock, max_attempts=50, backoff_base=0.2, backoff_max=0.2, retry_timeout=1.0)
+    llm = make_llm(
+        llmock, adapter=adapter, max_attempts=50, backoff_base=0.2, backoff_max=0.2, retry_timeout=1.0
+    )
     started = time.monotonic()
     with pytest.raises(LLMError, match=r"; `retry_timeout` \(1 s\) spent\)$"):
         await llm.ask_tool([Message.user_message("hello")])
@@ -278,10 +322,10 @@ async def test_retries_end_when_retry_timeout_is_spent(warm_llmock, agentfsm_eve
     assert all(r["wait_s"] >= 0.2 for r in agentfsm_events.named("llm_retry"))
 
 
-async def test_a_retry_after_beyond_retry_timeout_ends_the_retries(warm_llmock) -> None:
+async def test_a_retry_after_beyond_retry_timeout_ends_the_retries(adapter: str, warm_llmock) -> None:
     llmock = warm_llmock
     llmock.rate_limit(times=1, retry_after=30)
-    llm = make_llm(llmock, backoff_max=60, retry_timeout=5)
+    llm = make_llm(llmock, adapter=adapter, backoff_max=60, retry_timeout=5)
     started = time.monotonic()
     with pytest.raises(LLMError) as info:
         await llm.ask_tool([Message.user_message("hello")])
@@ -291,9 +335,11 @@ async def test_a_retry_after_beyond_retry_timeout_ends_the_retries(warm_llmock) 
     assert str(info.value).endswith("left of `retry_timeout` (5 s): raise `retry_timeout` to wait)")
 
 
-async def test_reasoning_model_gets_max_completion_tokens_on_the_wire(llmock) -> None:
+async def test_reasoning_model_gets_max_completion_tokens_on_the_wire(adapter: str, llmock) -> None:
     llmock.reply("ok")
-    await make_llm(llmock, "openai/o3-mini", max_tokens=321).ask_tool([Message.user_message("hi")])
+    await make_llm(llmock, "openai/o3-mini", adapter=adapter, max_tokens=321).ask_tool(
+        [Message.user_message("hi")]
+    )
     body = bodies(llmock)[0]
     assert body["max_completion_tokens"] == 321
     assert "max_tokens" not in body and "temperature" not in body
@@ -302,16 +348,16 @@ async def test_reasoning_model_gets_max_completion_tokens_on_the_wire(llmock) ->
 # -- token limits --------------------------------------------------------------
 
 
-async def test_provider_context_window_error_ends_with_token_limit(llmock, toolbox) -> None:
+async def test_provider_context_window_error_ends_with_token_limit(adapter: str, llmock, toolbox) -> None:
     llmock.context_overflow(times=None)
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("anything")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=toolbox).run("anything")
 
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TOKEN_LIMIT)
     assert len(llmock.requests) == 1  # never retried
 
 
-async def test_request_over_max_input_tokens_is_never_sent(llmock, toolbox) -> None:
-    llm = make_llm(llmock, max_input_tokens=50)
+async def test_request_over_max_input_tokens_is_never_sent(adapter: str, llmock, toolbox) -> None:
+    llm = make_llm(llmock, adapter=adapter, max_input_tokens=50)
     result = await ToolCallAgent(llm=llm, tools=toolbox).run("please read this " * 100)
 
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TOKEN_LIMIT)
@@ -324,13 +370,13 @@ async def test_request_over_max_input_tokens_is_never_sent(llmock, toolbox) -> N
 # -- broken tool calls ---------------------------------------------------------
 
 
-async def test_malformed_tool_arguments_reach_the_agent_intact(llmock, toolbox) -> None:
+async def test_malformed_tool_arguments_reach_the_agent_intact(adapter: str, llmock, toolbox) -> None:
     arguments = {"a": 1, "b": 2}
     llmock.call_tool("add", arguments)
     llmock.break_tool_call("malformed_arguments")  # corrupts the reply the same request consumes
     llmock.call_tool("terminate", {"status": "success"})
 
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("add 1 and 2")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=toolbox).run("add 1 and 2")
 
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED)
     second = bodies(llmock)[1]
@@ -343,12 +389,12 @@ async def test_malformed_tool_arguments_reach_the_agent_intact(llmock, toolbox) 
     ]
 
 
-async def test_unknown_tool_becomes_an_error_observation(llmock, toolbox) -> None:
+async def test_unknown_tool_becomes_an_error_observation(adapter: str, llmock, toolbox) -> None:
     llmock.call_tool("add", {"a": 1, "b": 2})
     llmock.break_tool_call("unknown_tool")
     llmock.call_tool("terminate", {"status": "success"})
 
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=toolbox).run("add 1 and 2")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=toolbox).run("add 1 and 2")
 
     assert result.stop_reason is StopReason.TERMINATED
     second = bodies(llmock)[1]
@@ -359,18 +405,20 @@ async def test_unknown_tool_becomes_an_error_observation(llmock, toolbox) -> Non
 # -- cost ----------------------------------------------------------------------
 
 
-async def test_cost_is_none_for_an_unpriced_model(llmock) -> None:
+async def test_cost_is_none_for_an_unpriced_model(adapter: str, llmock) -> None:
     llmock.reply("hello")
-    reply = await make_llm(llmock).ask_tool([Message.user_message("hi")])
+    reply = await make_llm(llmock, adapter=adapter).ask_tool([Message.user_message("hi")])
     assert reply.content == "hello"
     assert reply.usage.cost_usd is None
     assert reply.usage.llm_calls == 1
 
 
-async def test_cost_is_priced_for_a_model_litellm_knows(llmock) -> None:
+async def test_cost_is_priced_for_a_model_litellm_knows(adapter: str, llmock) -> None:
     # llmock echoes the requested model ("gpt-4o-mini") in its reply, which litellm prices.
     llmock.reply("hello")
-    reply = await make_llm(llmock, "openai/gpt-4o-mini").ask_tool([Message.user_message("hi")])
+    reply = await make_llm(llmock, "openai/gpt-4o-mini", adapter=adapter).ask_tool(
+        [Message.user_message("hi")]
+    )
     assert reply.model == "gpt-4o-mini"
     assert reply.usage.cost_usd is not None and reply.usage.cost_usd > 0
 
@@ -378,12 +426,14 @@ async def test_cost_is_priced_for_a_model_litellm_knows(llmock) -> None:
 # -- images --------------------------------------------------------------------
 
 
-async def test_tool_image_reaches_a_vision_model_as_an_image_part(llmock) -> None:
+async def test_tool_image_reaches_a_vision_model_as_an_image_part(adapter: str, llmock) -> None:
     llmock.call_tool("screenshot", {})
     llmock.call_tool("terminate", {"status": "success"})
     tools = ToolCollection(screenshot, Terminate())
 
-    result = await ToolCallAgent(llm=make_llm(llmock, "openai/gpt-4o"), tools=tools).run("look")
+    result = await ToolCallAgent(llm=make_llm(llmock, "openai/gpt-4o", adapter=adapter), tools=tools).run(
+        "look"
+    )
 
     assert result.stop_reason is StopReason.TERMINATED
     messages = bodies(llmock)[1]["messages"]
@@ -399,12 +449,12 @@ async def test_tool_image_reaches_a_vision_model_as_an_image_part(llmock) -> Non
     }
 
 
-async def test_tool_image_is_omitted_with_a_note_for_a_text_model(llmock) -> None:
+async def test_tool_image_is_omitted_with_a_note_for_a_text_model(adapter: str, llmock) -> None:
     llmock.call_tool("screenshot", {})
     llmock.call_tool("terminate", {"status": "success"})
     tools = ToolCollection(screenshot, Terminate())
 
-    result = await ToolCallAgent(llm=make_llm(llmock), tools=tools).run("look")
+    result = await ToolCallAgent(llm=make_llm(llmock, adapter=adapter), tools=tools).run("look")
 
     assert result.stop_reason is StopReason.TERMINATED
     messages = bodies(llmock)[1]["messages"]

@@ -281,3 +281,19 @@ def test_credentials_are_checked_offline(
     with pytest.raises(ConfigError) as info:
         check_credentials(model, **options)
     assert named in str(info.value)
+
+
+def test_errors_of_the_native_adapter_are_classified_by_what_they_carry() -> None:
+    from agentfsm.errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
+
+    url = "http://127.0.0.1:1/v1/chat/completions"
+    limited = ProviderError("slow down", url=url, status_code=429, response_headers={"retry-after": "2"})
+    assert is_transient(limited) and retry_after(limited) == 2.0
+    assert describe(limited) == "ProviderError: HTTP 429: slow down"
+    assert is_transient(ProviderError("down", url=url, status_code=503, response_headers={}))
+    assert not is_transient(ProviderError("bad", url=url, status_code=400, response_headers={}))
+    overflow = ProviderError("too long", url=url, status_code=400, code="context_length_exceeded")
+    assert is_context_window_error(overflow) and not is_transient(overflow)
+    assert is_transient(ProviderConnectionError("refused", url=url))
+    assert is_transient(ProviderTimeoutError("timeout", url=url))
+    assert describe(ProviderConnectionError("refused", url=url)) == "ProviderConnectionError: refused"

@@ -197,7 +197,7 @@ def test_llm_keeps_every_key_litellm_puts_beside_content_and_calls() -> None:
             }
         ],
     )
-    parsed = LLM("openai/unpriced-model")._reply(response, litellm)
+    parsed = LLM("openai/unpriced-model")._reply(response)
     assert parsed.provider_fields == {
         "reasoning_content": "",
         "thinking_blocks": THINKING["thinking_blocks"],
@@ -208,4 +208,4 @@ def test_llm_keeps_every_key_litellm_puts_beside_content_and_calls() -> None:
     plain = litellm.ModelResponse(
         model="m", choices=[{"index": 0, "message": {"role": "assistant", "content": "hi"}}]
     )
-    assert LLM("openai/unpriced-model")._reply(plain, litellm).provider_fields is None
+    assert LLM("openai/unpriced-model")._reply(plain).provider_fields is None

@@ -153,6 +153,12 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         help="seconds one model call may spend in all, retries included (default: 300)",
     )
     parser.add_argument(
+        "--client",
+        choices=("native", "litellm"),
+        help="the adapter: native (aiohttp, openai/ models only) or litellm "
+        "(default: native for openai/ models, litellm for the rest)",
+    )
+    parser.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
     )
 

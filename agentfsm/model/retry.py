@@ -1,9 +1,12 @@
-"""How `LLM` decides what to retry, how long to wait, and what to tell the user.
+"""How the model adapters decide what to retry, how long to wait, and what to tell the user.
 
-Kept apart from `llm.py` so the policy can be read (and unit-tested) on its
+Kept apart from the adapters so the policy can be read (and unit-tested) on its
 own. Nothing here imports litellm: an exception can only be one of litellm's
 classes once litellm is loaded, so the classifier looks the classes up in
-`sys.modules` and treats everything as non-transient before that.
+`sys.modules` and treats everything as non-transient before that. Any other
+error is read by what it carries: a `status_code`, the answer's
+`response_headers`, a `code`, or being a `ConnectionError` / `TimeoutError`
+(what `OpenAICompatible`'s `ProviderError`s carry and are).
 
 The policy (SPEC, "Defined behaviour"): rate limits, timeouts, connection
 errors and 5xx are transient and retried with exponential backoff that
@@ -65,6 +68,8 @@ _TRANSIENT_NAMES = (
     "InternalServerError",
     "ServiceUnavailableError",
 )
+_HEADER_ATTRIBUTES = ("litellm_response_headers", "response_headers")
+"""Where an error keeps the headers of the answer it came with: litellm's, a `ProviderError`'s."""
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
 _JITTER = 0.1
 """Exponential waits get up to 10% random extra, so many clients don't retry in lockstep."""
@@ -89,7 +94,7 @@ def _litellm_classes(*names: str) -> tuple[type[BaseException], ...]:
 
 
 def status_of(exc: BaseException) -> int | None:
-    """The HTTP status litellm attached to the error, if any."""
+    """The HTTP status attached to the error (by litellm, or a `ProviderError`), if any."""
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
 
@@ -173,12 +178,13 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (*_litellm_classes(*_TRANSIENT_NAMES), ConnectionError, TimeoutError)):
         return True
     status = status_of(exc)  # 502 is litellm's BadGatewayError, a class of its own
-    return status is not None and status >= 500
+    return status is not None and (status == 429 or status >= 500)
 
 
 def retry_after(exc: BaseException) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms`` wins over ``retry-after``)."""
-    for headers in (getattr(exc, "litellm_response_headers", None), _response_headers(exc)):
+    own = (getattr(exc, name, None) for name in _HEADER_ATTRIBUTES)
+    for headers in (*own, _response_headers(exc)):
         if headers is None:
             continue
         for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
@@ -213,7 +219,8 @@ def describe(exc: BaseException) -> str:
     status = status_of(exc)
     # litellm also sets a status on errors no server sent (408 for its own timeout, 400 for
     # an unknown provider, 500 for a refused connection); only an answer has headers.
-    if status is not None and getattr(exc, "litellm_response_headers", None) is not None:
+    answered = any(getattr(exc, name, None) is not None for name in _HEADER_ATTRIBUTES)
+    if status is not None and answered:
         return f"{name}: HTTP {status}: {message}"
     return f"{name}: {message}"
 

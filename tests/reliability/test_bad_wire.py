@@ -3,7 +3,8 @@
 What a provider, a proxy or a model gets wrong on the wire: a body that is not JSON, an HTML
 error page, a reply without choices, tool calls whose arguments are not JSON, name no tool we
 have, fail the tool's schema, or come without a name. Each row is one run against a server on
-127.0.0.1 that sends the broken reply, then (if the run goes on) a terminate call. Checked for
+127.0.0.1 that sends the broken reply, then (if the run goes on) a terminate call, once through
+each adapter (`LLM` and `OpenAICompatible`), with the same expectations. Checked for
 every row: `run()` returns a `RunResult` (no exception escapes), in the state the row expects,
 with its error naming the cause when it ends in ERROR, and memory holds no orphan tool message
 or unanswered call. The figures are printed.
@@ -18,7 +19,7 @@ import pytest
 from conftest import assert_pairs_complete
 from fault_server import FaultServer, Plan, Raw, Reply
 
-from agentfsm import LLM, AgentState, Terminate, ToolCallAgent, tool
+from agentfsm import LLM, AgentState, OpenAICompatible, Terminate, ToolCallAgent, tool
 
 pytestmark = pytest.mark.http
 
@@ -110,11 +111,14 @@ def add(a: int, b: int = 0) -> int:
     return a + b
 
 
-async def test_broken_replies_end_every_run_defined_with_memory_whole() -> None:
+@pytest.mark.parametrize("adapter", [LLM, OpenAICompatible], ids=["litellm", "native"])
+async def test_broken_replies_end_every_run_defined_with_memory_whole(
+    adapter: type[LLM] | type[OpenAICompatible],
+) -> None:
     plans = {f"row-{i}": Plan([raw, TERMINATE]) for i, (_, raw, _, _, _) in enumerate(ROWS)}
     wrong: list[str] = []
     async with FaultServer(plans) as server:
-        llm = LLM("openai/fault-model", api_base=server.base_url, api_key="t", timeout=5, max_attempts=2,
+        llm = adapter("openai/fault-model", api_base=server.base_url, api_key="t", timeout=5, max_attempts=2,
                   backoff_base=0.01, backoff_max=0.05)  # fmt: skip
         for i, (name, _, state, says, requests) in enumerate(ROWS):
             agent = ToolCallAgent(llm=llm, tools=[add, Terminate()], max_steps=4)
