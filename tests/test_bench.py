@@ -212,13 +212,17 @@ def test_the_http_table_states_each_goal_and_says_what_is_not_available() -> Non
     assert table.startswith("The model path over HTTP (fast loopback server, client and server pinned")
     assert "  LLM (litellm) / bare aiohttp: 25.0x / 25.0x / 25.0x" in table
     assert "goal: native CPU per request / bare aiohttp at c=1 <= 2x: not available" in table
-    assert "goal: a step with the check / without at 10,000 messages <= 1.1x: 1.05x, met" in table
+    assert "goal: LLM: a step with the check / without at 10,000 messages <= 1.1x: 1.05x, met" in table
     assert "goal: a trivial `agentfsm run` <= 0.7 s: 4.20 s, NOT met" in table
     data["cpu_per_request"]["OpenAICompatible"] = level(0.3)
     data["concurrent_runs"]["to_bare"]["OpenAICompatible"] = 1.5
     data["concurrent_runs"]["wall_s"]["OpenAICompatible"] = 1.5
     data["first_call"]["OpenAICompatible"] = {"s": 0.4, "samples": 1}
+    for n in (10, 1000, 10000):
+        data["check_step"]["step_ms"][f"{n} messages"].update({"native on": 1.2, "native off": 1.0})
+    data["check_step"]["native_ratio_on_to_off"] = {f"{n} messages": 1.2 for n in (10, 1000, 10000)}
     table = bench.report({"http": data})
+    assert "goal: native: a step with the check / without at 10,000 messages <= 1.1x: 1.20x, NOT met" in table
     assert "goal: native CPU per request / bare aiohttp at c=1,000 <= 2x: 1.50x, met" in table
     assert "goal: native 1,000 runs / bare loop <= 2x: 1.50x, met" in table
     assert "goal: native first call <= 0.5 s: 0.40 s, met" in table

@@ -99,6 +99,14 @@ def models(base: str, **options: Any) -> dict[str, Any]:
     return found
 
 
+async def close(under_test: dict[str, Any]) -> None:
+    """Close the models that hold connections (the native model's session)."""
+    for model in under_test.values():
+        aclose = getattr(model, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 def _request_parts() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from agentfsm import ToolCollection, tool
 
@@ -132,13 +140,15 @@ async def callers(base: str) -> Any:
         return await sdk.chat.completions.create(model="bench-model", messages=wire, tools=tools)  # type: ignore[arg-type]
 
     calls: dict[str, Call] = {"bare aiohttp": bare, "openai SDK": openai_sdk}
-    for name, model in models(base).items():
+    under_test = models(base)
+    for name, model in under_test.items():
         calls[name] = functools.partial(model.ask_tool, user, system_msgs=system, tools=tools)
     try:
         yield calls
     finally:
         await session.close()
         await sdk.close()
+        await close(under_test)
 
 
 async def cpu_per_request(call: Call, concurrency: int, requests: int) -> dict[str, float]:
@@ -209,7 +219,8 @@ async def concurrent_runs(base: str, count: int) -> dict[str, Any]:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=count)) as session:
         runs: dict[str, Call] = {"bare aiohttp": functools.partial(bare_run, session)}
         # retries as a client under load needs them: a loopback server under 1,000 connections may drop some
-        for name, llm in models(base, max_attempts=3, backoff_base=0.05).items():
+        under_test = models(base, max_attempts=3, backoff_base=0.05)
+        for name, llm in under_test.items():
             runs[name] = agent_run(llm)
         for name, run in runs.items():
             await run()  # warm
@@ -219,6 +230,7 @@ async def concurrent_runs(base: str, count: int) -> dict[str, Any]:
             errors = [o for o in outcomes if isinstance(o, BaseException)]
             if errors:
                 failed[name] = f"{len(errors)} failed; first: {type(errors[0]).__name__}: {errors[0]}"[:300]
+        await close(under_test)
     bare = walls["bare aiohttp"]
     return {
         "runs": count,
@@ -234,31 +246,43 @@ async def concurrent_runs(base: str, count: int) -> dict[str, Any]:
 async def check_step(
     base: str, quick: bool, filled_memory: Callable[[int], Any], interleaved: Timing
 ) -> dict[str, Any]:
-    """One step that answers, at 10 / 1,000 / 10,000 messages, through `LLM` with the check on and
-    off (`filled_memory` and `interleaved` are the benchmark's: a full memory; median µs in
-    alternating batches)."""
+    """One step that answers, at 10 / 1,000 / 10,000 messages, through `LLM` and the native model
+    with the check on and off (`filled_memory` and `interleaved` are the benchmark's: a full
+    memory; median µs in alternating batches). The native model's window (10**6) is under its
+    character bound at 10,000 messages, so its tokenizer counts too."""
     from agentfsm import LLM, ToolCallAgent, ToolCollection, tool
 
     tools = ToolCollection(tool(bench_peers.add))
-    checked = LLM(MODEL, api_base=base, api_key="bench", timeout=120, max_input_tokens=10**9)
-    unchecked = LLM(MODEL, api_base=base, api_key="bench", timeout=120)
-    assert unchecked.input_limit is None  # litellm knows no window for this name: nothing is counted
+    options: dict[str, Any] = {"api_base": base, "api_key": "bench", "timeout": 120}
+    pairs: dict[str, tuple[Any, Any]] = {
+        "": (LLM(MODEL, **options, max_input_tokens=10**9), LLM(MODEL, **options)),
+    }
+    native = native_class()
+    if native is not None:
+        pairs["native "] = (native(MODEL, **options, max_input_tokens=10**6), native(MODEL, **options))
+    for _, unchecked in pairs.values():
+        assert unchecked.input_limit is None  # no window known for this name: nothing is counted
     sizes = (10, 1_000, 10_000)
     step_ms: dict[str, dict[str, float]] = {}
     for size in sizes:
         runners: dict[str, Call] = {}
-        for label, llm in (("on", checked), ("off", unchecked)):
-            agent = ToolCallAgent(llm=llm, tools=tools, memory=filled_memory(size), next_step_prompt=None)
-            runners[label] = functools.partial(agent.run, "one more step")
+        for prefix, (checked, unchecked) in pairs.items():
+            for label, llm in ((f"{prefix}on", checked), (f"{prefix}off", unchecked)):
+                memory = filled_memory(size)
+                agent = ToolCallAgent(llm=llm, tools=tools, memory=memory, next_step_prompt=None)
+                runners[label] = functools.partial(agent.run, "one more step")
         rounds, batch = (3, 2) if quick else (9, 10)
         if size < 10_000:
             batch *= 5
         us = await interleaved(runners, rounds, batch)
         step_ms[f"{size} messages"] = {label: value / 1e3 for label, value in us.items()}
-    return {
-        "step_ms": step_ms,
-        "ratio_on_to_off": {size: v["on"] / v["off"] for size, v in step_ms.items()},
+    for checked, unchecked in pairs.values():
+        await close({"on": checked, "off": unchecked})
+    ratios = {size: v["on"] / v["off"] for size, v in step_ms.items()}
+    native_ratios = {
+        size: v["native on"] / v["native off"] for size, v in step_ms.items() if "native on" in v
     }
+    return {"step_ms": step_ms, "ratio_on_to_off": ratios, "native_ratio_on_to_off": native_ratios}
 
 
 # -- fresh processes ---------------------------------------------------------------------------
@@ -362,12 +386,19 @@ def lines(h: dict[str, Any], out: list[str]) -> None:
         out.append(f"    {name}: {why}")
     out.append(_goal(f"native {runs['runs']:,} runs / bare loop", runs["to_bare"].get(NATIVE_NAME), 2))
     step = h["check_step"]
-    out.append("  One step through LLM (a call that answers), token check on and off (ms, median)")
+    out.append("  One step (a call that answers), token check on and off (ms, median)")
     for size, v in step["step_ms"].items():
         ratio = step["ratio_on_to_off"][size]
-        out.append(f"    {size:<16}{v['on']:>9.2f} on{v['off']:>9.2f} off   ratio {ratio:.2f}")
-    out.append(_goal("a step with the check / without at 10,000 messages",
+        out.append(f"    LLM     {size:<16}{v['on']:>9.2f} on{v['off']:>9.2f} off   ratio {ratio:.2f}")
+        if "native on" in v:
+            ratio = step["native_ratio_on_to_off"][size]
+            on, off = v["native on"], v["native off"]
+            out.append(f"    native  {size:<16}{on:>9.2f} on{off:>9.2f} off   ratio {ratio:.2f}")
+    out.append(_goal("LLM: a step with the check / without at 10,000 messages",
                      step["ratio_on_to_off"]["10000 messages"], 1.1))  # fmt: skip
+    if step.get("native_ratio_on_to_off"):
+        out.append(_goal("native: a step with the check / without at 10,000 messages",
+                         step["native_ratio_on_to_off"]["10000 messages"], 1.1))  # fmt: skip
     out.append("  Fresh processes (s, median): the first model call (import, build, one call)")
     for name, figure in h["first_call"].items():
         out.append(f"    {name:<20}{_seconds(figure)}")

@@ -17,18 +17,13 @@ litellm) because the lookup has rules of its own:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from .catalog import is_reasoning_name
 from .options import LLMOptions
 
 __all__ = ["ModelFacts", "look_up_facts", "stand_in", "unknown_facts"]
-
-# Names like these are reasoning models even when litellm's map doesn't know
-# them (an `openai/o3-mini` served by a proxy, say): they reject `max_tokens`
-# and any temperature but the default. For a model litellm knows, litellm decides.
-_REASONING_NAME = re.compile(r"^(o[134]|gpt-5)([-.:_]|$)")
 
 
 @dataclass(frozen=True)
@@ -43,8 +38,9 @@ class ModelFacts:
 
 
 def unknown_facts(model: str) -> ModelFacts:
-    """The facts of a model litellm doesn't know: its name alone tells a reasoning model."""
-    named = bool(_REASONING_NAME.match(model.rsplit("/", 1)[-1].lower()))
+    """The facts of a model litellm doesn't know: its name alone tells a reasoning model
+    (`is_reasoning_name`); for a model litellm knows, litellm decides."""
+    named = is_reasoning_name(model)
     return ModelFacts(vision=False, reasoning=named, temperature=not named, input_window=None)
 
 
@@ -85,7 +81,7 @@ def _takes_temperature(litellm: Any, llm: LLMOptions, name: str, provider: str, 
             model=name, custom_llm_provider=provider, drop_params=True, model_info=info, **probe
         )
     except Exception:
-        return not _REASONING_NAME.match(name.lower())
+        return not is_reasoning_name(name)
     return mapped.get("temperature") is not None
 
 
