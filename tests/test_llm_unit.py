@@ -9,8 +9,8 @@ import pytest
 
 from agentfsm import LLM, ChatModel, Message, ToolCall
 from agentfsm.errors import ConfigError, ConnectTimeout
-from agentfsm.model.credentials import check_credentials
-from agentfsm.model.llm import IMAGE_OMITTED, to_wire
+from agentfsm.model.credentials import KEY_VARIABLES, check_credentials
+from agentfsm.model.llm import IMAGE_OMITTED, load_litellm, to_wire
 from agentfsm.model.reach import probe_target
 from agentfsm.model.retry import (
     RetryPolicy,
@@ -281,6 +281,23 @@ def test_credentials_are_checked_offline(
     with pytest.raises(ConfigError) as info:
         check_credentials(model, **options)
     assert named in str(info.value)
+
+
+@pytest.mark.parametrize("provider", sorted(KEY_VARIABLES))
+def test_the_key_table_says_what_litellm_says(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The providers checked without litellm: with none of their variables set, litellm's
+    `validate_environment` reports a missing key among the same variables; with one set, none."""
+    variables = KEY_VARIABLES[provider]
+    for name in variables:
+        monkeypatch.delenv(name, raising=False)
+    model = f"{provider}/some-model"
+    missing = load_litellm().validate_environment(model=model)["missing_keys"]
+    assert missing and set(missing) <= set(variables), missing
+    with pytest.raises(ConfigError, match=f"^{variables[0]} "):
+        check_credentials(model)
+    monkeypatch.setenv(variables[-1], "k")
+    assert load_litellm().validate_environment(model=model)["keys_in_environment"]
+    check_credentials(model)
 
 
 def test_errors_of_the_native_adapter_are_classified_by_what_they_carry() -> None:

@@ -11,6 +11,10 @@ What counts as a credential:
   no key, and `LLM` then sends a placeholder (a server that wants a key answers 401, which
   is never retried and says to set it). Without `api_base` it needs ``OPENAI_API_KEY`` or
   `api_key`. This case is decided without litellm, whose import takes seconds.
+- The providers that take one key variable (`KEY_VARIABLES`: Anthropic, Gemini, Mistral,
+  DeepSeek, Groq, Cohere) are decided without litellm too, so a missing key is reported in
+  milliseconds rather than after litellm's import; a test holds the table to what
+  ``litellm.validate_environment`` says of each.
 - Every other provider: what ``litellm.validate_environment`` reports missing, less what the
   options supply (`api_key` for a key, `api_base` for a base URL, `api_version` for a
   version) and less what litellm does not need after all: Ollama's base URL (it defaults to
@@ -31,6 +35,15 @@ _CHAINED = frozenset(
     {"bedrock", "bedrock_converse", "sagemaker", "sagemaker_chat", "vertex_ai", "vertex_ai_beta"}
 )
 _NOT_NEEDED = frozenset({"OLLAMA_API_BASE", "AZURE_API_VERSION"})
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "mistral": ("MISTRAL_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+}
+"""The variables litellm reads a key from, by provider prefix (any one of them will do)."""
 
 
 def check_credentials(
@@ -45,6 +58,11 @@ def check_credentials(
         raise ConfigError(_message(model, ["OPENAI_API_KEY"], "api-key"))
     if provider in _CHAINED:
         return
+    variables = KEY_VARIABLES.get(provider)
+    if variables is not None:
+        if api_key or any(os.environ.get(name) for name in variables):
+            return
+        raise ConfigError(_message(model, list(variables), "api-key"))
     from .llm import load_litellm
 
     litellm = load_litellm()
