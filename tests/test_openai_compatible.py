@@ -344,3 +344,30 @@ async def test_a_request_over_the_model_s_known_window_is_never_sent(server: Ser
     await model.ask_tool([Message.user_message("word " * 1_000)])
     assert len(server.bodies) == 1
     await model.aclose()
+
+
+async def test_litellm_s_map_is_read_off_the_event_loop(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the bundled map takes tens of milliseconds: never on the loop that runs the agents."""
+    import threading
+
+    from agentfsm.model import catalog
+
+    readers: list[threading.Thread] = []
+    read = catalog._read_map
+
+    def recorded() -> dict[str, Any]:
+        readers.append(threading.current_thread())
+        return read()
+
+    monkeypatch.setattr(catalog, "_read_map", recorded)
+    catalog._model_map.cache_clear()
+    try:
+        model = native(server.base_url, "openai/gpt-4o-mini")
+        await model.ask_tool([Message.user_message("hi")])
+        await model.aclose()
+    finally:
+        catalog._model_map.cache_clear()
+    assert readers and threading.main_thread() not in readers
+    assert model.input_limit == 128_000  # and what it read is the map

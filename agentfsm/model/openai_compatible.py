@@ -194,6 +194,8 @@ class OpenAICompatible(LLMOptions):
         `LLMError` when the call fails for good.
         """
         started = time.perf_counter()
+        if "card" not in self.__dict__:  # litellm's map is read once (~40 ms), off the event loop
+            await asyncio.to_thread(getattr, self, "card")
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
         await self._check_fits(messages, system_msgs, tool_list)
