@@ -198,7 +198,7 @@ class OpenAICompatible(LLMOptions):
             await asyncio.to_thread(getattr, self, "card")
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
-        await self._check_fits(messages, system_msgs, tool_list)
+        await self._check_fits(messages, system_msgs, tools)  # the caller's dicts: counted while unchanged
         payload = json.dumps(self._body(wire, tool_list, tool_choice), ensure_ascii=False).encode()
         session = await self._session()
 
@@ -233,12 +233,16 @@ class OpenAICompatible(LLMOptions):
     # -- the request ------------------------------------------------------------
 
     async def _check_fits(
-        self, messages: Sequence[Message], system_msgs: Sequence[Message], tools: list[dict[str, Any]]
+        self, messages: Sequence[Message], system_msgs: Sequence[Message], tools: Sequence[dict[str, Any]]
     ) -> None:
         """Refuse a request over the input window before sending it; each message is counted once
-        (`TokenCounter`), by the character bound first and by the tokenizer only when that is over."""
+        (`TokenCounter`). Until a request's character bound first exceeds the window, the bound
+        alone is counted and the tokenizer is not even loaded; from then on (the history has grown
+        near the window, and stays there) the tokenizer's count alone."""
         limit = self.input_limit
-        if limit is None or self._bound.count(messages, system_msgs, tools) <= limit:
+        if limit is None:
+            return
+        if not self._tokens and self._bound.count(messages, system_msgs, tools) <= limit:
             return
         if not self._tokens:
             try:

@@ -36,7 +36,6 @@ estimate for English text and code.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Any, cast
 
 from ..messages import Message
@@ -51,7 +50,20 @@ RequestTokens = Callable[[Sequence[dict[str, Any]], bool], int]
 system message (OpenAI-style counting discounts the tools' framing then)."""
 
 
-_COUNT = itemgetter(1)
+class _Generation:
+    """Counts by message identity, with the messages kept alive so no ``id`` is reused while its
+    count is. Counts and messages are two dicts, not one of pairs: a dict of ints is not tracked
+    by the garbage collector, where 10,000 pairs would be 10,000 more objects for every full
+    collection to walk."""
+
+    __slots__ = ("counts", "messages")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.messages: dict[int, Message] = {}
+
+    def __len__(self) -> int:
+        return len(self.counts)
 
 
 class TokenCounter:
@@ -68,14 +80,14 @@ class TokenCounter:
         self._counts = message_tokens
         self._request = request_tokens
         self._min_capacity = min_capacity
-        self._kept: dict[int, tuple[Message, int]] = {}  # the young generation, by id(message)
-        self._old: dict[int, tuple[Message, int]] = {}
+        self._kept = _Generation()  # the young generation
+        self._old = _Generation()
         self._largest = 0
         self._tools: tuple[tuple[object, ...], bool, int] | None = None  # the last tools' count
 
     def __len__(self) -> int:
         """Messages whose counts are remembered (both generations)."""
-        return len(self._kept) + len(self._old.keys() - self._kept.keys())
+        return len(self._kept) + len(self._old.counts.keys() - self._kept.counts.keys())
 
     def count(
         self,
@@ -90,28 +102,31 @@ class TokenCounter:
     def _messages(self, messages: Sequence[Message]) -> int:
         if not messages:
             return 0
-        kept = self._kept
-        entries = list(map(kept.get, map(id, messages)))  # C-level: ~50 ns a message
-        if None in entries:
-            self._fill(messages, entries)
-        total: int = sum(map(_COUNT, cast(list[tuple[Message, int]], entries)))  # all filled now
-        self._largest = max(self._largest, len(entries))
+        counts = list(map(self._kept.counts.get, map(id, messages)))  # C-level: ~50 ns a message
+        if None in counts:
+            self._fill(messages, counts)
+        total: int = sum(cast(list[int], counts))  # all filled now
+        self._largest = max(self._largest, len(counts))
         return total
 
-    def _fill(self, messages: Sequence[Message], entries: list[tuple[Message, int] | None]) -> None:
+    def _fill(self, messages: Sequence[Message], counts: list[int | None]) -> None:
         """Count the messages not in the young generation (or take them from the old one)."""
         kept, old, index = self._kept, self._old, -1
         listed = messages if isinstance(messages, list | tuple) else list(messages)
         while True:
             try:
-                index = entries.index(None, index + 1)
+                index = counts.index(None, index + 1)
             except ValueError:
                 return
             message = listed[index]
-            entry = old.get(id(message)) or (message, self._counts(message))
-            kept[id(message)] = entries[index] = entry
-            if len(kept) > max(self._min_capacity, 2 * self._largest, 2 * len(entries)):
-                self._old, self._kept, self._largest = kept, {}, 0
+            key = id(message)
+            count = old.counts.get(key)
+            if count is None:
+                count = self._counts(message)
+            kept.counts[key], kept.messages[key] = count, message
+            counts[index] = count
+            if len(kept) > max(self._min_capacity, 2 * self._largest, 2 * len(counts)):
+                self._old, self._kept, self._largest = kept, _Generation(), 0
                 kept, old = self._kept, self._old
 
     def _request_part(self, tools: Sequence[dict[str, Any]], has_system: bool) -> int:
