@@ -130,5 +130,8 @@ async def test_broken_replies_end_every_run_defined_with_memory_whole(
                 wrong.append(
                     f"{name}: {result.state} {result.stop_reason} {result.error!r} / {observed[:120]!r}"
                 )
-    print(f"\n{len(ROWS)} kinds of broken reply on the wire: {len(wrong)} not ended as expected")
+    print(
+        f"\n{len(ROWS)} kinds of broken reply on the wire, through {adapter.__name__}: "
+        f"{len(wrong)} not ended as expected"
+    )
     assert wrong == [], "\n".join(wrong)
