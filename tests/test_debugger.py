@@ -89,3 +89,14 @@ async def test_end_of_input_quits_and_mistakes_are_explained(toolbox):
     assert "edit works in OBSERVING" in text
     assert "end of input: quitting" in text
     assert agent.last_result is not None and agent.last_result.stop_reason is StopReason.CANCELLED
+
+
+async def test_request_shows_the_step_prompt_where_it_went(toolbox):
+    """After tool results the step prompt ends the system message (a user message may not follow
+    them): `request` says so, where the last three messages would not show it."""
+    agent = agent_for(toolbox)
+    read, _ = lines("break ACTING", "continue", "continue", "request", "clear ACTING", "continue")
+    out = io.StringIO()
+    await Debugger(agent, "add 2 and 3", read_line=read, out=out).run()
+    text = out.getvalue()
+    assert f"  step prompt, at the end of the system message: {agent.next_step_prompt[:30]}" in text

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TextIO
 
 from ..agent.base import BaseAgent
 from ..agent.stepping import Breakpoint, Stepper
 from ..fsm.diagram import to_mermaid
+from ..messages import Message
 from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, Transition
 from ..run.result import RunResult
@@ -162,6 +163,9 @@ class Debugger:
         )
         for message in call.messages[-3:]:
             self._say(f"  ... {message.role.value:<9} {_clip(message.content or '')}")
+        step_prompt = _step_prompt_in_system(call.system_msgs, getattr(self.agent, "system_prompt", None))
+        if step_prompt:
+            self._say(f"  step prompt, at the end of the system message: {_clip(step_prompt)}")
         if call.reply is None:
             self._say(f"no reply: {call.error_type}: {call.error}")
             return
@@ -262,3 +266,14 @@ def _parse_breakpoint(text: str, agent: BaseAgent) -> Breakpoint:
 def _clip(text: str, width: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _step_prompt_in_system(system_msgs: Sequence[Message], system_prompt: str | None) -> str | None:
+    """What a request's system message says beyond the agent's system prompt: the step prompt,
+    which goes there when the history ends with tool results (a user message cannot follow them)."""
+    if not system_msgs:
+        return None
+    text = system_msgs[-1].content or ""
+    if system_prompt and text.startswith(system_prompt):
+        return text[len(system_prompt) :].strip() or None
+    return None if system_prompt else text or None
