@@ -12,6 +12,9 @@ import pytest
 
 from agentfsm import Message, Role, Terminate, ToolCollection, tool
 
+# The npm MCP servers' fixtures (`everything_stdio`, `everything_http`), for any test module.
+pytest_plugins = ["mcp_servers"]
+
 
 @tool
 def add(a: int, b: int) -> int:
@@ -33,7 +36,7 @@ def explode(reason: str) -> str:
 
 
 # Variables that steer the test run itself, not agentfsm's configuration.
-_HARNESS_VARIABLES = {"AGENTFSM_REQUIRE_DOCKER", "AGENTFSM_TEST_IMAGE"}
+_HARNESS_VARIABLES = {"AGENTFSM_REQUIRE_DOCKER", "AGENTFSM_REQUIRE_MCP", "AGENTFSM_TEST_IMAGE"}
 
 
 @pytest.fixture
