@@ -219,3 +219,28 @@ async def test_a_server_that_cannot_start_is_an_error_naming_it():
     with pytest.raises(MCPServerError, match="cannot connect to MCP server 'bad'"):
         await servers.connect()
     await servers.aclose()
+
+
+async def test_manus_create_connects_its_mcp_servers_and_aclose_stops_them(tmp_path):
+    from agentfsm import Manus
+    from agentfsm.sandbox.settings import SandboxSettings
+
+    settings = MCPServerSettings(command=sys.executable, args=(str(SERVER), "modern", "stdio"))
+    llm = ScriptedLLM(
+        [
+            reply(tool_calls=[("mcp_t_echo", {"text": "manus"})]),
+            reply(tool_calls=[("terminate", {"status": "success"})]),
+        ]
+    )
+    before = set(_children())
+    agent = await Manus.create(
+        llm=llm, mcp_servers={"t": settings}, sandbox=SandboxSettings(mode="local", local_dir=str(tmp_path))
+    )
+    try:
+        assert {"mcp_t_echo", "python_execute", "terminate"} <= set(agent.tools.names)
+        result = await agent.run("echo through manus")
+        assert result.stop_reason == "terminated"
+        assert "echo: manus" in llm.requests[1].messages[-1].content
+    finally:
+        await agent.aclose()
+    assert set(_children()) - before == set()

@@ -14,11 +14,9 @@ import the MCP SDK: `agentfsm.mcp.client` does, when a connection opens.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..log import event
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
 from ..toolbox.terminate import Terminate
@@ -80,7 +78,6 @@ class MCPAgent(ToolCallAgent):
         )
         self._owns_servers = not isinstance(servers, MCPServers)
         self.servers = servers if isinstance(servers, MCPServers) else MCPServers(servers)
-        self._connected = False
         own = [Terminate(), *tools]
         self._init_tool_agent(options, llm=llm, tools=own, memory=memory, approver=approver, name=name)
 
@@ -93,31 +90,16 @@ class MCPAgent(ToolCallAgent):
 
     async def connect(self) -> None:
         """Connect the servers and add their tools (once; the first think does it otherwise)."""
-        if self._connected:
-            return
-        tools = await self.servers.connect(reserved=self.tools.names)
-        self.tools.add(*(t for t in tools if t.name not in self.tools))
-        self._connected = True
+        await self.servers.attach(self.tools, agent=self.name)
 
     async def think(self) -> None:
-        await self.connect()
-        withdrawn = self.servers.withdraw_gone(self.tools)
-        if withdrawn:
-            event(
-                "mcp_tools_withdrawn",
-                level=logging.WARNING,
-                agent=self.name,
-                run_id=self.run_state.run_id,
-                tools=withdrawn,
-                message=f"withdrew {len(withdrawn)} tools of MCP servers that stopped answering",
-            )
+        await self.servers.attach(self.tools, agent=self.name)  # before each request: what can run
         await super().think()
 
     async def aclose(self) -> None:
         """Close the servers the agent owns (a shared `MCPServers` is its owner's to close)."""
         if self._owns_servers:
             await self.servers.aclose()
-        self._connected = False
 
     async def __aenter__(self) -> MCPAgent:
         await self.connect()

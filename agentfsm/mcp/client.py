@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +130,7 @@ class MCPConnection:
             params = StdioServerParameters(
                 command=settings.command, args=list(settings.args), env=dict(settings.env)
             )
-            return stdio_client(params)
+            return stdio_client(params, errlog=_errlog())
         assert settings.url is not None
         if settings.type == "sse":
             from mcp.client.sse import sse_client
@@ -227,6 +228,16 @@ async def _list_tools(client: Any) -> tuple[ServerTool, ...]:
         cursor = page.next_cursor
         if not cursor:
             return tuple(tools)
+
+
+def _errlog() -> Any:
+    """Where a stdio server's stderr goes: this process's stderr as it is now. (The SDK's
+    default is the `sys.stderr` of when it was imported, which may have been closed since.)"""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced by something without a descriptor
+        return sys.__stderr__
+    return sys.stderr
 
 
 def _is_disconnect(exc: BaseException) -> bool:

@@ -10,10 +10,12 @@ at the end of ``async with``. A server that died has its tools withdrawn from a
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..log import event
 from ..toolbox.tool import Tool, ToolCollection, ToolResult
 from .client import MCPConnection, ServerTool
 from .names import agent_tool_names
@@ -56,11 +58,14 @@ class MCPServers:
             self.connections[server_id] = MCPConnection(server_id, record)
         self.tools: list[MCPTool] = []
         """Every server's tools, once connected (the ones withdrawn included)."""
+        self._connected = False
 
     async def connect(self, *, reserved: Iterable[str] = ()) -> list[MCPTool]:
         """Connect every server (concurrently) and make their tools, named around `reserved`
         (the agent's own tool names). A server that fails to connect is an error naming it;
         the others are closed again then, so nothing is left running."""
+        if self._connected:
+            return self.tools
         pending = [c for c in self.connections.values() if c.protocol_version is None]
         outcomes = await asyncio.gather(*(c.connect() for c in pending), return_exceptions=True)
         failures = [o for o in outcomes if isinstance(o, BaseException)]
@@ -75,7 +80,28 @@ class MCPServers:
             taken.update(names.values())
             tools += [MCPTool(connection, listed, name=names[listed.name]) for listed in connection.tools]
         self.tools = tools
+        self._connected = True
         return tools
+
+    async def attach(self, tools: ToolCollection, *, agent: str | None = None) -> list[str]:
+        """Connect (once) and add the live servers' tools that `tools` lacks, named around the
+        names it has; then withdraw those of servers that stopped answering. The names withdrawn.
+
+        An agent calls this before each request: it is how the model is offered what can run.
+        """
+        for item in await self.connect(reserved=tools.names):
+            if item.connection.gone is None and item.name not in tools:
+                tools.add(item)
+        withdrawn = self.withdraw_gone(tools)
+        if withdrawn:
+            event(
+                "mcp_tools_withdrawn",
+                level=logging.WARNING,
+                agent=agent,
+                tools=withdrawn,
+                message=f"withdrew the tools of MCP servers that stopped answering: {', '.join(withdrawn)}",
+            )
+        return withdrawn
 
     def withdraw_gone(self, tools: ToolCollection) -> list[str]:
         """Remove from `tools` the tools of servers that stopped answering; their names."""
@@ -85,7 +111,8 @@ class MCPServers:
         return gone
 
     async def aclose(self) -> None:
-        """Close every connection (stdio servers' processes are stopped)."""
+        """Close every connection, for good (stdio servers' processes are stopped); their tools
+        answer with an error from then on."""
         await asyncio.gather(*(c.aclose() for c in self.connections.values()))
 
     async def __aenter__(self) -> Self:
