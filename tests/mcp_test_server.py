@@ -3,7 +3,8 @@
 Run as ``python tests/mcp_test_server.py REVISION TRANSPORT [PORT]``: REVISION is ``modern``
 (answers `server/discover`, so the client speaks 2026-07-28) or ``legacy`` (advertises only
 the handshake-era revisions on `server/discover`, so the client falls back to `initialize`);
-TRANSPORT is ``stdio`` or ``http`` (streamable HTTP on 127.0.0.1:PORT, path ``/mcp``).
+TRANSPORT is ``stdio``, ``http`` (streamable HTTP on 127.0.0.1:PORT, path ``/mcp``) or ``sse``
+(the legacy HTTP+SSE transport, path ``/sse``).
 """
 
 from __future__ import annotations
@@ -135,7 +136,10 @@ def main() -> None:
             *([server] if revision == "legacy" else []),
         )
         return
-    app = server.streamable_http_app(host="127.0.0.1")
+    if transport == "sse":
+        app = server.sse_app(host="127.0.0.1")  # the legacy HTTP+SSE transport, on /sse
+    else:
+        app = server.streamable_http_app(host="127.0.0.1")
     if revision == "legacy":
         app = _legacy_http(app)
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")

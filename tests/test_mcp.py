@@ -33,11 +33,11 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _serve_http(revision: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The test server over streamable HTTP in a subprocess, bound to 127.0.0.1, once it listens."""
+def _serve_http(revision: str, transport: str = "http") -> tuple[subprocess.Popen[bytes], str]:
+    """The test server over HTTP in a subprocess, bound to 127.0.0.1, once it listens."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), revision, "http", str(port)], stderr=subprocess.DEVNULL
+        [sys.executable, str(SERVER), revision, transport, str(port)], stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -45,7 +45,7 @@ def _serve_http(revision: str) -> tuple[subprocess.Popen[bytes], str]:
             raise AssertionError(f"the test MCP server exited with {process.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, f"http://127.0.0.1:{port}/mcp"
+            return process, f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
         except OSError:
             time.sleep(0.05)
     process.kill()
@@ -105,6 +105,21 @@ async def test_each_revision_speaks_and_its_results_reach_the_model(server):
             "[resource file:///notes.txt (text/plain)]\nthe notes\n"
             "[resource link file:///big.bin, name 'big.bin', type application/octet-stream]"
         )
+
+
+async def test_a_legacy_http_sse_server_serves_its_tools():
+    process, url = _serve_http("legacy", "sse")
+    try:
+        async with MCPServers({"t": MCPServerSettings(type="sse", url=url, timeout=2)}) as servers:
+            assert servers.connections["t"].protocol_version is not None
+            tools = {t.remote_name: t for t in servers.tools}
+            assert (await tools["echo"](text="sse")).output == "echo: sse"
+            assert (await tools["picture"]()).base64_image == PIXEL
+            slow = await tools["slow"](seconds=30)
+            assert slow.error is not None and "did not answer `slow` within 2 s" in slow.error
+    finally:
+        process.kill()
+        process.wait()
 
 
 async def test_a_slow_call_times_out_and_the_server_still_answers(server):
