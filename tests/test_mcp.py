@@ -107,7 +107,7 @@ async def test_each_revision_speaks_and_its_results_reach_the_model(server):
         )
 
 
-async def test_a_legacy_http_sse_server_serves_its_tools():
+async def test_the_legacy_http_sse_transport_serves_the_tools():
     process, url = _serve_http("legacy", "sse")
     try:
         async with MCPServers({"t": MCPServerSettings(type="sse", url=url, timeout=2)}) as servers:

@@ -15,7 +15,7 @@ import the MCP SDK: `agentfsm.mcp.client` does, when a connection opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
@@ -82,9 +82,9 @@ class MCPAgent(ToolCallAgent):
         self._init_tool_agent(options, llm=llm, tools=own, memory=memory, approver=approver, name=name)
 
     @classmethod
-    async def create(cls, **kwargs: object) -> MCPAgent:
+    async def create(cls, **kwargs: Any) -> MCPAgent:
         """Build the agent and connect its servers (takes the constructor's arguments)."""
-        agent = cls(**kwargs)  # type: ignore[arg-type]
+        agent = cls(**kwargs)
         await agent.connect()
         return agent
 
