@@ -49,3 +49,13 @@ def test_the_mcp_agent_without_a_server_is_a_usage_error(
 def test_a_malformed_mcp_server_flag_is_a_usage_error(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     assert cli_main.main(_args(llmock, "--agent", "mcp", "--mcp-server", "no-equals-sign")) == 2
     assert "expected NAME=COMMAND_OR_URL" in capfd.readouterr().err
+
+
+def test_a_server_that_cannot_start_ends_the_run_naming_it(
+    llmock: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    status = cli_main.main(_args(llmock, "--agent", "mcp", "--mcp-server", "bad=/nonexistent/mcp-server"))
+    err = capfd.readouterr().err
+    assert status == 1
+    assert "cannot connect to MCP server 'bad' (/nonexistent/mcp-server)" in err
+    assert llmock.requests == []  # the model was never asked
