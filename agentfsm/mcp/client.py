@@ -63,10 +63,6 @@ class MCPConnection:
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
 
-    @property
-    def open(self) -> bool:
-        return self._client is not None and self.gone is None
-
     async def connect(self) -> None:
         """Start the connection task and wait until the tools are listed (at most `connect_timeout`)."""
         if self._task is not None:
@@ -179,8 +175,9 @@ class MCPConnection:
         return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {_describe(problem)}")
 
     def _gone_result(self, name: str) -> ToolResult:
+        why = self.gone or "the connection was closed"
         return ToolResult(
-            error=f"MCP server {self.server_id!r} stopped while `{name}` ran ({self.gone}); "
+            error=f"MCP server {self.server_id!r} stopped while `{name}` ran ({why}); "
             "its tools are withdrawn: go on without them"
         )
 
@@ -241,11 +238,17 @@ def _errlog() -> Any:
 
 
 def _is_disconnect(exc: BaseException) -> bool:
-    """Whether `exc` says the connection itself ended (not a refusal of one call)."""
+    """Whether `exc` says the connection itself ended (not a refusal of one call, nor a result
+    that does not parse): the SDK's "Connection closed" (a stdio server's process ended) or
+    "SSE stream ended" (an HTTP server went away mid-answer), or the transport's own error."""
+    import anyio
+    import httpx2
+
     text = str(exc)
     if "Connection closed" in text or "stream ended" in text:
         return True
-    return not type(exc).__module__.startswith("mcp")
+    transport = (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError)
+    return isinstance(exc, (*transport, anyio.EndOfStream))
 
 
 def _describe(exc: BaseException) -> str:
