@@ -100,6 +100,9 @@ async def test_each_revision_speaks_and_its_results_reach_the_model(server):
         assert tools["weather"].output_schema is not None
         failed = await tools["fail"](reason="r")
         assert failed.error is not None and "failed on purpose: r" in failed.error
+        unknown = await connection.call("no_such_tool", {})
+        assert unknown.error is not None and "no_such_tool" in unknown.error
+        assert connection.gone is None  # a refused call leaves the server's tools in place
         resources = await tools["resources"]()
         assert resources.output == (
             "[resource file:///notes.txt (text/plain)]\nthe notes\n"
