@@ -24,6 +24,7 @@ from .toolbox.tool import Tool, ToolCollection, ToolResult, tool
 
 if TYPE_CHECKING:
     from .agent.manus import Manus
+    from .agent.mcp import MCPAgent
     from .model.llm import LLM
     from .model.openai_compatible import OpenAICompatible
     from .toolbox.ask_human import AskHuman
@@ -44,6 +45,7 @@ __all__ = [
     "Effect",
     "Guard",
     "LLMResponse",
+    "MCPAgent",
     "MachineTable",
     "Manus",
     "Memory",
@@ -76,6 +78,7 @@ __getattr__ = lazy_attributes(
         "LLM": "model.llm",
         "OpenAICompatible": "model.openai_compatible",
         "Manus": "agent.manus",
+        "MCPAgent": "agent.mcp",
         "AskHuman": "toolbox.ask_human",
         "Bash": "toolbox.bash",
         "PythonExecute": "toolbox.python_execute",

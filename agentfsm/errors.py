@@ -49,6 +49,8 @@ __all__ = [
     "IndexOutOfRangeError",
     "KeyNotFoundError",
     "LLMError",
+    "MCPServerError",
+    "MCPTimeoutError",
     "MachineSetupError",
     "MissingExtraError",
     "NoSuchFileError",
@@ -228,6 +230,15 @@ class ProviderConnectionError(ProviderError, ConnectionError):
 
 class ProviderTimeoutError(ProviderError, TimeoutError):
     """No complete answer within the request's `timeout`."""
+
+
+class MCPServerError(AgentfsmError, ConnectionError):
+    """An MCP server cannot be reached, or stopped answering: it failed to start, refused the
+    connection, or died (its process ended, its connection dropped)."""
+
+
+class MCPTimeoutError(MCPServerError, TimeoutError):
+    """An MCP server did not answer within its `timeout` (connecting, or one call)."""
 
 
 class ScriptExhaustedError(AgentfsmError, RuntimeError):

@@ -10,6 +10,7 @@ import pytest
 from agentfsm import ToolCallAgent
 from agentfsm.cli.config import NO_MODEL_MESSAGE, LLMSettings, Settings, build_llm
 from agentfsm.errors import ConfigError
+from agentfsm.mcp.settings import MCPServerSettings
 from agentfsm.sandbox.settings import SandboxSettings
 
 SECRET = "sk-very-secret-123"
@@ -78,7 +79,7 @@ def test_reads_agentfsm_toml_in_the_working_directory(tmp_path: Path) -> None:
     assert settings.llm.model == "openai/general"
     assert settings.agent.agent_kwargs() == {"max_steps": 7, "tool_choice": "required", "stuck_limit": None}
     assert settings.sandbox == SandboxSettings(image="python:3.12")
-    assert settings.mcp.servers == {"time": {"command": "mcp-server-time"}}
+    assert settings.mcp.server_settings() == {"time": MCPServerSettings(command="mcp-server-time")}
 
 
 def test_agent_table_overrides_reach_only_that_agent(tmp_path: Path) -> None:
@@ -160,6 +161,9 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ("[agent]\nmax_step = 3", ["unknown key 'max_step' in [agent]", "allowed: max_steps"]),
         ("[llm]\nmodle = 'x'", ["unknown key 'modle' in [llm]", "allowed: model"]),
         ("[mcp]\nserver = {}", ["unknown key 'server' in [mcp]", "allowed: servers"]),
+        ("[mcp.servers.t]\ncmd = 'x'", ["unknown key 'cmd' in [mcp.servers.t]", "allowed: type, command"]),
+        ("[mcp.servers.t]\nurl = 'ftp://h'", ["[mcp.servers] t = ", "needs a `url` starting with http://"]),
+        ("[mcp.servers.t]\ncommand = 'x'\ntimeout = 0", ["[mcp.servers.t] timeout = 0", "greater than 0"]),
         ("[tools]\na = 1", ["unknown section [tools]", "allowed: agent, llm, mcp, sandbox"]),
         ('[sandbox]\nmode = "vm"', ["[sandbox] mode = 'vm'", "'docker', 'local' or 'auto'"]),
         ('[sandbox]\nmemory = "lots"', ["[sandbox] memory = 'lots'", "use a number with b, k, m or g"]),

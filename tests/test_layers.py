@@ -102,7 +102,8 @@ def test_no_import_points_up_the_layers():
         "toolbox": {"sandbox"},
         "run": {"fsm", "model"},
         "recording": {"run", "fsm", "model"},
-        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox"},
+        "mcp": {"toolbox"},
+        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp"},
         "testing": {"model"},
     }
     wrong = []
@@ -142,8 +143,9 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 
 
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
-    """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity: each by one
-    module (the one that talks to it), so an optional integration stays out of the rest."""
+    """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
+    httpx2 and anyio): each by one module (the one that talks to it), so an optional integration stays out
+    of the rest."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -161,3 +163,6 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["rich"] == {"agentfsm.cli.live"}
     assert importers["pygraphviz"] == {"agentfsm.fsm.diagram"}
     assert importers["jsonschema"] == {"agentfsm.toolbox.tool"}
+    assert importers["mcp"] == {"agentfsm.mcp.client"}
+    assert importers["httpx2"] == {"agentfsm.mcp.client"}
+    assert importers["anyio"] == {"agentfsm.mcp.client"}

@@ -77,7 +77,11 @@ def test_manus_records_its_prompt_as_configured() -> None:
     [
         (Idle, AgentOptions, {"name", "memory"}),
         (ToolCallAgent, ToolCallOptions, {"llm", "tools", "memory", "approver", "name"}),
-        (Manus, ManusOptions, {"llm", "sandbox", "ask_human", "extra_tools", "memory", "approver", "name"}),
+        (
+            Manus,
+            ManusOptions,
+            {"llm", "sandbox", "ask_human", "extra_tools", "mcp_servers", "memory", "approver", "name"},
+        ),
     ],
 )
 def test_constructor_keywords_are_the_records_options_with_its_defaults(

@@ -1,6 +1,7 @@
-"""The agents: the engine (`BaseAgent`), the ReAct split, the tool-calling agent, and Manus.
+"""The agents: the engine (`BaseAgent`), the ReAct split, the tool-calling agent, Manus and
+the MCP agent.
 
-`Manus` (and with it the system tools) is imported on first use.
+`Manus` (and with it the system tools) and `MCPAgent` are imported on first use.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from .toolcall import ToolCallAgent
 
 if TYPE_CHECKING:
     from .manus import Manus
+    from .mcp import MCPAgent
 
-__all__ = ["BaseAgent", "Manus", "ReActAgent", "ToolCallAgent"]
+__all__ = ["BaseAgent", "MCPAgent", "Manus", "ReActAgent", "ToolCallAgent"]
 
 
-__getattr__ = lazy_attributes(__name__, {"Manus": "manus"})
+__getattr__ = lazy_attributes(__name__, {"Manus": "manus", "MCPAgent": "mcp"})

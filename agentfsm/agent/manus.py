@@ -1,7 +1,8 @@
 """`Manus`: the preset general-purpose agent, with upstream's toolbox, prompts and limits.
 
 The toolbox is python_execute, bash, str_replace_editor, ask_human and
-terminate (upstream's browser and MCP tools come with their own issues). The
+terminate, plus the tools of the MCP servers given (upstream's browser tool comes with
+its own issue). The
 three tools that touch the system share one `SandboxSession`, owned by the
 agent: the sandbox is created by the first tool call that needs it, destroyed
 at the end of each run (kept between runs with ``keep_alive``, but destroyed
@@ -19,11 +20,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..mcp.tools import MCPServers
 from ..run.result import AgentState, RunResult
 from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..mcp.settings import MCPServerSettings
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
     from ..sandbox.session import SandboxSession
@@ -84,6 +89,7 @@ class Manus(ToolCallAgent):
         sandbox: SandboxSettings | SandboxSession | None = None,
         ask_human: AskFn | None = None,
         extra_tools: Iterable[Tool] = (),
+        mcp_servers: MCPServers | Mapping[str, MCPServerSettings | str] | None = None,
         system_prompt: str | None = ManusOptions.system_prompt,
         next_step_prompt: str | None = ManusOptions.next_step_prompt,
         max_steps: int = ManusOptions.max_steps,
@@ -103,7 +109,10 @@ class Manus(ToolCallAgent):
         `sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
         session, which the agent then owns and closes. `ask_human`: how questions reach a person
         (None: the model is told no human is available). `extra_tools` join the toolbox.
-        `system_prompt` may contain ``{directory}``, replaced by the workspace at each think."""
+        `mcp_servers`: MCP servers whose tools join it too (`MCPServers`, shared: its owner
+        closes it; or settings by id, closed by `aclose()`), connected by `create()` or the
+        first think. `system_prompt` may contain ``{directory}``, replaced by the workspace
+        at each think."""
         from ..sandbox.session import SandboxSession
 
         options = ManusOptions(
@@ -120,6 +129,11 @@ class Manus(ToolCallAgent):
             require_approval=frozenset(require_approval),
         )
         self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
+        self._owns_servers = not isinstance(mcp_servers, MCPServers)
+        self.mcp_servers = (
+            mcp_servers if isinstance(mcp_servers, MCPServers) else MCPServers(mcp_servers or {})
+        )
+        """The MCP servers whose tools join the toolbox (none by default)."""
         output = max_observe - 500 if max_observe is not None and max_observe > 1_500 else None
         editor = min(_EDITOR_RESPONSE, output) if output is not None else _EDITOR_RESPONSE
         tools: list[Tool] = [
@@ -134,18 +148,23 @@ class Manus(ToolCallAgent):
 
     @classmethod
     async def create(cls, **kwargs: Any) -> Manus:
-        """Build the agent and do its asynchronous set-up (connecting MCP servers, once they exist).
+        """Build the agent and connect its MCP servers, adding their tools to the toolbox.
 
         Takes the constructor's arguments. Upstream needs this because pydantic's `__init__`
-        cannot await; here it is where I/O at creation belongs.
+        cannot await; here it is where I/O at creation belongs (without it, the first think
+        connects). A server that cannot be reached is an error naming it, and nothing is left
+        running.
         """
-        return cls(**kwargs)
+        agent = cls(**kwargs)
+        await agent.mcp_servers.attach(agent.tools, agent=agent.name)
+        return agent
 
     # -- the sandbox in the prompt and at the end of a run ----------------------------------
 
     async def think(self) -> None:
         # The configured prompt stays in `options` (and so in traces and checkpoints): the derived
         # one names a workspace, which a resumed run's sandbox may place elsewhere.
+        await self.mcp_servers.attach(self.tools, agent=self.name)  # before each request: what can run
         template = self.options.system_prompt
         if template is not None and "{directory}" in template:
             self.system_prompt = template.replace("{directory}", await self.workspace())
@@ -172,8 +191,11 @@ class Manus(ToolCallAgent):
         await self.session.end_run(failed=result.state is not AgentState.FINISHED)
 
     async def aclose(self) -> None:
-        """Destroy the sandbox, if one exists (the agent can still run: it makes a new one)."""
+        """Destroy the sandbox, if one exists (the agent can still run: it makes a new one), and
+        close the MCP servers it owns."""
         await self.session.close()
+        if self._owns_servers:
+            await self.mcp_servers.aclose()
 
     async def __aenter__(self) -> Manus:
         return self

@@ -51,6 +51,7 @@ from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
+    from ..mcp.settings import MCPServerSettings
     from .config import Settings
 
 __all__ = ["main"]
@@ -126,7 +127,8 @@ def _run(args: argparse.Namespace) -> int:
         llm_settings = settings.llm_for(args.agent)
         llm = build_llm(llm_settings)
         _check_credentials(llm)
-        agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs())
+        servers = _mcp_servers(settings, getattr(args, "mcp_servers", []))
+        agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs(), mcp_servers=servers)
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
@@ -180,7 +182,8 @@ def _resume(args: argparse.Namespace) -> int:
         llm_settings = settings.llm_for(kind)
         llm = build_llm(llm_settings)
         _check_credentials(llm)
-        agent = _build_agent(kind, settings, llm, options.to_dict())
+        servers = settings.mcp.server_settings() if kind != "toolcall" else None
+        agent = _build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
     except ValueError as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
@@ -202,19 +205,55 @@ def _about(path: str, exc: BaseException) -> str:
     return message if path in message else f"{path}: {message}"
 
 
-def _build_agent(name: str, settings: Settings, llm: ChatModel, options: Mapping[str, Any]) -> BaseAgent:
-    """The agent `name` with `options`; calls that need approval are asked about on the terminal."""
+def _mcp_servers(settings: Settings, flags: list[tuple[str, str]]) -> dict[str, MCPServerSettings]:
+    """The configured MCP servers, with those of ``--mcp-server NAME=...`` over them."""
+    from ..mcp.settings import MCPServerSettings
+
+    servers = settings.mcp.server_settings()
+    for name, target in flags:
+        servers[name] = MCPServerSettings.parse(target)
+    return servers
+
+
+def _build_agent(
+    name: str,
+    settings: Settings,
+    llm: ChatModel,
+    options: Mapping[str, Any],
+    *,
+    mcp_servers: Mapping[str, MCPServerSettings] | None = None,
+) -> BaseAgent:
+    """The agent `name` with `options`; calls that need approval are asked about on the terminal.
+    `mcp_servers` connect on the first think (mcp and manus agents)."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, ask_on_terminal
 
     agent: ToolCallAgent
+    servers = dict(mcp_servers or {})
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
         ask = ask_on_terminal if sys.stdin.isatty() else None
-        agent = Manus(llm=llm, sandbox=settings.sandbox, ask_human=ask, name=name, **options)
+        agent = Manus(
+            llm=llm, sandbox=settings.sandbox, ask_human=ask, mcp_servers=servers, name=name, **options
+        )
+    elif name == "mcp":
+        from ..agent.mcp import MCPAgent
+
+        if not servers:
+            raise ConfigError(
+                "the mcp agent needs an MCP server: pass --mcp-server NAME=COMMAND_OR_URL, "
+                "or configure [mcp.servers.<id>]"
+            )
+        agent = MCPAgent(llm=llm, servers=servers, name=name, **options)
     else:
+        if servers:
+            raise ConfigError(
+                f"the {name} agent takes no MCP servers (got {', '.join(servers)}): "
+                "use --agent mcp or --agent manus"
+            )
         agent = ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
-    unknown = sorted(agent.require_approval - set(agent.tools.names))
+    # An MCP server's tools are known once it connects: approvals may name them.
+    unknown = sorted(agent.require_approval - set(agent.tools.names)) if not servers else []
     if unknown:
         raise ConfigError(
             f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
@@ -262,7 +301,8 @@ def _diagram(args: argparse.Namespace) -> int:
 
 def _recorded_kind(agent_class: object) -> str:
     """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
-    return "manus" if str(agent_class).endswith(".Manus") else "toolcall"
+    kind = str(agent_class)
+    return "manus" if kind.endswith(".Manus") else "mcp" if kind.endswith(".MCPAgent") else "toolcall"
 
 
 def _agent_class(name: str) -> type[BaseAgent]:
@@ -270,6 +310,10 @@ def _agent_class(name: str) -> type[BaseAgent]:
         from ..agent.manus import Manus
 
         return Manus
+    if name == "mcp":
+        from ..agent.mcp import MCPAgent
+
+        return MCPAgent
     return ToolCallAgent
 
 

@@ -15,7 +15,7 @@ ones the agent and the LLM check when built, declared there once.
 LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
 tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`;
-`[mcp.servers.<id>]` tables are kept as plain tables for the MCP client.
+each `[mcp.servers.<id>]` table is checked as `MCPServerSettings`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from ..agent.toolcall import ToolCallOptions
 from ..errors import ConfigError
+from ..mcp.settings import DEFAULT_TIMEOUT, MCPServerSettings, TransportType
 from ..model.options import LLMOptions
 from ..options import Options, option_fields
 from ..sandbox.settings import SandboxSettings
@@ -46,6 +47,7 @@ __all__ = [
     "AgentSettings",
     "LLMClient",
     "LLMSettings",
+    "MCPServerTable",
     "Settings",
     "build_llm",
 ]
@@ -179,9 +181,35 @@ class _LLMSection(LLMSettings):
         return own
 
 
+class MCPServerTable(_Section):
+    """One ``[mcp.servers.<id>]`` table: the keys of `MCPServerSettings` (which documents them
+    and checks how they go together)."""
+
+    type: TransportType | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    connect_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+
+    @model_validator(mode="after")
+    def _checked(self) -> MCPServerTable:
+        self.settings()  # a ConfigError (a ValueError) is reported with the table's name
+        return self
+
+    def settings(self) -> MCPServerSettings:
+        return MCPServerSettings(**{**dict(self), "args": tuple(self.args)})
+
+
 class _MCPSection(_Section):
-    servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """``[mcp.servers.<id>]`` tables, read by the MCP client when it exists."""
+    servers: dict[str, MCPServerTable] = Field(default_factory=dict)
+    """``[mcp.servers.<id>]`` tables, one per MCP server, by id."""
+
+    def server_settings(self) -> dict[str, MCPServerSettings]:
+        """Every configured server's settings, by id (what `MCPServers` takes)."""
+        return {server_id: table.settings() for server_id, table in self.servers.items()}
 
 
 class Settings(BaseSettings):
@@ -355,4 +383,6 @@ def _allowed_keys(section: list[str]) -> list[str]:
         return list(SandboxSettings.model_fields)
     if section == ["mcp"]:
         return ["servers"]
+    if section[:2] == ["mcp", "servers"] and len(section) == 3:
+        return list(MCPServerTable.model_fields)
     return []

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 __all__ = ["AGENTS", "PROG", "build_parser"]
 
 PROG = "agentfsm"
-AGENTS = ("toolcall", "manus")
+AGENTS = ("toolcall", "manus", "mcp")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -109,6 +109,16 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", metavar="TASK", help="the request for the agent")
     _model_options(run)
     run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
+    run.add_argument(
+        "--mcp-server",
+        dest="mcp_servers",
+        metavar="NAME=COMMAND_OR_URL",
+        type=_mcp_server,
+        action="append",
+        default=[],
+        help="an MCP server whose tools the agent gets (mcp, manus): a command line (stdio) or an "
+        "http(s) URL (streamable HTTP); repeat for more; joins the [mcp.servers.<id>] of the config",
+    )
     run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
     run.add_argument(
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
@@ -214,6 +224,15 @@ class _ExtraAction(argparse.Action):
         gathered = dict(getattr(namespace, self.dest, None) or {})
         gathered[key.strip()] = value
         setattr(namespace, self.dest, gathered)
+
+
+def _mcp_server(text: str) -> tuple[str, str]:
+    name, sep, target = text.partition("=")
+    if not sep or not name.strip() or not target.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=COMMAND_OR_URL (e.g. time=mcp-server-time), got {text!r}"
+        )
+    return name.strip(), target.strip()
 
 
 def _tool_names(text: str) -> list[str]:
