@@ -19,6 +19,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_servers import MARKER, marked_processes
 
+from agentfsm import MCPAgent
+from agentfsm.mcp import MCPServerSettings
+from agentfsm.messages import Role
+from agentfsm.testing import ScriptedLLM, reply
+
 # The tools of the locked version (tools/npm) for a client that declares no roots, sampling or
 # elicitation: the server adds the tools that need those only for a client that declares them.
 EXPECTED_TOOLS = {
@@ -127,3 +132,39 @@ def test_missing_server_fails_when_ci_requires_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(mcp_servers, "REQUIRE_MCP", True)
     with pytest.raises(pytest.fail.Exception, match=r"AGENTFSM_REQUIRE_MCP=1 but .*run tools/mcp-env"):
         mcp_servers.everything_entry()
+
+
+# -- agentfsm's own client and agent against it -------------------------------------------------
+
+
+async def _agent_echoes_and_terminates(settings: MCPServerSettings) -> None:
+    llm = ScriptedLLM(
+        [
+            reply(tool_calls=[("mcp_everything_echo", {"message": "from the agent"})]),
+            reply(tool_calls=[("mcp_everything_get-tiny-image", {})]),
+            reply(tool_calls=[("terminate", {"status": "success"})]),
+        ]
+    )
+    async with MCPAgent(llm=llm, servers={"everything": settings}) as agent:
+        result = await agent.run("echo, then show the image")
+    offered = set(llm.requests[0].tool_names)
+    assert {f"mcp_everything_{name}" for name in EXPECTED_TOOLS} | {"terminate"} <= offered
+    echoed = [m for m in llm.requests[1].messages if m.role is Role.TOOL][-1]
+    assert "from the agent" in (echoed.content or "")
+    image = [m for m in llm.requests[2].messages if m.role is Role.TOOL][-1]
+    assert image.base64_image  # the server's PNG, as the tool result's image
+    assert result.stop_reason == "terminated" and result.steps == 3
+
+
+async def test_mcp_agent_over_stdio_calls_server_everything_and_terminates(
+    everything_stdio: StdioServerParameters,
+) -> None:
+    command, *args = [everything_stdio.command, *everything_stdio.args]
+    settings = MCPServerSettings(command=command, args=tuple(args), env=dict(everything_stdio.env or {}))
+    await _agent_echoes_and_terminates(settings)
+
+
+async def test_mcp_agent_over_streamable_http_calls_server_everything_and_terminates(
+    everything_http: str,
+) -> None:
+    await _agent_echoes_and_terminates(MCPServerSettings(type="http", url=everything_http))
