@@ -6,14 +6,17 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from ..serde import Serializable
 
-__all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage"]
+__all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage", "log_call"]
 
 ToolChoice = Literal["auto", "required", "none"]
 
@@ -96,3 +99,18 @@ class ChatModel(Protocol):
     ) -> LLMResponse:
         """Ask for the next reply. Raises `TokenLimitExceeded` when the request does not fit."""
         ...
+
+
+def log_call(reply: LLMResponse, *, model: str, attempts: int, started: float) -> None:
+    """The ``llm_call`` debug event every adapter logs for an answered request (`started`: its
+    ``time.perf_counter()`` at the start)."""
+    event(
+        "llm_call",
+        level=logging.DEBUG,
+        model=model,
+        attempts=attempts,
+        input_tokens=reply.usage.input_tokens,
+        output_tokens=reply.usage.output_tokens,
+        cost_usd=reply.usage.cost_usd,
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+    )

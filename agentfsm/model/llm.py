@@ -43,15 +43,15 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from ..errors import LLMError, TokenLimitExceeded
+from ..errors import LLMError
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
-from .base import LLMResponse, ToolChoice, Usage
+from .base import LLMResponse, ToolChoice, Usage, log_call
 from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
 from .reach import connect_once, probe_target
 from .retry import RetryPolicy
-from .tokens import TokenCounter
+from .tokens import TokenCounter, check_window
 from .wire import IMAGE_OMITTED, to_wire
 
 __all__ = ["IMAGE_OMITTED", "LLM", "load_litellm", "to_wire"]
@@ -294,16 +294,7 @@ class LLM(LLMOptions):
 
         response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
         reply = self._reply(response)
-        event(
-            "llm_call",
-            level=logging.DEBUG,
-            model=self.model,
-            attempts=attempts,
-            input_tokens=reply.usage.input_tokens,
-            output_tokens=reply.usage.output_tokens,
-            cost_usd=reply.usage.cost_usd,
-            duration_ms=round((time.perf_counter() - started) * 1000, 1),
-        )
+        log_call(reply, model=self.model, attempts=attempts, started=started)
         return reply
 
     async def ask(self, messages: Sequence[Message], *, system_msgs: Sequence[Message] = ()) -> str:
@@ -318,12 +309,7 @@ class LLM(LLMOptions):
         if limit is None:
             return
         count = self.count_tokens(messages, system_msgs, tools)
-        if count is not None and count > limit:
-            source = "max_input_tokens" if self.max_input_tokens is not None else "the model's input window"
-            raise TokenLimitExceeded(
-                f"{self.model}: the request has {count} input tokens, over the limit of {limit} "
-                f"({source}); it was not sent"
-            )
+        check_window(self.model, count, limit, configured=self.max_input_tokens is not None)
 
     def _request(
         self, wire: list[dict[str, Any]], tools: list[dict[str, Any]], tool_choice: ToolChoice

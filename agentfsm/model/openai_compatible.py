@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import time
 import uuid
@@ -46,16 +45,14 @@ from ..errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
-    TokenLimitExceeded,
 )
-from ..log import event
 from ..messages import Message, ToolCall
-from .base import LLMResponse, ToolChoice, Usage
+from .base import LLMResponse, ToolChoice, Usage, log_call
 from .catalog import ModelCard, card_for, is_reasoning_name
 from .encoding import char_bound, load_encoding, message_tokens, request_tokens, tokenizer
 from .options import LLMOptions
 from .retry import RetryPolicy
-from .tokens import TokenCounter
+from .tokens import TokenCounter, check_window
 from .wire import to_wire
 
 if TYPE_CHECKING:
@@ -207,16 +204,7 @@ class OpenAICompatible(LLMOptions):
 
         data, attempts = await self._retry.run(call, model=self.model, url=self.url)
         reply = self._reply(data)
-        event(
-            "llm_call",
-            level=logging.DEBUG,
-            model=self.model,
-            attempts=attempts,
-            input_tokens=reply.usage.input_tokens,
-            output_tokens=reply.usage.output_tokens,
-            cost_usd=reply.usage.cost_usd,
-            duration_ms=round((time.perf_counter() - started) * 1000, 1),
-        )
+        log_call(reply, model=self.model, attempts=attempts, started=started)
         return reply
 
     async def ask(self, messages: Sequence[Message], *, system_msgs: Sequence[Message] = ()) -> str:
@@ -254,12 +242,7 @@ class OpenAICompatible(LLMOptions):
                 TokenCounter(message_tokens(size, vision=self.supports_vision), request_tokens(size))
             )
         count = self._tokens[0].count(messages, system_msgs, tools)
-        if count > limit:
-            source = "max_input_tokens" if self.max_input_tokens is not None else "the model's input window"
-            raise TokenLimitExceeded(
-                f"{self.model}: the request has {count} input tokens, over the limit of {limit} "
-                f"({source}); it was not sent"
-            )
+        check_window(self.model, count, limit, configured=self.max_input_tokens is not None)
 
     def _body(
         self, wire: list[dict[str, Any]], tools: list[dict[str, Any]], tool_choice: ToolChoice

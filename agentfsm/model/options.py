@@ -1,4 +1,5 @@
-"""`LLMOptions`: the options of the litellm adapter, `LLM`, which is built from them.
+"""`LLMOptions`: the options of the model adapters, `LLM` (litellm) and `OpenAICompatible`,
+which are built from them.
 
 Kept apart from `agentfsm.model.llm` so that what a trace records of a model
 (`describe_model`) can be read without loading the adapter: a run on a test
@@ -39,7 +40,7 @@ def _is_url(value: str) -> bool:
 
 @dataclass(frozen=True)
 class LLMOptions(Options):
-    """How `LLM` reaches a model, how much a run may spend, and how it retries."""
+    """How an adapter (`LLM`, `OpenAICompatible`) reaches a model, what a run may spend, how it retries."""
 
     model: Annotated[str, Spec(valid=_named, expected="a litellm model name such as 'openai/gpt-4o-mini'")]
     """Any litellm model name; ``openai/<name>`` with `api_base` reaches any OpenAI-compatible server."""
@@ -77,7 +78,8 @@ class LLMOptions(Options):
     """Seconds one call may spend in all, retries and waits included: no retry starts past it, and
     a Retry-After longer than what is left ends the retries (the error says so)."""
     extra: Annotated[dict[str, Any] | None, Spec(traced=False)] = None
-    """Passed to ``litellm.acompletion`` as is (headers, provider options); never traced."""
+    """Passed to ``litellm.acompletion`` as is (headers, provider options); `OpenAICompatible` reads it
+    the same way (``extra_headers`` as headers, ``extra_body`` and the rest into the body). Never traced."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -38,9 +38,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from ..errors import TokenLimitExceeded
 from ..messages import Message
 
-__all__ = ["MessageTokens", "RequestTokens", "TokenCounter"]
+__all__ = ["MessageTokens", "RequestTokens", "TokenCounter", "check_window"]
 
 MessageTokens = Callable[[Message], int]
 """Tokens one message adds to a request: its role and framing, content, name, tool calls, images."""
@@ -142,3 +143,15 @@ class TokenCounter:
         ):
             last = self._tools = (key, has_system, self._request(tools, has_system))
         return last[2]
+
+
+def check_window(model: str, count: int | None, limit: int, *, configured: bool) -> None:
+    """Raise `TokenLimitExceeded` when a request of `count` input tokens is over `limit`: the
+    adapters' one refusal, naming where the limit came from (`configured`: `max_input_tokens`,
+    else the model's own window). A count of None (nothing could count it) is let through."""
+    if count is not None and count > limit:
+        source = "max_input_tokens" if configured else "the model's input window"
+        raise TokenLimitExceeded(
+            f"{model}: the request has {count} input tokens, over the limit of {limit} ({source}); "
+            "it was not sent"
+        )
