@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import sys
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
@@ -63,6 +64,11 @@ def build() -> MCPServer:
         """Sleep, then answer."""
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
+
+    @server.tool()
+    def meta(ctx: Context) -> str:
+        """The request's `_meta`, as JSON."""
+        return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True)
 
     @server.tool()
     def pid() -> str:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,50 @@ def test_a_server_that_cannot_start_ends_the_run_naming_it(
     assert status == 1
     assert "cannot connect to MCP server 'bad' (/nonexistent/mcp-server)" in err
     assert llmock.requests == []  # the model was never asked
+
+
+def test_a_killed_mcp_run_resumes_from_the_command_line(
+    llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`agentfsm run --agent mcp --checkpoint`, killed with SIGKILL inside a slow server call, then
+    `agentfsm resume CHECKPOINT --mcp-server ...`: the interrupted call is not run again, the
+    model is told so, and the run finishes."""
+    server = f"t={sys.executable} {Path(__file__).with_name('mcp_test_server.py')} modern stdio"
+    checkpoint = tmp_path / "run.checkpoint.jsonl"
+    llmock.call_tool("mcp_t_echo", {"text": "first"})
+    llmock.call_tool("mcp_t_slow", {"seconds": 60})
+    llmock.call_tool("terminate", {"status": "success"})
+    args = [*_args(llmock, "--agent", "mcp", "--mcp-server", server), "--checkpoint", str(checkpoint)]
+    child = subprocess.Popen([sys.executable, "-m", "agentfsm", *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while '"mcp_t_slow"' not in (checkpoint.read_text() if checkpoint.exists() else ""):
+            assert child.poll() is None and time.monotonic() < deadline, "the run never reached the slow call"
+            time.sleep(0.05)
+        time.sleep(0.3)  # inside the call
+    finally:
+        child.kill()
+        child.wait()
+    resume = ["resume", str(checkpoint), "--api-base", llmock.base_url("openai"), "--api-key", "k"]
+    status = cli_main.main([*resume, "--mcp-server", server, "--json"])
+    out, err = capfd.readouterr()
+    assert status == 0, err
+    result = json.loads(out)
+    assert result["stop_reason"] == "terminated" and result["steps"] == 3
+    last = json.dumps(llmock.requests[-1].body)
+    assert "may or may not have taken effect" in last and "echo: first" in last  # not run again
+    assert [r for r in llmock.requests if "mcp_t_slow" in json.dumps(r.body)]  # offered again on resume
+
+
+def test_resuming_an_mcp_run_without_its_servers_is_a_usage_error(
+    llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    server = f"t={sys.executable} {Path(__file__).with_name('mcp_test_server.py')} modern stdio"
+    checkpoint = tmp_path / "run.checkpoint.jsonl"
+    llmock.call_tool("terminate", {"status": "success"})
+    args = [*_args(llmock, "--agent", "mcp", "--mcp-server", server), "--checkpoint", str(checkpoint)]
+    assert cli_main.main(args) == 0
+    capfd.readouterr()
+    assert cli_main.main(["resume", str(checkpoint), "--api-base", llmock.base_url("openai")]) == 2
+    assert "the mcp agent needs an MCP server" in capfd.readouterr().err

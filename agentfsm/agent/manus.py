@@ -170,6 +170,11 @@ class Manus(ToolCallAgent):
             self.system_prompt = template.replace("{directory}", await self.workspace())
         await super().think()
 
+    async def act(self) -> None:
+        if not self.mcp_servers.connected:  # a run resumed in ACTING: its calls need the servers' tools
+            await self.mcp_servers.attach(self.tools, agent=self.name)
+        await super().act()
+
     async def workspace(self) -> str:
         """The sandbox's working directory, without making the sandbox just to name it.
 
@@ -185,6 +190,10 @@ class Manus(ToolCallAgent):
         if settings.mode == "local" and settings.local_dir is not None:
             return os.path.realpath(settings.local_dir)
         return UNKNOWN_WORKSPACE
+
+    def trace_config(self) -> dict[str, Any]:
+        config = super().trace_config()
+        return self.mcp_servers.recorded(config) if self.mcp_servers.connections else config
 
     async def on_run_end(self, result: RunResult) -> None:
         """Destroy the sandbox unless it is kept alive and the run finished well."""

@@ -96,6 +96,14 @@ class MCPAgent(ToolCallAgent):
         await self.servers.attach(self.tools, agent=self.name)  # before each request: what can run
         await super().think()
 
+    def trace_config(self) -> dict[str, Any]:
+        return self.servers.recorded(super().trace_config())
+
+    async def act(self) -> None:
+        if not self.servers.connected:  # a run resumed in ACTING: its calls need the servers' tools
+            await self.servers.attach(self.tools, agent=self.name)
+        await super().act()
+
     async def aclose(self) -> None:
         """Close the servers the agent owns (a shared `MCPServers` is its owner's to close)."""
         if self._owns_servers:

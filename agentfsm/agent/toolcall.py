@@ -25,6 +25,7 @@ from ..model.options import describe_model
 from ..options import Spec
 from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
+from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
@@ -430,8 +431,11 @@ class ToolCallAgent(ReActAgent):
         elif isinstance(arguments := _arguments(call), str):
             content, is_error = arguments, True
         else:
+            run = self.run_state
+            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name)
             try:
-                result = await tool(**arguments)
+                with executing(context):
+                    result = await tool(**arguments)
             except ArgumentError as exc:
                 content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
             except Exception as exc:  # the tool's own failure is the model's observation

@@ -182,7 +182,7 @@ def _resume(args: argparse.Namespace) -> int:
         llm_settings = settings.llm_for(kind)
         llm = build_llm(llm_settings)
         _check_credentials(llm)
-        servers = settings.mcp.server_settings() if kind != "toolcall" else None
+        servers = _mcp_servers(settings, args.mcp_servers) if kind != "toolcall" else None
         agent = _build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
     except ValueError as exc:
         return _usage_error(str(exc))

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
     _model_options(resume)
+    _mcp_server_option(resume)  # a run's servers are the configuration's: give them again to resume
     _output_options(resume)
 
     debug = commands.add_parser(
@@ -109,16 +110,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", metavar="TASK", help="the request for the agent")
     _model_options(run)
     run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
-    run.add_argument(
-        "--mcp-server",
-        dest="mcp_servers",
-        metavar="NAME=COMMAND_OR_URL",
-        type=_mcp_server,
-        action="append",
-        default=[],
-        help="an MCP server whose tools the agent gets (mcp, manus): a command line (stdio) or an "
-        "http(s) URL (streamable HTTP); repeat for more; joins the [mcp.servers.<id>] of the config",
-    )
+    _mcp_server_option(run)
     run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
     run.add_argument(
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
@@ -130,6 +122,19 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         type=_tool_names,
         action="extend",
         help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
+    )
+
+
+def _mcp_server_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mcp-server",
+        dest="mcp_servers",
+        metavar="NAME=COMMAND_OR_URL",
+        type=_mcp_server,
+        action="append",
+        default=[],
+        help="an MCP server whose tools the agent gets (mcp, manus): a command line (stdio) or an "
+        "http(s) URL (streamable HTTP); repeat for more; joins the [mcp.servers.<id>] of the config",
     )
 
 

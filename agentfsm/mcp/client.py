@@ -142,15 +142,19 @@ class MCPConnection:
         )
         return streamable_http_client(settings.url, http_client=http)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+    ) -> ToolResult:
         """Call the server's tool `name`: its result, or an error result saying what went wrong
-        (a timeout, a refusal, a server gone). Never raises but for cancellation."""
+        (a timeout, a refusal, a server gone). Never raises but for cancellation. `meta` goes in
+        the request's ``_meta`` (the run's trace context, `agentfsm.toolbox.call_context`)."""
         client = self._client
         if self.gone is not None or client is None:
             why = self.gone or "the connection is closed"
             return ToolResult(error=f"MCP server {self.server_id!r} is not available ({why})")
         timeout = self.settings.timeout
-        call = asyncio.ensure_future(client.call_tool(name, arguments, read_timeout_seconds=timeout))
+        request = client.call_tool(name, arguments, read_timeout_seconds=timeout, meta=meta)
+        call = asyncio.ensure_future(request)
         held = self._task
         assert held is not None
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..log import event
+from ..toolbox.call_context import current_call
 from ..toolbox.tool import Tool, ToolCollection, ToolResult
 from .client import MCPConnection, ServerTool
 from .names import agent_tool_names
@@ -41,7 +42,10 @@ class MCPTool(Tool):
         super().__init__(name=name, description=description, parameters=listed.input_schema)
 
     async def execute(self, **kwargs: Any) -> ToolResult:
-        return await self.connection.call(self.remote_name, kwargs)
+        context = current_call()  # the run's trace context goes to the server in `_meta`
+        return await self.connection.call(
+            self.remote_name, kwargs, meta=None if context is None else context.meta()
+        )
 
 
 class MCPServers:
@@ -83,6 +87,11 @@ class MCPServers:
         self._connected = True
         return tools
 
+    @property
+    def connected(self) -> bool:
+        """Whether `connect()` has run (and the servers' tools are made)."""
+        return self._connected
+
     async def attach(self, tools: ToolCollection, *, agent: str | None = None) -> list[str]:
         """Connect (once) and add the live servers' tools that `tools` lacks, named around the
         names it has; then withdraw those of servers that stopped answering. The names withdrawn.
@@ -109,6 +118,17 @@ class MCPServers:
         for name in gone:
             tools.remove(name)
         return gone
+
+    def recorded(self, config: dict[str, Any]) -> dict[str, Any]:
+        """An agent's `trace_config()` with these servers' tools taken out of ``tools``: what a
+        trace and a checkpoint record of the agent. The servers' ids (``mcp_servers``) are part
+        of what the agent is, so a resume without them is refused; the tools they offer
+        (``mcp_tools``) are what the servers offer now, which changes while a run waits, and are
+        recorded, not checked. Each request's tools are in the trace whole, for replay."""
+        served = {t.name for t in self.tools}
+        own = [p for p in config.get("tools", ()) if p.get("function", {}).get("name") not in served]
+        offered = sorted(p["function"]["name"] for p in config.get("tools", ()) if p not in own)
+        return {**config, "tools": own, "mcp_servers": sorted(self.connections), "mcp_tools": offered}
 
     async def aclose(self) -> None:
         """Close every connection, for good (stdio servers' processes are stopped); their tools

@@ -86,8 +86,9 @@ __all__ = [
 ]
 
 CHECKPOINT_SCHEMA = 2
-_UNCHECKED = frozenset({"llm"})
-"""Config keys a resume may change: the model and its settings (a run may resume on another server)."""
+_UNCHECKED = frozenset({"llm", "mcp_tools"})
+"""Config keys a resume may change: the model and its settings (a run may resume on another
+server), and the tools MCP servers offer (`agentfsm.mcp.tools.MCPServers.recorded`)."""
 _PARTS = ("agent_class", "config", "run_state", "memory")
 _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 """The ``op`` of each change a journal may hold, but ``snapshot`` (the whole memory)."""
