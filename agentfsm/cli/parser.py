@@ -61,6 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
     _break_option(debug)
     debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
 
+    serve = commands.add_parser(
+        "mcp-serve",
+        help="serve agents to MCP clients (a tool, run_agent)",
+        description="Serve the tool run_agent to MCP clients, over stdio (default) or streamable HTTP, "
+        "to clients of the 2026-07-28 revision and of the 2025 handshake alike. Each call runs an "
+        "agent built from these options and the configuration, as `run` builds it; approvals are "
+        "asked of the client as elicitations.",
+    )
+    _agent_options(serve, agent_help="the agent a call that names none runs (default: toolcall)")
+    serve.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        type=_http_address,
+        help="serve streamable HTTP on http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --http on a HOST other than a loopback address (anyone who reaches it runs agents)",
+    )
+    serve.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
+    )
+
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
     )
@@ -107,8 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", metavar="TASK", help="the request for the agent")
+    _agent_options(run)
+    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+
+
+def _agent_options(
+    run: argparse.ArgumentParser, *, agent_help: str = "which agent (default: toolcall)"
+) -> None:
+    """The model and the agent, as `run` takes them (`mcp-serve` builds its agents from the same)."""
     _model_options(run)
-    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
+    run.add_argument("--agent", choices=AGENTS, default="toolcall", help=agent_help)
     run.add_argument(
         "--mcp-server",
         dest="mcp_servers",
@@ -123,13 +155,13 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
     )
-    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
     run.add_argument(
         "--require-approval",
         metavar="TOOL",
         type=_tool_names,
         action="extend",
-        help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
+        help="ask before each call to TOOL (repeat, or separate with commas): on the terminal "
+        "(run), or the MCP client as an elicitation (mcp-serve)",
     )
 
 
@@ -233,6 +265,19 @@ def _mcp_server(text: str) -> tuple[str, str]:
             f"expected NAME=COMMAND_OR_URL (e.g. time=mcp-server-time), got {text!r}"
         )
     return name.strip(), target.strip()
+
+
+def _http_address(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` (an IPv6 host in brackets: ``[::1]:8000``); HOST defaults to 127.0.0.1."""
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535 or not host:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT (e.g. 8000 or 127.0.0.1:8000), got {text!r}")
+    return host, port
 
 
 def _tool_names(text: str) -> list[str]:
