@@ -21,7 +21,10 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ElicitRequest, ElicitResult, InputRequiredResult
 
+from agentfsm import Terminate, ToolCallAgent
 from agentfsm.cli import commands as cli_main
+from agentfsm.mcp.serve import AgentServer
+from agentfsm.testing import ScriptedLLM, reply
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -289,3 +292,47 @@ def test_a_malformed_http_address_is_a_usage_error(
 def test_a_configuration_error_stops_the_server_before_it_serves(capfd: pytest.CaptureFixture[str]) -> None:
     assert cli_main.main(["mcp-serve"]) == 2
     assert "no model configured" in capfd.readouterr().err
+
+
+class _Built:
+    """A factory of tool-calling agents on a scripted model whose `terminate` needs approval."""
+
+    def __init__(self) -> None:
+        self.agents: list[ToolCallAgent] = []
+
+    def __call__(self, name: str, max_steps: int | None) -> ToolCallAgent:
+        script = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
+        agent = ToolCallAgent(llm=script, tools=[Terminate()], require_approval=["terminate"])
+        self.agents.append(agent)
+        return agent
+
+
+async def _approve(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"approve": True})
+
+
+async def test_a_paused_run_that_gets_no_answer_in_time_is_cancelled() -> None:
+    built = _Built()
+    server = AgentServer(built, agents=["toolcall"], default_agent="toolcall", pause_timeout=0.2)
+    async with Client(server.server, elicitation_callback=_approve) as client:  # in process
+        paused = await client.session.call_tool("run_agent", {"task": "t"}, allow_input_required=True)
+        assert isinstance(paused, InputRequiredResult)
+        assert built.agents[0].fsm_state == "AWAITING_APPROVAL"
+        await asyncio.sleep(0.3)
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):
+            await client.session.call_tool("run_agent", {"task": "t"}, request_state=paused.request_state)
+        finished = await client.call_tool("run_agent", {"task": "t"})  # the next call expires it
+    assert finished.structured_content["stop_reason"] == "terminated"
+    expired = built.agents[0].last_result
+    assert expired is not None and expired.stop_reason == "cancelled"
+
+
+async def test_closing_the_server_cancels_the_runs_still_paused() -> None:
+    built = _Built()
+    server = AgentServer(built, agents=["toolcall"], default_agent="toolcall")
+    async with Client(server.server, elicitation_callback=_approve) as client:
+        paused = await client.session.call_tool("run_agent", {"task": "t"}, allow_input_required=True)
+        assert isinstance(paused, InputRequiredResult)
+    await server.aclose()
+    result = built.agents[0].last_result
+    assert result is not None and result.stop_reason == "cancelled"

@@ -1,5 +1,5 @@
 """The `agentfsm` command: `run` a task on a model, `resume` a checkpoint, the offline `demo`,
-`diagram`, `replay` a trace.
+`diagram`, `replay` a trace, `mcp-serve` agents to MCP clients.
 
 Why it is built this way:
 - stdout carries only the command's output (the result, `--json`'s one
@@ -149,7 +149,7 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     same configuration and flags (the model flags apply to every agent's `[llm]`)."""
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
-    from .parser import AGENTS
+    from .parser import AGENTS, package_version
 
     http = args.http
     if http is not None and not args.allow_remote and not _is_loopback(http[0]):
@@ -184,7 +184,10 @@ def _mcp_serve(args: argparse.Namespace) -> int:
         return _interrupted()
     from ..mcp.serve import AgentServer  # the MCP SDK's server side, loaded by this command only
 
-    server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=_package_version())
+    try:
+        server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=package_version())
+    except ImportError as exc:  # MissingExtraError: the SDK is not installed
+        return _usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
     with log_setup.configured(args.log_format, secrets=secrets):
         try:
@@ -211,15 +214,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a name other than localhost: it may resolve anywhere
         return False
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agentfsm")
-    except PackageNotFoundError:
-        return ""
 
 
 def _check_credentials(llm: ChatModel) -> None:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-__all__ = ["AGENTS", "PROG", "build_parser"]
+__all__ = ["AGENTS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
 AGENTS = ("toolcall", "manus", "mcp")
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog=PROG, description="An LLM tool-calling agent whose whole life is an explicit state machine."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
@@ -287,7 +287,8 @@ def _tool_names(text: str) -> list[str]:
     return names
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed distribution's version (`--version`, and what `mcp-serve` tells its clients)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-from ..errors import WrongValueError
+from ..errors import MissingExtraError, WrongValueError
 from ..log import event
 from ..messages import ToolCall
 from ..run.result import AgentState, RunResult
 from ..run.state import Decision
 
-__all__ = ["TOOL", "AgentFactory", "AgentServer", "ServedAgent", "approval_schema", "output_schema"]
+__all__ = ["TOOL", "AgentFactory", "AgentServer", "ServedAgent"]
 
 TOOL = "run_agent"
 """The name of the one tool the server offers."""
@@ -110,9 +110,13 @@ class AgentServer:
         pause_timeout: float = PAUSE_TIMEOUT,
         version: str = "",
     ) -> None:
-        from mcp.server.lowlevel import Server
-        from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-
+        try:
+            from mcp.server.lowlevel import Server
+            from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+        except ImportError:
+            raise MissingExtraError(
+                "agentfsm mcp-serve needs the MCP SDK 2.x: pip install 'agentfsm[mcp]'"
+            ) from None
         if default_agent not in agents:
             raise WrongValueError(
                 f"default_agent {default_agent!r} is not one of the agents {list(agents)!r}"
@@ -187,7 +191,7 @@ class AgentServer:
                 "output, error, usage). Calls that need approval are asked of you as elicitations."
             ),
             input_schema=self.input_schema(),
-            output_schema=output_schema(),
+            output_schema=_output_schema(),
             annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True),
         )
         return ListToolsResult(tools=[tool])
@@ -302,7 +306,7 @@ class AgentServer:
 # -- approvals as elicitations ------------------------------------------------------
 
 
-def approval_schema() -> dict[str, Any]:
+def _approval_schema() -> dict[str, Any]:
     """The form an approval asks for: run the call or not, and why not (the model reads it)."""
     return {
         "type": "object",
@@ -326,7 +330,7 @@ def _question(call: ToolCall) -> Any:
     from mcp.types import ElicitRequest, ElicitRequestFormParams
 
     return ElicitRequest(
-        params=ElicitRequestFormParams(message=_message(call), requested_schema=approval_schema())
+        params=ElicitRequestFormParams(message=_message(call), requested_schema=_approval_schema())
     )
 
 
@@ -375,7 +379,7 @@ def _approver_for(ctx: Any) -> Approver | None:
         for call in calls:
             try:
                 answer = await session.elicit_form(
-                    _message(call), approval_schema(), related_request_id=request_id
+                    _message(call), _approval_schema(), related_request_id=request_id
                 )
             except Exception as exc:  # the client refused or failed the request: the call does not run
                 decisions.append(Decision.reject(f"the MCP client could not answer the approval: {exc}"))
@@ -401,7 +405,7 @@ def _is_modern(version: str | None) -> bool:
 
 
 @cache
-def output_schema() -> dict[str, Any]:
+def _output_schema() -> dict[str, Any]:
     """`RunResult`'s JSON schema (as dumped), the tool's `outputSchema`."""
     from pydantic import TypeAdapter
 
