@@ -45,8 +45,9 @@ def _model_flags(llmock: Any) -> list[str]:
 
 
 @asynccontextmanager
-async def _serving_http(flags: list[str], cwd: Path) -> AsyncIterator[str]:
-    """`mcp-serve --http 127.0.0.1:PORT` in a subprocess, once it says it serves; stopped after."""
+async def _serving_http(flags: list[str], cwd: Path) -> AsyncIterator[tuple[str, subprocess.Popen[str]]]:
+    """`mcp-serve --http 127.0.0.1:PORT` in a subprocess, once it says it serves (its URL and
+    process); stopped after."""
     port = _free_port()
     command = [sys.executable, "-m", "agentfsm", "mcp-serve", "--http", f"127.0.0.1:{port}", *flags]
     process = subprocess.Popen(command, cwd=cwd, stderr=subprocess.PIPE, text=True)
@@ -59,7 +60,7 @@ async def _serving_http(flags: list[str], cwd: Path) -> AsyncIterator[str]:
             if not line and process.poll() is not None:
                 raise AssertionError(f"mcp-serve exited with {process.returncode}")
         assert f"serving MCP on http://127.0.0.1:{port}/mcp" in line, line
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", process
     finally:
         process.terminate()
         try:
@@ -81,7 +82,7 @@ async def _client(
         async with Client(params, mode=mode, **options) as client:
             yield client
         return
-    async with _serving_http(flags, cwd) as url, Client(url, mode=mode, **options) as client:
+    async with _serving_http(flags, cwd) as (url, _), Client(url, mode=mode, **options) as client:
         yield client
 
 
@@ -269,6 +270,14 @@ async def test_concurrent_calls_are_runs_of_their_own(llmock: Any, clean_env: Pa
     assert len(bodies) == 2
     assert sorted("task one" in b for b in bodies) == [False, True]  # each request holds one task
     assert all(("task one" in b) != ("task two" in b) for b in bodies)
+
+
+async def test_sigterm_stops_the_http_server_with_status_0(llmock: Any, clean_env: Path) -> None:
+    async with _serving_http(_model_flags(llmock), clean_env) as (url, process):
+        async with Client(url) as client:
+            assert (await client.list_tools()).tools[0].name == "run_agent"
+        process.terminate()
+        assert await asyncio.to_thread(process.wait, 10) == 0
 
 
 def test_a_non_loopback_host_is_refused_unless_allowed(

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -150,13 +151,22 @@ class AgentServer:
             await self.aclose()
 
     async def serve_http(self, host: str, port: int, *, ready: Callable[[str], None] | None = None) -> None:
-        """Serve streamable HTTP on ``http://host:port/mcp`` until interrupted (SIGINT, SIGTERM).
+        """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM.
         `ready` is called with the URL once the socket listens."""
         import uvicorn
 
+        class Stoppable(uvicorn.Server):
+            """uvicorn, but SIGINT and SIGTERM only stop it: uvicorn re-raises them once it has
+            shut down, which would end the process before the paused runs are closed."""
+
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                if self.should_exit and sig == signal.SIGINT:
+                    self.force_exit = True  # a second Ctrl-C: stop without waiting for calls
+                self.should_exit = True
+
         app = self.server.streamable_http_app(host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
+        server = Stoppable(config)
         url = f"http://{_url_host(host)}:{port}/mcp"
 
         async def announce() -> None:
