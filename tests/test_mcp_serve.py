@@ -290,6 +290,17 @@ def test_a_non_loopback_host_is_refused_unless_allowed(
     assert err.count("\n") == 1
 
 
+def test_an_address_taken_is_a_usage_error(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status = cli_main.main(["mcp-serve", "--http", str(port), *_model_flags(llmock)])
+    err = capfd.readouterr().err
+    assert status == 2
+    assert f"cannot listen on 127.0.0.1:{port} (Address already in use): choose a free port" in err
+
+
 @pytest.mark.parametrize("value", ["nope", "127.0.0.1:", "0", "70000"])
 def test_a_malformed_http_address_is_a_usage_error(
     value: str, llmock: Any, capfd: pytest.CaptureFixture[str]

@@ -200,6 +200,8 @@ def _mcp_serve(args: argparse.Namespace) -> int:
 
                 with contextlib.redirect_stdout(sys.stderr):  # stdout is no output of a server
                     _run_async(server.serve_http(*http, ready=ready))
+        except ConfigError as exc:  # the address cannot be listened on
+            return _usage_error(str(exc))
         except KeyboardInterrupt:
             return _interrupted()
     return 0

@@ -32,13 +32,14 @@ import contextlib
 import logging
 import secrets
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
-from ..errors import MissingExtraError, WrongValueError
+from ..errors import ConfigError, MissingExtraError, WrongValueError
 from ..log import event
 from ..messages import ToolCall
 from ..run.result import AgentState, RunResult
@@ -134,7 +135,7 @@ class AgentServer:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        security = RequestStateSecurity.ephemeral(ttl=pause_timeout, audience=SERVER_NAME)
+        security = RequestStateSecurity.ephemeral(ttl=pause_timeout)
         self.server.middleware.append(RequestStateBoundary(security, default_audience=SERVER_NAME))
 
     # -- serving ------------------------------------------------------------------
@@ -152,7 +153,7 @@ class AgentServer:
 
     async def serve_http(self, host: str, port: int, *, ready: Callable[[str], None] | None = None) -> None:
         """Serve streamable HTTP on ``http://host:port/mcp`` until SIGINT or SIGTERM.
-        `ready` is called with the URL once the socket listens."""
+        `ready` is called with the URL once the socket listens; `ConfigError` when it cannot."""
         import uvicorn
 
         class Stoppable(uvicorn.Server):
@@ -164,6 +165,7 @@ class AgentServer:
                     self.force_exit = True  # a second Ctrl-C: stop without waiting for calls
                 self.should_exit = True
 
+        listening = _listen(host, port)
         app = self.server.streamable_http_app(host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = Stoppable(config)
@@ -177,9 +179,10 @@ class AgentServer:
 
         announcer = asyncio.create_task(announce())
         try:
-            await server.serve()
+            await server.serve(sockets=[listening])
         finally:
             announcer.cancel()
+            listening.close()
             await self.aclose()
 
     async def aclose(self) -> None:
@@ -455,6 +458,22 @@ async def _end(agent: ServedAgent) -> None:
     with contextlib.suppress(Exception):  # already ended some other way: nothing left to cancel
         await agent.cancel()
     await _close(agent)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The bound socket uvicorn serves on, bound here so that an address taken (or not this
+    machine's) is one line, not uvicorn's log and exit status."""
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): choose a free port, "
+            "or an address of this machine"
+        ) from None
+    return listening
 
 
 def _url_host(host: str) -> str:
