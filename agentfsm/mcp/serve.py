@@ -37,13 +37,25 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError, MissingExtraError, WrongValueError
 from ..log import event
 from ..messages import ToolCall
 from ..run.result import AgentState, RunResult
 from ..run.state import Decision
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.types import (
+        CallToolRequestParams,
+        CallToolResult,
+        ElicitRequest,
+        InputRequiredResult,
+        ListToolsResult,
+        PaginatedRequestParams,
+    )
 
 __all__ = ["TOOL", "AgentFactory", "AgentServer", "ServedAgent"]
 
@@ -128,7 +140,7 @@ class AgentServer:
         self.default_agent = default_agent
         self.pause_timeout = pause_timeout
         self._paused: dict[str, _Paused] = {}
-        self.server: Any = Server(
+        self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
             instructions=f"`{TOOL}` runs an agentfsm agent on a task and returns its RunResult.",
@@ -193,7 +205,9 @@ class AgentServer:
 
     # -- the protocol -------------------------------------------------------------
 
-    async def _list_tools(self, ctx: Any, params: Any) -> Any:
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
         from mcp.types import ListToolsResult, Tool, ToolAnnotations
 
         tool = Tool(
@@ -231,7 +245,9 @@ class AgentServer:
             "additionalProperties": False,
         }
 
-    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
         if params.name != TOOL:
             return _refusal(f"unknown tool {params.name!r}: this server has one tool, `{TOOL}`")
         await self._expire()
@@ -283,7 +299,9 @@ class AgentServer:
             )
         return _Request(task=task, agent=str(agent), max_steps=max_steps)
 
-    async def _drive(self, agent: ServedAgent, running: Awaitable[RunResult]) -> Any:
+    async def _drive(
+        self, agent: ServedAgent, running: Awaitable[RunResult]
+    ) -> CallToolResult | InputRequiredResult:
         """Await the run; a pause for approval becomes ``input_required`` (the agent kept), any
         other end the RunResult (the agent released)."""
         from mcp.types import InputRequiredResult
@@ -339,7 +357,7 @@ def _message(call: ToolCall) -> str:
     return f"The agent asks to call `{call.name}` with arguments {call.arguments}. Approve this call?"
 
 
-def _question(call: ToolCall) -> Any:
+def _question(call: ToolCall) -> ElicitRequest:
     from mcp.types import ElicitRequest, ElicitRequestFormParams
 
     return ElicitRequest(
@@ -375,7 +393,7 @@ def _apply_answers(agent: ServedAgent, answers: Mapping[str, Any]) -> None:
             agent.reject(call.id, decision.reason)
 
 
-def _approver_for(ctx: Any) -> Approver | None:
+def _approver_for(ctx: ServerRequestContext[Any, Any]) -> Approver | None:
     """How this call's approvals are asked: None (pause, then ``input_required``) on
     2026-07-28; over the session on the handshake revisions; refused when the client
     declared no form elicitation."""
@@ -426,7 +444,7 @@ def _output_schema() -> dict[str, Any]:
     return schema
 
 
-def _result(result: RunResult) -> Any:
+def _result(result: RunResult) -> CallToolResult:
     """The RunResult as structured content, and a line of text saying how the run ended. A run
     that ended in ERROR is an error result (`isError`), its RunResult naming the error."""
     from mcp.types import CallToolResult, TextContent
@@ -442,7 +460,7 @@ def _result(result: RunResult) -> Any:
     )
 
 
-def _refusal(message: str) -> Any:
+def _refusal(message: str) -> CallToolResult:
     from mcp.types import CallToolResult, TextContent
 
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
