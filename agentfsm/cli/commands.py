@@ -1,5 +1,5 @@
 """The `agentfsm` command: `run` a task on a model, `resume` a checkpoint, the offline `demo`,
-`diagram`, `replay` a trace.
+`diagram`, `replay` a trace, `mcp-serve` agents to MCP clients.
 
 Why it is built this way:
 - stdout carries only the command's output (the result, `--json`'s one
@@ -79,12 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _replay(args)
     if args.command == "resume":
         return _resume(args)
+    if args.command == "mcp-serve":
+        return _mcp_serve(args)
     return _run(args)
 
 
 def _check_configuration_first(args_list: list[str]) -> None:
     """For `run`: load the file and environment before argparse checks anything else."""
-    if not args_list or args_list[0] not in ("run", "debug", "resume") or {"-h", "--help"} & set(args_list):
+    commands = ("run", "debug", "resume", "mcp-serve")
+    if not args_list or args_list[0] not in commands or {"-h", "--help"} & set(args_list):
         return
     from .config import Settings
 
@@ -139,6 +142,80 @@ def _run(args: argparse.Namespace) -> int:
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
         return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+
+
+def _mcp_serve(args: argparse.Namespace) -> int:
+    """Serve `run_agent` to MCP clients: each call builds its agent as `run` would, from the
+    same configuration and flags (the model flags apply to every agent's `[llm]`)."""
+    from . import log_setup
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .parser import AGENTS, package_version
+
+    http = args.http
+    if http is not None and not args.allow_remote and not _is_loopback(http[0]):
+        return _usage_error(
+            f"--http {http[0]}:{http[1]} serves beyond this machine, where anyone who reaches it runs "
+            "agents: bind a loopback address (127.0.0.1), or pass --allow-remote"
+        )
+    llm_flags = _flagged(args, LLMSettings.model_fields)
+    overrides = {"llm": dict.fromkeys(AGENTS, llm_flags), "agent": _flagged(args, AgentSettings.model_fields)}
+    try:
+        settings = Settings.load(args.config, overrides)
+        flagged_servers = _mcp_servers(settings, args.mcp_servers)
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    models: dict[str, ChatModel] = {}
+
+    def build(name: str, max_steps: int | None) -> ToolCallAgent:
+        """A new agent for one call; the model of each agent name is built once and shared."""
+        if name not in models:
+            llm = build_llm(settings.llm_for(name))
+            _check_credentials(llm)
+            models[name] = llm
+        options = settings.agent.agent_kwargs() | ({"max_steps": max_steps} if max_steps else {})
+        servers = flagged_servers if name != "toolcall" else None
+        return _build_agent(name, settings, models[name], options, mcp_servers=servers, terminal=False)
+
+    try:
+        build(args.agent, None)  # the default agent is buildable: its errors are reported now, not per call
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted()
+    from ..mcp.serve import AgentServer  # the MCP SDK's server side, loaded by this command only
+
+    try:
+        server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=package_version())
+    except ImportError as exc:  # MissingExtraError: the SDK is not installed
+        return _usage_error(str(exc))
+    secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
+    with log_setup.configured(args.log_format, secrets=secrets):
+        try:
+            if http is None:
+                _run_async(server.serve_stdio())
+            else:
+
+                def ready(url: str) -> None:
+                    print(f"{PROG}: serving MCP on {url}", file=sys.stderr, flush=True)
+
+                with contextlib.redirect_stdout(sys.stderr):  # stdout is no output of a server
+                    _run_async(server.serve_http(*http, ready=ready))
+        except ConfigError as exc:  # the address cannot be listened on
+            return _usage_error(str(exc))
+        except KeyboardInterrupt:
+            return _interrupted()
+    return 0
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve anywhere
+        return False
 
 
 def _check_credentials(llm: ChatModel) -> None:
@@ -222,9 +299,11 @@ def _build_agent(
     options: Mapping[str, Any],
     *,
     mcp_servers: Mapping[str, MCPServerSettings] | None = None,
-) -> BaseAgent:
-    """The agent `name` with `options`; calls that need approval are asked about on the terminal.
-    `mcp_servers` connect on the first think (mcp and manus agents)."""
+    terminal: bool = True,
+) -> ToolCallAgent:
+    """The agent `name` with `options`; calls that need approval are asked about on the terminal
+    (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
+    first think (mcp and manus agents)."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, ask_on_terminal
 
@@ -232,7 +311,7 @@ def _build_agent(
     servers = dict(mcp_servers or {})
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
-        ask = ask_on_terminal if sys.stdin.isatty() else None
+        ask = ask_on_terminal if terminal and sys.stdin.isatty() else None
         agent = Manus(
             llm=llm, sandbox=settings.sandbox, ask_human=ask, mcp_servers=servers, name=name, **options
         )
@@ -259,7 +338,7 @@ def _build_agent(
             f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
             f"its tools: {', '.join(agent.tools.names)}"
         )
-    if agent.approval_names:
+    if agent.approval_names and terminal:
         agent.approver = TerminalApprover()
     return agent
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-__all__ = ["AGENTS", "PROG", "build_parser"]
+__all__ = ["AGENTS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
 AGENTS = ("toolcall", "manus", "mcp")
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog=PROG, description="An LLM tool-calling agent whose whole life is an explicit state machine."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
@@ -61,6 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(debug)
     _break_option(debug)
     debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
+
+    serve = commands.add_parser(
+        "mcp-serve",
+        help="serve agents to MCP clients (a tool, run_agent)",
+        description="Serve the tool run_agent to MCP clients, over stdio (default) or streamable HTTP, "
+        "to clients of the 2026-07-28 revision and of the 2025 handshake alike. Each call runs an "
+        "agent built from these options and the configuration, as `run` builds it; approvals are "
+        "asked of the client as elicitations.",
+    )
+    _agent_options(serve, agent_help="the agent a call that names none runs (default: toolcall)")
+    serve.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        type=_http_address,
+        help="serve streamable HTTP on http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --http on a HOST other than a loopback address (anyone who reaches it runs agents)",
+    )
+    serve.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
+    )
 
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
@@ -108,20 +132,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("task", metavar="TASK", help="the request for the agent")
+    _agent_options(run)
+    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
+
+
+def _agent_options(
+    run: argparse.ArgumentParser, *, agent_help: str = "which agent (default: toolcall)"
+) -> None:
+    """The model and the agent, as `run` takes them (`mcp-serve` builds its agents from the same)."""
     _model_options(run)
-    run.add_argument("--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)")
+    run.add_argument("--agent", choices=AGENTS, default="toolcall", help=agent_help)
     _mcp_server_option(run)
     run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
     run.add_argument(
         "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
     )
-    run.add_argument("--trace", metavar="FILE", help="write the run's JSON Lines trace to FILE")
     run.add_argument(
         "--require-approval",
         metavar="TOOL",
         type=_tool_names,
         action="extend",
-        help="ask on the terminal before each call to TOOL (repeat, or separate with commas)",
+        help="ask before each call to TOOL (repeat, or separate with commas): on the terminal "
+        "(run), or the MCP client as an elicitation (mcp-serve)",
     )
 
 
@@ -240,6 +272,19 @@ def _mcp_server(text: str) -> tuple[str, str]:
     return name.strip(), target.strip()
 
 
+def _http_address(text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` (an IPv6 host in brackets: ``[::1]:8000``); HOST defaults to 127.0.0.1."""
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535 or not host:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT (e.g. 8000 or 127.0.0.1:8000), got {text!r}")
+    return host, port
+
+
 def _tool_names(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
@@ -247,7 +292,8 @@ def _tool_names(text: str) -> list[str]:
     return names
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed distribution's version (`--version`, and what `mcp-serve` tells its clients)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
