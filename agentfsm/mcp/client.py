@@ -18,7 +18,7 @@ never a hang, and one failing call leaves its siblings alone.
 The tool list follows the server: a change the server announces (the legacy
 ``notifications/tools/list_changed``, or on 2026-07-28 an event of the ``subscriptions/listen``
 stream the connection task holds open), the end of the list's ``ttlMs`` on 2026-07-28, or
-`refresh_every` requests without a listing mark it due, and `before_request` says so to
+`refresh_every` requests without a listing mark it due, and `list_due` says so to
 `MCPServers.attach`, which re-reads it (`relist`). A legacy streamable-HTTP server that lost
 the session (it restarted, and answers 404 for the old session id) is reconnected once and
 the call retried once; a stdio server that died is not restarted.
@@ -175,18 +175,18 @@ class MCPConnection:
             async with self._reconnecting:
                 pass
         client = self._client
-        try:
-            return await self._call_once(name, arguments)
-        except _SessionLost as lost:
-            if not await self._reconnect(client, lost.why):
-                return self._gone_result(name)
-        try:
-            return await self._call_once(name, arguments)
-        except _SessionLost as lost:
-            self._lost(f"its session was lost again right after reconnecting ({lost.why})")
+        outcome = await self._call_once(name, arguments)
+        if not isinstance(outcome, _SessionLost):
+            return outcome
+        if not await self._reconnect(client, outcome.why):
             return self._gone_result(name)
+        outcome = await self._call_once(name, arguments)
+        if not isinstance(outcome, _SessionLost):
+            return outcome
+        self._lost(f"its session was lost again right after reconnecting ({outcome.why})")
+        return self._gone_result(name)
 
-    async def _call_once(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def _call_once(self, name: str, arguments: dict[str, Any]) -> ToolResult | _SessionLost:
         client = self._client
         if self.gone is not None or client is None:
             why = self.gone or "the connection is closed"
@@ -215,7 +215,7 @@ class MCPConnection:
             self._lost(_describe(problem))
             return self._gone_result(name)
         if self._session_lost(problem):
-            raise _SessionLost(_describe(problem))
+            return _SessionLost(_describe(problem))
         return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {_describe(problem)}")
 
     def _gone_result(self, name: str) -> ToolResult:
@@ -234,13 +234,12 @@ class MCPConnection:
 
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-    def before_request(self) -> str | None:
-        """Count one more request the model is sent with this list, and say why the list must
-        be read again first, or None: a change the server announced, the end of its TTL, or
-        `refresh_every` requests since the last listing (not while a TTL says it is fresh)."""
+    def list_due(self) -> str | None:
+        """Why the tool list must be read again before the next request, or None: a change the
+        server announced, the end of its TTL, or `refresh_every` requests served since it was
+        last read (not while a TTL says it is fresh)."""
         if self.gone is not None or self._client is None:
             return None
-        self._requests += 1
         if self.stale is not None:
             return self.stale
         fresh_until = self._fresh_until
@@ -250,6 +249,10 @@ class MCPConnection:
         if every and self._requests >= every:
             return f"{self._requests} requests since it was last listed"
         return None
+
+    def count_request(self) -> None:
+        """One more request to the model offers the tools of this listing."""
+        self._requests += 1
 
     async def relist(self) -> None:
         """Read the server's tool list again into `tools`. A server that does not answer in
@@ -418,12 +421,11 @@ class MCPConnection:
         return f"{settings.type} {settings.url}"
 
 
-class _SessionLost(Exception):
+@dataclass(frozen=True, slots=True)
+class _SessionLost:
     """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
+    why: str
 
 
 async def _list_tools(

@@ -6,7 +6,7 @@ server. `MCPServers` connects a set of servers (concurrently; each once), names 
 at the end of ``async with``.
 
 `attach`, called before each request, keeps an agent's `ToolCollection` true to the servers:
-it re-reads the lists that are due (`MCPConnection.before_request`), adds the tools a server
+it re-reads the lists that are due (`MCPConnection.list_due`), adds the tools a server
 gained, removes those it dropped, replaces those whose description or schema changed, and
 withdraws the tools of servers that died; the `ToolChanges` it returns are what the model is
 told (`agentfsm.mcp.prompt`). A tool keeps its agent name for as long as it stays, and gets the
@@ -132,9 +132,11 @@ class MCPServers:
         first = not self._connected
         await self.connect(reserved=tools.names)
         if not first:
-            due = [c for c in self.connections.values() if c.before_request() is not None]
+            due = [c for c in self.connections.values() if c.list_due() is not None]
             await asyncio.gather(*(c.relist() for c in due))
             self._make(tools.names)
+        for connection in self.connections.values():
+            connection.count_request()
         changes = self._sync(tools)
         if tools not in self._attached:
             self._attached.add(tools)
