@@ -146,6 +146,27 @@ async def test_tools_added_changed_and_removed_at_run_time_reach_the_next_reques
     assert replayed.result is not None and replayed.result.stop_reason == "terminated"
 
 
+@pytest.mark.parametrize("revision", ["modern", "legacy"])
+async def test_a_tool_keeps_its_name_while_it_stays_and_gets_it_back_when_it_returns(lists, revision):
+    """Two tools whose plain names clash (``a.b`` and ``a_b`` are both ``mcp_l_a_b``): the one
+    named second keeps its hashed name when the first goes, and the first comes back under its own."""
+    tools = ToolCollection(Terminate())
+    async with MCPServers({"l": lists.settings(revision, "stdio", refresh_every=0)}) as servers:
+        await servers.attach(tools)
+        await tools.execute("mcp_l_grow", {"name": "a.b"})
+        assert (await servers.attach(tools)).added == ("mcp_l_a_b",)
+        await tools.execute("mcp_l_grow", {"name": "a_b"})
+        (hashed,) = (await servers.attach(tools)).added
+        assert hashed.startswith("mcp_l_a_b_") and len(hashed) == len("mcp_l_a_b_") + 8
+        await tools.execute("mcp_l_shrink", {"name": "a.b"})
+        assert (await servers.attach(tools)).removed == ("mcp_l_a_b",)
+        assert hashed in tools  # not renamed to the plain name it could have now
+        await tools.execute("mcp_l_grow", {"name": "a.b"})
+        assert (await servers.attach(tools)).added == ("mcp_l_a_b",)
+        assert (await tools.execute("mcp_l_a_b", {"text": "x"})).output == "a.b: x"
+        assert (await tools.execute(hashed, {"text": "y"})).output == "a_b: y"
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_2026_list_is_read_again_when_its_ttl_runs_out(lists, transport):
     """A change the server does not announce shows once the list's ``ttlMs`` has run out, not

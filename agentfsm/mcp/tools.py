@@ -111,9 +111,10 @@ class MCPServers:
             before = {t.remote_name: t for t in made[1]} if made is not None else {}
             mine: list[MCPTool] = []
             for listed in listing:
-                old = before.get(listed.name)
-                same = old is not None and old.listed == listed
-                mine.append(old if same and old is not None else self._tool(connection, listed))
+                item = before.get(listed.name)
+                if item is None or item.listed != listed:
+                    item = self._tool(connection, listed)
+                mine.append(item)
             self._made[server_id] = (listing, mine)
             tools += mine
         self.tools = tools
