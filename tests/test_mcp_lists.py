@@ -23,8 +23,7 @@ from agentfsm import Terminate, ToolCollection, tool
 from agentfsm.agent.mcp import MCPAgent
 from agentfsm.agent.replay import replay
 from agentfsm.errors import ConfigError, KeyNotFoundError
-from agentfsm.mcp import MCPServers, MCPServerSettings
-from agentfsm.mcp.prompt import ToolChanges
+from agentfsm.mcp import MCPServers, MCPServerSettings, ToolChanges
 from agentfsm.testing import ModelRequest, ScriptedLLM, reply
 
 SERVER = Path(__file__).with_name("mcp_lists_server.py")

@@ -32,7 +32,7 @@ from .settings import MCPServerSettings
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["MCPServers", "MCPTool", "ToolChanges"]
+__all__ = ["MCPServers", "MCPTool"]
 
 
 class MCPTool(Tool):
