@@ -164,10 +164,11 @@ class Manus(ToolCallAgent):
     async def think(self) -> None:
         # The configured prompt stays in `options` (and so in traces and checkpoints): the derived
         # one names a workspace, which a resumed run's sandbox may place elsewhere.
-        await self.mcp_servers.attach(self.tools, agent=self.name)  # before each request: what can run
-        template = self.options.system_prompt
-        if template is not None and "{directory}" in template:
-            self.system_prompt = template.replace("{directory}", await self.workspace())
+        changes = await self.mcp_servers.attach(self.tools, agent=self.name)  # before each request
+        prompt = self.options.system_prompt
+        if prompt is not None and "{directory}" in prompt:
+            prompt = prompt.replace("{directory}", await self.workspace())
+        self.system_prompt = self.mcp_servers.system_prompt(prompt, changes)  # instructions, changes
         await super().think()
 
     async def act(self) -> None:

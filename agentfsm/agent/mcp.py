@@ -7,9 +7,12 @@ same guarded ``terminated`` edge as every agent's. (Upstream's MCP agent renamed
 tools and then waited for a ``terminate`` that no longer existed.)
 
 The servers connect on the first think (or `connect()`, or ``async with``), once; they stay
-connected across runs and close on `aclose()`. A server that dies mid-run has its tools
-withdrawn before the next request, and the run goes on with the others. This module does not
-import the MCP SDK: `agentfsm.mcp.client` does, when a connection opens.
+connected across runs and close on `aclose()`. Before each request the tools follow the servers
+(`MCPServers.attach`): tools a server adds, drops or changes are added, removed or replaced,
+those of a server that died are withdrawn, and the run goes on; the request that first offers
+the new set says what changed, at the end of its system prompt, which also carries the
+instructions of the servers configured to give theirs. This module does not import the MCP
+SDK: `agentfsm.mcp.client` does, when a connection opens.
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ class MCPAgent(ToolCallAgent):
         await self.servers.attach(self.tools, agent=self.name)
 
     async def think(self) -> None:
-        await self.servers.attach(self.tools, agent=self.name)  # before each request: what can run
+        changes = await self.servers.attach(self.tools, agent=self.name)  # before each request: what can run
+        self.system_prompt = self.servers.system_prompt(self.options.system_prompt, changes)
         await super().think()
 
     def trace_config(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from ..agent.toolcall import ToolCallOptions
 from ..errors import ConfigError
-from ..mcp.settings import DEFAULT_TIMEOUT, MCPServerSettings, TransportType
+from ..mcp.settings import DEFAULT_REFRESH_EVERY, DEFAULT_TIMEOUT, MCPServerSettings, TransportType
 from ..model.options import LLMOptions
 from ..options import Options, option_fields
 from ..sandbox.settings import SandboxSettings
@@ -193,6 +193,8 @@ class MCPServerTable(_Section):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     connect_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    refresh_every: int = Field(default=DEFAULT_REFRESH_EVERY, ge=0)
+    instructions: bool = False
 
     @model_validator(mode="after")
     def _checked(self) -> MCPServerTable:

@@ -15,10 +15,12 @@ from .settings import MCPServerSettings
 
 if TYPE_CHECKING:
     from .client import MCPConnection
+    from .prompt import ToolChanges
     from .tools import MCPServers, MCPTool
 
-__all__ = ["MCPConnection", "MCPServerSettings", "MCPServers", "MCPTool"]
+__all__ = ["MCPConnection", "MCPServerSettings", "MCPServers", "MCPTool", "ToolChanges"]
 
 __getattr__ = lazy_attributes(
-    __name__, {"MCPConnection": "client", "MCPServers": "tools", "MCPTool": "tools"}
+    __name__,
+    {"MCPConnection": "client", "MCPServers": "tools", "MCPTool": "tools", "ToolChanges": "prompt"},
 )

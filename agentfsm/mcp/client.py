@@ -14,6 +14,14 @@ once, kept across runs, and closed by `aclose()`, which the connection task does
 stdio server's process is stopped and reaped there). A call races the server's answer against
 its `timeout` and against the connection's end, so a server that dies mid-call is an answer,
 never a hang, and one failing call leaves its siblings alone.
+
+The tool list follows the server: a change the server announces (the legacy
+``notifications/tools/list_changed``, or on 2026-07-28 an event of the ``subscriptions/listen``
+stream the connection task holds open), the end of the list's ``ttlMs`` on 2026-07-28, or
+`refresh_every` requests without a listing mark it due, and `list_due` says so to
+`MCPServers.attach`, which re-reads it (`relist`). A legacy streamable-HTTP server that lost
+the session (it restarted, and answers 404 for the old session id) is reconnected once and
+the call retried once; a stdio server that died is not restarted.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +68,18 @@ class MCPConnection:
         self.instructions: str | None = None
         self.gone: str | None = None
         """Why the server stopped answering (None while it does): set once, logged once."""
+        self.stale: str | None = None
+        """Why the tool list must be read again (the server announced a change), or None."""
+        self.subscribed = False
+        """Whether a 2026-07-28 ``subscriptions/listen`` stream for tool-list changes is open."""
+        self._fresh_until: float | None = None
+        """On 2026-07-28: when the list's ``ttlMs`` runs out (`time.monotonic`); None: no TTL."""
+        self._requests = 0
+        """Requests since the list was last read (for `refresh_every`)."""
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
+        self._reconnecting = asyncio.Lock()
 
     async def connect(self) -> None:
         """Start the connection task and wait until the tools are listed (at most `connect_timeout`)."""
@@ -92,14 +110,19 @@ class MCPConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = Client(
-                    await self._transport(stack), mode="auto", read_timeout_seconds=self.settings.timeout
+                    await self._transport(stack),
+                    mode="auto",
+                    read_timeout_seconds=self.settings.timeout,
+                    message_handler=self._on_message,
                 )
                 await stack.enter_async_context(client)
-                self.tools = await _list_tools(client)
                 self.protocol_version = client.protocol_version
+                self._listed(*await _list_tools(client, modern=self.modern))
                 self.instructions = client.instructions
                 self._client = client
                 ready.set_result(None)
+                if self.modern:
+                    await self._follow(client)
                 await self._closing.wait()
         except Exception as exc:
             if not ready.done():
@@ -147,7 +170,28 @@ class MCPConnection:
     ) -> ToolResult:
         """Call the server's tool `name`: its result, or an error result saying what went wrong
         (a timeout, a refusal, a server gone). Never raises but for cancellation. `meta` goes in
-        the request's ``_meta`` (the run's trace context, `agentfsm.toolbox.call_context`)."""
+        the request's ``_meta`` (the run's trace context, `agentfsm.toolbox.call_context`).
+
+        A legacy HTTP server that lost the session is reconnected and the call sent again, once:
+        the server never ran it (it did not know the session). A second loss withdraws it."""
+        if self._reconnecting.locked():  # another call is reconnecting: wait for the new session
+            async with self._reconnecting:
+                pass
+        client = self._client
+        outcome = await self._call_once(name, arguments, meta)
+        if not isinstance(outcome, _SessionLost):
+            return outcome
+        if not await self._reconnect(client, outcome.why):
+            return self._gone_result(name)
+        outcome = await self._call_once(name, arguments, meta)
+        if not isinstance(outcome, _SessionLost):
+            return outcome
+        self._lost(f"its session was lost again right after reconnecting ({outcome.why})")
+        return self._gone_result(name)
+
+    async def _call_once(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
+    ) -> ToolResult | _SessionLost:
         client = self._client
         if self.gone is not None or client is None:
             why = self.gone or "the connection is closed"
@@ -176,6 +220,8 @@ class MCPConnection:
         if _is_disconnect(problem):
             self._lost(_describe(problem))
             return self._gone_result(name)
+        if self._session_lost(problem):
+            return _SessionLost(_describe(problem))
         return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {_describe(problem)}")
 
     def _gone_result(self, name: str) -> ToolResult:
@@ -184,6 +230,171 @@ class MCPConnection:
             error=f"MCP server {self.server_id!r} stopped while `{name}` ran ({why}); "
             "its tools are withdrawn: go on without them"
         )
+
+    # -- the tool list ------------------------------------------------------------------
+
+    @property
+    def modern(self) -> bool:
+        """Whether the connection speaks the stateless 2026-07-28 revision (no session to lose)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def list_due(self) -> str | None:
+        """Why the tool list must be read again before the next request, or None: a change the
+        server announced, the end of its TTL, or `refresh_every` requests served since it was
+        last read (not while a TTL says it is fresh)."""
+        if self.gone is not None or self._client is None:
+            return None
+        if self.stale is not None:
+            return self.stale
+        fresh_until = self._fresh_until
+        if fresh_until is not None:
+            return "its list's TTL ran out" if time.monotonic() >= fresh_until else None
+        every = self.settings.refresh_every
+        if every and self._requests >= every:
+            return f"{self._requests} requests since it was last listed"
+        return None
+
+    def count_request(self) -> None:
+        """One more request to the model offers the tools of this listing."""
+        self._requests += 1
+
+    async def relist(self) -> None:
+        """Read the server's tool list again into `tools`. A server that does not answer in
+        time, or refuses, keeps its last list (and says so in a log event); one that is gone is
+        withdrawn; a legacy HTTP server that lost the session is reconnected (which lists)."""
+        client = self._client
+        if client is None or self.gone is not None:
+            return
+        why, self.stale = self.stale, None  # cleared first: a change announced meanwhile marks it again
+        self._requests = 0
+        listing = asyncio.ensure_future(_list_tools(client, modern=self.modern, refresh=True))
+        held = self._task
+        assert held is not None
+        timeout = self.settings.timeout
+        try:
+            await asyncio.wait({listing, held}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not listing.done():
+                listing.cancel()
+                await asyncio.wait({listing})
+        if not listing.cancelled() and listing.exception() is None:
+            self._listed(*listing.result())
+            return
+        if held.done() or self.gone is not None:
+            return
+        problem = None if listing.cancelled() else listing.exception()
+        if problem is not None and _is_disconnect(problem):
+            self._lost(_describe(problem))
+        elif problem is not None and self._session_lost(problem):
+            await self._reconnect(client, _describe(problem))
+        else:
+            failure = "no answer within its `timeout`" if problem is None else _describe(problem)
+            event(
+                "mcp_tools_list_failed",
+                level=logging.WARNING,
+                server=self.server_id,
+                message=f"MCP server {self.server_id!r} did not list its tools ({failure}); "
+                f"its last list stays (asked because {why or 'it was due'})",
+            )
+
+    def _listed(self, tools: tuple[ServerTool, ...], ttl_ms: int | None) -> None:
+        self.tools = tools
+        self._requests = 0
+        self._fresh_until = time.monotonic() + ttl_ms / 1000 if ttl_ms else None
+
+    async def _on_message(self, message: Any) -> None:
+        """The Client's message handler: a tool-list change marks the list stale. (On
+        2026-07-28 the events of the listen stream reach it too.)"""
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.stale = self.stale or "the server announced a change"
+
+    async def _follow(self, client: Any) -> None:
+        """In the connection task, on 2026-07-28: hold a ``subscriptions/listen`` stream for
+        tool-list changes until the connection closes (the revision sends no change unasked).
+        Each event marks the list stale; a stream that drops marks it stale (events may have
+        been missed) and is opened again a second later. A server that does not serve the
+        stream, or refuses it, is left to its TTL and `refresh_every`."""
+        from mcp.client.subscriptions import SubscriptionLost
+
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            while not closing.done():
+                try:
+                    async with client.listen(tools_list_changed=True) as subscription:
+                        if not subscription.honored.tools_list_changed:
+                            return
+                        self.subscribed = True
+                        if not await self._events(subscription, closing):
+                            return
+                except SubscriptionLost:
+                    self.subscribed = False
+                    self.stale = self.stale or "its change stream dropped (changes may have been missed)"
+                    await asyncio.wait({closing}, timeout=1.0)
+                except Exception as exc:  # not served, refused, or no answer: no stream, then
+                    self.subscribed = False
+                    event(
+                        "mcp_listen_unavailable",
+                        level=logging.DEBUG,
+                        server=self.server_id,
+                        message=f"MCP server {self.server_id!r} holds no subscriptions/listen stream "
+                        f"({_describe(exc)}); its tool list follows its TTL and `refresh_every`",
+                    )
+                    return
+        finally:
+            self.subscribed = False
+            closing.cancel()
+
+    async def _events(self, subscription: Any, closing: asyncio.Future[Any]) -> bool:
+        """Mark the list stale at each event, until the connection closes (False) or the server
+        ends the stream (True: open another). SubscriptionLost propagates."""
+        events = aiter(subscription)
+        while True:
+            upcoming = asyncio.ensure_future(anext(events))
+            await asyncio.wait({upcoming, closing}, return_when=asyncio.FIRST_COMPLETED)
+            if not upcoming.done():
+                upcoming.cancel()
+                await asyncio.wait({upcoming})
+                return False
+            try:
+                upcoming.result()
+            except StopAsyncIteration:
+                return True
+            self.stale = self.stale or "the server announced a change"
+
+    # -- a lost session ------------------------------------------------------------------
+
+    def _session_lost(self, problem: BaseException) -> bool:
+        """Whether `problem` says a legacy HTTP server no longer knows the session (it answers
+        404 for it: it restarted, or dropped the session)."""
+        if self.settings.type != "http" or self.modern:
+            return False
+        text = str(problem).lower()
+        return "session" in text and ("not found" in text or "terminated" in text or "expired" in text)
+
+    async def _reconnect(self, before: Any, why: str) -> bool:
+        """Open a new session in place of `before` (once, however many calls found it lost):
+        whether the server answers again. If it does not, it is gone."""
+        async with self._reconnecting:
+            if self._client is not None and self._client is not before:
+                return True  # another call reconnected already
+            if self.gone is not None:
+                return False
+            event(
+                "mcp_server_reconnecting",
+                level=logging.WARNING,
+                server=self.server_id,
+                message=f"MCP server {self.server_id!r} lost the session ({why}); reconnecting once",
+            )
+            await self._stop()
+            self._task, self._closing = None, asyncio.Event()
+            try:
+                await self.connect()
+            except MCPServerError as exc:
+                self._lost(f"its session was lost ({why}) and reconnecting failed: {exc}")
+                return False
+            return True
 
     def _lost(self, why: str) -> None:
         """The server is gone: say so once, and let the connection task clean up."""
@@ -216,19 +427,33 @@ class MCPConnection:
         return f"{settings.type} {settings.url}"
 
 
-async def _list_tools(client: Any) -> tuple[ServerTool, ...]:
-    """Every page of the server's tool list."""
+@dataclass(frozen=True, slots=True)
+class _SessionLost:
+    """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
+
+    why: str
+
+
+async def _list_tools(
+    client: Any, *, modern: bool, refresh: bool = False
+) -> tuple[tuple[ServerTool, ...], int | None]:
+    """Every page of the server's tool list, and on 2026-07-28 its ``ttlMs`` (the shortest of
+    its pages'; None without one). `refresh`: past the SDK's response cache, to the server (the
+    list is read again because it changed or its TTL ran out); the cache keeps what it returns."""
     tools: list[ServerTool] = []
+    ttl: int | None = None
     cursor: str | None = None
     while True:
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
         for tool in page.tools:
             schema = dict(tool.input_schema or {})
             schema.setdefault("type", "object")
             tools.append(ServerTool(tool.name, tool.description or "", schema, tool.output_schema))
+        if modern and "ttl_ms" in page.model_fields_set:
+            ttl = page.ttl_ms if ttl is None else min(ttl, page.ttl_ms)
         cursor = page.next_cursor
         if not cursor:
-            return tuple(tools)
+            return tuple(tools), ttl
 
 
 def _errlog() -> Any:

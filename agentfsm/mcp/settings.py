@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_TIMEOUT", "MCPServerSettings", "TransportType"]
+__all__ = ["DEFAULT_REFRESH_EVERY", "DEFAULT_TIMEOUT", "MCPServerSettings", "TransportType"]
 
 TransportType = Literal["stdio", "http", "sse"]
 """``stdio``: a subprocess; ``http``: streamable HTTP; ``sse``: HTTP with server-sent events (legacy)."""
@@ -23,6 +23,9 @@ TransportType = Literal["stdio", "http", "sse"]
 DEFAULT_TIMEOUT = 30.0
 """Seconds for connecting, and for each call: a server that says nothing for that long has
 given its answer (for a call, a timeout observation for the model)."""
+
+DEFAULT_REFRESH_EVERY = 5
+"""Requests to the model after which a server's tool list is read again, announced or not."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +50,13 @@ class MCPServerSettings:
     connect_timeout: float = DEFAULT_TIMEOUT
     """Seconds for starting or reaching the server and listing its tools (> 0): a stdio
     server's first start (an interpreter, a package cache) may take longer than a call."""
+    refresh_every: int = DEFAULT_REFRESH_EVERY
+    """Read the tool list again after this many requests to the model (0: never), for servers
+    that announce no change; not while a 2026-07-28 list's ``ttlMs`` says it is fresh. A change
+    the server announces, or the end of that TTL, has the list read before the next request."""
+    instructions: bool = False
+    """Put the server's `instructions` (what it says of itself when connected) into the agent's
+    system prompt, under a heading naming the server. Off by default: it is the server's text."""
 
     def __post_init__(self) -> None:
         kind = self.type
@@ -74,6 +84,13 @@ class MCPServerSettings:
             seconds = getattr(self, name)
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
                 raise ConfigError(f"MCP server `{name}` must be a number of seconds > 0, got {seconds!r}")
+        every = self.refresh_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ConfigError(
+                f"MCP server `refresh_every` must be a whole number >= 0 (0: never), got {every!r}"
+            )
+        if not isinstance(self.instructions, bool):
+            raise ConfigError(f"MCP server `instructions` must be true or false, got {self.instructions!r}")
         if kind == "stdio":
             if not isinstance(self.command, str) or not self.command:
                 raise ConfigError(

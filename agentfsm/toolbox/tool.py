@@ -241,6 +241,18 @@ class ToolCollection:
         self._params = self._approval = None
         return removed
 
+    def replace(self, item: Tool) -> Tool:
+        """Put `item` in place of the tool of its name, in its position (the order of the
+        declarations the model reads stays); the tool replaced."""
+        if not isinstance(item, Tool):
+            raise ToolSetupError(f"expected a Tool, got {item!r}; wrap functions with @tool")
+        replaced = self._tools.get(item.name)
+        if replaced is None:
+            raise KeyNotFoundError(f"no tool named {item.name!r} to replace; have {sorted(self._tools)!r}")
+        self._tools[item.name] = item
+        self._params = self._approval = None
+        return replaced
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
