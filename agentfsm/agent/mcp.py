@@ -25,6 +25,7 @@ from .toolcall import ToolCallAgent, ToolCallOptions
 if TYPE_CHECKING:
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
+    from ..questions import InputHandler
     from ..toolbox.tool import Tool
     from .approval import Approver
 
@@ -57,7 +58,9 @@ class MCPAgent(ToolCallAgent):
         special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
+        max_input_rounds: int = ToolCallOptions.max_input_rounds,
         approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str | None = "mcp",
     ) -> None:
         """The options are `ToolCallOptions`' (documented and checked there). `servers`: an
@@ -75,11 +78,20 @@ class MCPAgent(ToolCallAgent):
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
+            max_input_rounds=max_input_rounds,
         )
         self._owns_servers = not isinstance(servers, MCPServers)
         self.servers = servers if isinstance(servers, MCPServers) else MCPServers(servers)
         own = [Terminate(), *tools]
-        self._init_tool_agent(options, llm=llm, tools=own, memory=memory, approver=approver, name=name)
+        self._init_tool_agent(
+            options,
+            llm=llm,
+            tools=own,
+            memory=memory,
+            approver=approver,
+            input_handler=input_handler,
+            name=name,
+        )
 
     @classmethod
     async def create(cls, **kwargs: Any) -> MCPAgent:
