@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
 from ..toolbox.terminate import Terminate
+from .awaiting_input import with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ SYSTEM_PROMPT = (
 
 class MCPAgent(ToolCallAgent):
     """An agent whose tools are those of its MCP servers, plus `terminate` and `tools`."""
+
+    table = with_input(ToolCallAgent.table)
+    """With AWAITING_INPUT from the start: a server may ask for input, and a run paused there
+    resumes from its checkpoint before the servers are connected again."""
 
     def __init__(
         self,

@@ -519,10 +519,10 @@ class ToolCallAgent(ReActAgent):
         elif isinstance(arguments := _arguments(call), str):
             content, is_error = arguments, True
         else:
-            asked, answers = self.run_state.input_requests.get(call.id), self.run_state.answers.get(call.id)
+            asked = self.run_state.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
-                if asked is not None and answers is not None:
-                    result = await tool.answered(asked, answers, **arguments)
+                if asked is not None:
+                    result = await tool.answered(asked, self.run_state.answers.get(call.id, {}), **arguments)
                 else:
                     result = await tool(**arguments)
             except ArgumentError as exc:

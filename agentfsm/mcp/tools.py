@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..log import event
+from ..questions import Answer, InputRequired
 from ..toolbox.tool import Tool, ToolCollection, ToolResult
 from .client import MCPConnection, ServerTool
 from .names import agent_tool_names
@@ -40,8 +41,16 @@ class MCPTool(Tool):
         )
         super().__init__(name=name, description=description, parameters=listed.input_schema)
 
+    asks_for_input = True  # a server may elicit during a call (see `agentfsm.mcp.client`)
+
     async def execute(self, **kwargs: Any) -> ToolResult:
         return await self.connection.call(self.remote_name, kwargs)
+
+    async def resume(self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any) -> ToolResult:
+        return await self.connection.call(self.remote_name, kwargs, asked=asked, answers=answers)
+
+    def abandon(self, asked: InputRequired) -> None:
+        self.connection.abandon(asked)
 
 
 class MCPServers:
