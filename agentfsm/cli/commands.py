@@ -226,7 +226,7 @@ def _build_agent(
     """The agent `name` with `options`; calls that need approval are asked about on the terminal.
     `mcp_servers` connect on the first think (mcp and manus agents)."""
     from ..agent.manus import Manus
-    from .terminal import TerminalApprover, ask_on_terminal
+    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal
 
     agent: ToolCallAgent
     servers = dict(mcp_servers or {})
@@ -261,6 +261,8 @@ def _build_agent(
         )
     if agent.approval_names:
         agent.approver = TerminalApprover()
+    if servers:  # an MCP server may ask for input: the person at the terminal answers
+        agent.input_handler = TerminalInputHandler()
     return agent
 
 
@@ -409,9 +411,9 @@ def _drive(
     out = sys.stdout
     interrupted, refused = False, ""
     live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
-    approver = getattr(agent, "approver", None)
-    if approver is not None and hasattr(live, "suspended"):
-        approver.quiet = live.suspended  # the questions are not drawn over
+    for asker in (getattr(agent, "approver", None), getattr(agent, "input_handler", None)):
+        if asker is not None and hasattr(live, "suspended") and hasattr(asker, "quiet"):
+            asker.quiet = live.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))
