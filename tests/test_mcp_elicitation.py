@@ -213,3 +213,30 @@ def test_a_pause_answered_after_a_sigkill_resumes_in_a_new_process(tmp_path, cas
         if process is not None:
             process.kill()
             process.wait()
+
+
+def test_an_input_required_asking_for_sampling_or_roots_is_refused_without_a_server():
+    """A 2026-07-28 server that asks for them anyway (an SDK-built one never does, see above)."""
+    import mcp_types as types
+
+    from agentfsm.mcp.client import MCPConnection
+
+    connection = MCPConnection("odd", MCPServerSettings(url="http://127.0.0.1:9/mcp"))
+    sampling = types.CreateMessageRequest(params=types.CreateMessageRequestParams(messages=[], max_tokens=5))
+    asked = types.InputRequiredResult(input_requests={"a": sampling, "b": types.ListRootsRequest()})
+    result = connection._answer("draw", asked)
+    assert result.input_required is None
+    assert result.error == (
+        "MCP server 'odd' asked for roots/list, sampling/createMessage during `draw`; agentfsm takes no "
+        "part in sampling or roots (deprecated in 2026-07-28), so the call was refused"
+    )
+    form = types.ElicitRequestFormParams(
+        message="Size?", requested_schema={"type": "object", "properties": {}}
+    )
+    result = connection._answer(
+        "order",
+        types.InputRequiredResult(input_requests={"k": types.ElicitRequest(params=form)}, request_state="s1"),
+    )
+    assert result.input_required is not None
+    assert [(q.key, q.message) for q in result.input_required.questions] == [("k", "Size?")]
+    assert json.loads(result.input_required.token) == {"revision": "2026-07-28", "request_state": "s1"}
