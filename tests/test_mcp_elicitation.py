@@ -240,3 +240,28 @@ def test_an_input_required_asking_for_sampling_or_roots_is_refused_without_a_ser
     assert result.input_required is not None
     assert [(q.key, q.message) for q in result.input_required.questions] == [("k", "Size?")]
     assert json.loads(result.input_required.token) == {"revision": "2026-07-28", "request_state": "s1"}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_server_everythings_elicitation_pauses_and_is_answered(request, transport):
+    """A server not built with the Python SDK (npm's server-everything, 2025-11-25), which offers
+    its elicitation tool only to a client that declares the capability, as this one does."""
+    if transport == "stdio":
+        params = request.getfixturevalue("everything_stdio")
+        settings = MCPServerSettings(
+            command=params.command, args=tuple(params.args), env=dict(params.env or {})
+        )
+    else:
+        settings = MCPServerSettings(type="http", url=request.getfixturevalue("everything_http"))
+    llm = ScriptedLLM([calls(("mcp_everything_trigger-elicitation-request", {})), TERMINATE])
+    async with MCPAgent(llm=llm, servers={"everything": settings}) as agent:
+        paused = await agent.run("ask me")
+        ((call, question),) = paused.pending_input
+        assert question.message == "Please provide inputs for the following fields:"
+        assert question.schema["required"] == ["name"] and "email" in question.schema["properties"]
+        agent.answer(call.id, {"name": "Ada Lovelace", "check": True, "integer": 7})
+        result = await agent.resume()
+        assert result.ok
+        text = tool_texts(agent)[0]
+        assert "User provided the requested information" in text
+        assert "- Name: Ada Lovelace" in text and "- Favorite Integer: 7" in text
