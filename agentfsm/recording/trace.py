@@ -25,16 +25,18 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
   tool_calls, usage, model, finish_reason, provider_fields; null when the call raised), ``usage``,
   ``error`` (null or ``{"type", "message"}``), ``duration_s``.
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
-  ``observation``, ``base64_image``, ``is_error``, ``duration_s``, and for a call that asked
-  for input instead of finishing, ``input_required`` (its questions); written just before each transition
-  out of ACTING, as the tools returned them (before edits). A call that asked for input
-  has a record per round, in order (and a finished call of that step one per transition).
+  ``observation``, ``base64_image``, ``is_error``, ``duration_s``, and for a call that
+  asked for input instead of finishing, ``input_required`` (its questions); written just
+  before each transition out of ACTING, as the tools returned them (before edits). A call
+  that asked for input has a record per round, in order (and a call of that step that
+  finished, one per transition out of ACTING).
 - ``edit``: ``step``, ``edit`` (``pending_calls``, ``observation``, ``approval`` or
   ``answer``), ``call_id``, ``before``, ``after`` (call lists, or observation texts; for an
   approval, the call as the model made it and the `Decision`; for an answer, the
   question's key and the `Answer`).
 - ``result`` (last, when the run ended): ``result``, the `RunResult`. A run paused
-  for approval writes its paused result (``stop_reason`` ``awaiting_approval``);
+  for approval or input writes its paused result (``stop_reason`` ``awaiting_approval``
+  or ``awaiting_input``);
   `resume(trace=...)` appends the rest of the run after it.
 
 Messages, calls and results are the pydantic JSON dumps of the engine's types.
