@@ -354,9 +354,10 @@ class MCPConnection:
         await self._stop()
 
     async def _stop(self) -> None:
-        for held in self._held.values():
-            held.give_up()
+        held = [call.give_up() for call in self._held.values()]
         self._held.clear()
+        if held:  # their servers were told "cancel": let them answer before the transport goes
+            await asyncio.wait(held, timeout=self.settings.timeout)
         self._closing.set()
         task = self._task
         if task is not None and not task.done():
@@ -411,10 +412,21 @@ class _Held:
         if self._reply is not None and not self._reply.done():
             self._reply.set_result(given[0][1])
 
-    def give_up(self) -> None:
+    def give_up(self) -> asyncio.Future[Any]:
+        """Nobody will answer: the server's question is cancelled, and whatever the server then
+        answers to the call is dropped. The call, to wait for before the connection closes."""
         if self._reply is not None and not self._reply.done():
             self._reply.set_result(Answer.cancel())
-        self.call.cancel()
+        else:
+            self.call.cancel()
+        self.call.add_done_callback(_dropped)
+        return self.call
+
+
+def _dropped(call: asyncio.Future[Any]) -> None:
+    """A call given up: its outcome is read (so asyncio does not report it) and dropped."""
+    if not call.cancelled():
+        call.exception()
 
 
 def _modern_versions() -> tuple[str, ...]:
