@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 from conftest import assert_pairs_complete
 
-from agentfsm import AgentState, StopReason, Terminate, Tool, ToolCallAgent, ToolResult, tool
+from agentfsm import AgentState, RunResult, StopReason, Terminate, Tool, ToolCallAgent, ToolResult, tool
 from agentfsm.agent.awaiting_input import AWAITING_INPUT, with_input
 from agentfsm.agent.replay import replay
 from agentfsm.agent.table import AGENT_TABLE
@@ -126,6 +126,7 @@ async def test_a_question_pauses_the_run_after_the_other_calls_and_an_answer_res
         "greet", "name1", "What is your name? (1)", NAME
     )  # fmt: skip
     assert paused.pending_input == tuple(agent.pending_input)
+    assert RunResult.model_validate(paused.model_dump(mode="json")) == paused  # as `--json` prints it
     assert looker.looked == ["a"]  # the sibling ran before the pause
     with pytest.raises(KeyNotFoundError, match="no call 'nope' waits for input"):
         agent.answer("nope", {"name": "Ada"})

@@ -9,6 +9,7 @@ over stdio and streamable HTTP on 127.0.0.1: on 2026-07-28 its question is an
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -265,3 +266,29 @@ async def test_server_everythings_elicitation_pauses_and_is_answered(request, tr
         text = tool_texts(agent)[0]
         assert "User provided the requested information" in text
         assert "- Name: Ada Lovelace" in text and "- Favorite Integer: 7" in text
+
+
+async def test_a_legacy_call_held_for_an_answer_is_let_go_cleanly(caplog):
+    """Cancelling the paused run tells the server the question was cancelled, and the server
+    serves on; closing the agent while paused waits for the server's answer to that before the
+    transport goes (no error from the SDK's stream, nothing left held)."""
+    process, url = _http("legacy")
+    try:
+        settings = MCPServerSettings(url=url, timeout=10)
+        llm = ScriptedLLM([calls(("mcp_el_greet", {})), calls(("mcp_el_echo", {"text": "again"})), TERMINATE])
+        with caplog.at_level(logging.WARNING):
+            async with MCPAgent(llm=llm, servers={"el": settings}) as agent:
+                connection = agent.servers.connections["el"]
+                await agent.run("greet me")
+                assert len(connection._held) == 1
+                cancelled = await agent.cancel()
+                assert cancelled.stop_reason is StopReason.CANCELLED and connection._held == {}
+                result = await agent.run("echo")
+                assert result.ok and tool_texts(agent)[-2].endswith("echo: again")
+                agent.llm = ScriptedLLM([calls(("mcp_el_favourite", {}))])
+                assert (await agent.run("greet me")).paused  # closed while paused, below
+        assert connection._held == {}
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("mcp")] == []
+    finally:
+        process.kill()
+        process.wait()
