@@ -8,6 +8,7 @@ over stdio and streamable HTTP on 127.0.0.1: on 2026-07-28 its question is an
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from test_mcp import _serve_http
 
-from agentfsm import StopReason
+from agentfsm import StopReason, ToolCallAgent
 from agentfsm.agent.mcp import MCPAgent
 from agentfsm.agent.replay import replay
 from agentfsm.mcp import MCPServerSettings
@@ -73,7 +74,7 @@ def calls(*names_and_args: tuple[str, dict[str, Any]]) -> Any:
     return reply("calling", list(names_and_args))
 
 
-def tool_texts(agent: MCPAgent) -> list[str]:
+def tool_texts(agent: ToolCallAgent) -> list[str]:
     return [m.content or "" for m in agent.memory.messages if m.role is Role.TOOL]
 
 
@@ -292,3 +293,35 @@ async def test_a_legacy_call_held_for_an_answer_is_let_go_cleanly(caplog):
     finally:
         process.kill()
         process.wait()
+
+
+async def test_manus_with_a_server_that_asks_pauses_and_resumes_from_its_checkpoint(tmp_path, stdio_server):
+    """Manus.create gives the machine AWAITING_INPUT once the servers' tools are in, so a Manus
+    built again (and created, connecting its servers) resumes a checkpoint paused there."""
+    from agentfsm import Manus
+    from agentfsm.sandbox.settings import SandboxSettings
+
+    sandbox = SandboxSettings(mode="local", local_dir=str(tmp_path))
+    path = tmp_path / "run.checkpoint.jsonl"
+    first = await Manus.create(
+        llm=ScriptedLLM([calls(("mcp_el_greet", {}))]), mcp_servers={"el": stdio_server}, sandbox=sandbox
+    )
+    try:
+        assert "AWAITING_INPUT" in first.table.by_name
+        paused = await first.run("greet me", checkpoint=path)
+        assert paused.paused and paused.pending_input[0][1].message == "What is your name?"
+    finally:
+        await first.aclose()
+    del first  # its process ends: the paused run's lease goes with it
+    gc.collect()
+    second = await Manus.create(
+        llm=ScriptedLLM([TERMINATE]), mcp_servers={"el": stdio_server}, sandbox=sandbox
+    )
+    try:
+        again = await second.resume(path)
+        assert again.paused
+        second.answer(again.pending_input[0][0].id, NAME)
+        result = await second.resume()
+        assert result.ok and "hello Ada" in tool_texts(second)[0]
+    finally:
+        await second.aclose()
