@@ -211,7 +211,7 @@ async def test_cancelling_a_paused_run_lets_the_tool_go_and_closes_the_calls():
     assert texts[0].endswith("a exists") and texts[1].startswith("Error: the run ended")
 
 
-async def test_a_run_with_answered_questions_is_one_trace_that_replays(tmp_path):
+async def test_a_run_with_answered_questions_is_one_trace_that_replays(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     agent, greeter, looker = build(GREET_AND_LOOK, TERMINATE, greeter=Greeter(rounds=2))
     seen: list[Any] = []
@@ -234,6 +234,10 @@ async def test_a_run_with_answered_questions_is_one_trace_that_replays(tmp_path)
     assert replayed.result is not None
     assert replace(replayed.result, run_id="") == replace(result, run_id="")
     assert looker.looked == ["a"] and greeter.asked == ["round 1", "round 2"]  # replay ran nothing
+    from agentfsm.cli.commands import main
+
+    assert main(["diagram", "--trace", str(path)]) == 0  # drawn over the machine with the state
+    assert "ACTING --> AWAITING_INPUT: act_done [needs_input] (2×)" in capsys.readouterr().out
     cut = tmp_path / "paused.jsonl"
     cut.write_text(at_pause)
     replayed = await replay(cut)  # the trace as it was at the pause replays to the same pause

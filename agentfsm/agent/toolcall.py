@@ -385,9 +385,7 @@ class ToolCallAgent(ReActAgent):
             "require_approval": self.approval_names,  # the option's tools and those marked on the tool
             "tools": self.tools.to_params(),
         }
-        if (
-            AWAITING_INPUT in self.table.by_name
-        ):  # its tools may ask for input (replay builds the same machine)
+        if AWAITING_INPUT in self.table.by_name:  # tools may ask for input: replay builds the same machine
             config["awaiting_input"] = True
         return config
 

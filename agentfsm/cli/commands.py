@@ -31,6 +31,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..agent.approval import with_approval
+from ..agent.awaiting_input import with_input
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
 from ..errors import (
@@ -280,6 +281,8 @@ def _diagram(args: argparse.Namespace) -> int:
         config = header.get("config")
         if not isinstance(config, dict):
             return _usage_error(f"{args.trace}: the header's config is not a table; re-record the run")
+        if config.get("awaiting_input"):
+            table = with_input(table)
         if config.get("require_approval"):
             table = with_approval(table)
         try:
