@@ -76,11 +76,21 @@ def test_manus_records_its_prompt_as_configured() -> None:
     ("agent_class", "record", "parts"),
     [
         (Idle, AgentOptions, {"name", "memory"}),
-        (ToolCallAgent, ToolCallOptions, {"llm", "tools", "memory", "approver", "name"}),
+        (ToolCallAgent, ToolCallOptions, {"llm", "tools", "memory", "approver", "input_handler", "name"}),
         (
             Manus,
             ManusOptions,
-            {"llm", "sandbox", "ask_human", "extra_tools", "mcp_servers", "memory", "approver", "name"},
+            {
+                "llm",
+                "sandbox",
+                "ask_human",
+                "extra_tools",
+                "mcp_servers",
+                "memory",
+                "approver",
+                "input_handler",
+                "name",
+            },
         ),
     ],
 )

@@ -29,6 +29,7 @@ from ..errors import (
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
+from ..questions import Question
 from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
@@ -156,6 +157,11 @@ class BaseAgent(EventSource, ABC):
     @property
     def pending_approval(self) -> list[ToolCall]:
         """While the run is paused for approval: the calls waiting for a decision (none here)."""
+        return []
+
+    @property
+    def pending_input(self) -> list[tuple[ToolCall, Question]]:
+        """While the run is paused for input: each unanswered question and its call (none here)."""
         return []
 
     # -- driving the machine --------------------------------------------------------
@@ -405,6 +411,7 @@ class BaseAgent(EventSource, ABC):
                 output=run.output,
                 usage=run.usage.copy(),
                 pending_approval=tuple(self.pending_approval),
+                pending_input=tuple(self.pending_input),
             )
         assert run.stop_reason is not None
         return RunResult(

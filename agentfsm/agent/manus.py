@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..mcp.settings import MCPServerSettings
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
+    from ..questions import InputHandler
     from ..sandbox.session import SandboxSession
     from ..sandbox.settings import SandboxSettings
     from ..toolbox import AskFn
@@ -102,7 +103,9 @@ class Manus(ToolCallAgent):
         special_tool_names: Iterable[str] = ManusOptions.special_tool_names,
         parallel_tool_calls: bool = ManusOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ManusOptions.require_approval,
+        max_input_rounds: int = ManusOptions.max_input_rounds,
         approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str | None = "manus",
     ) -> None:
         """The options are `ManusOptions`' (documented and checked in `ToolCallOptions`).
@@ -127,6 +130,7 @@ class Manus(ToolCallAgent):
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
+            max_input_rounds=max_input_rounds,
         )
         self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
         self._owns_servers = not isinstance(mcp_servers, MCPServers)
@@ -144,7 +148,15 @@ class Manus(ToolCallAgent):
             Terminate(),
             *extra_tools,
         ]
-        self._init_tool_agent(options, llm=llm, tools=tools, memory=memory, approver=approver, name=name)
+        self._init_tool_agent(
+            options,
+            llm=llm,
+            tools=tools,
+            memory=memory,
+            approver=approver,
+            input_handler=input_handler,
+            name=name,
+        )
 
     @classmethod
     async def create(cls, **kwargs: Any) -> Manus:
@@ -157,6 +169,7 @@ class Manus(ToolCallAgent):
         """
         agent = cls(**kwargs)
         await agent.mcp_servers.attach(agent.tools, agent=agent.name)
+        agent._sync_table()  # their tools may ask for input: the machine has AWAITING_INPUT now
         return agent
 
     # -- the sandbox in the prompt and at the end of a run ----------------------------------

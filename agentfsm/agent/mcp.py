@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
 from ..toolbox.terminate import Terminate
+from .awaiting_input import with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
+    from ..questions import InputHandler
     from ..toolbox.tool import Tool
     from .approval import Approver
 
@@ -41,6 +43,10 @@ SYSTEM_PROMPT = (
 
 class MCPAgent(ToolCallAgent):
     """An agent whose tools are those of its MCP servers, plus `terminate` and `tools`."""
+
+    table = with_input(ToolCallAgent.table)
+    """With AWAITING_INPUT from the start: a server may ask for input, and a run paused there
+    resumes from its checkpoint before the servers are connected again."""
 
     def __init__(
         self,
@@ -60,7 +66,9 @@ class MCPAgent(ToolCallAgent):
         special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
+        max_input_rounds: int = ToolCallOptions.max_input_rounds,
         approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str | None = "mcp",
     ) -> None:
         """The options are `ToolCallOptions`' (documented and checked there). `servers`: an
@@ -78,11 +86,20 @@ class MCPAgent(ToolCallAgent):
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
+            max_input_rounds=max_input_rounds,
         )
         self._owns_servers = not isinstance(servers, MCPServers)
         self.servers = servers if isinstance(servers, MCPServers) else MCPServers(servers)
         own = [Terminate(), *tools]
-        self._init_tool_agent(options, llm=llm, tools=own, memory=memory, approver=approver, name=name)
+        self._init_tool_agent(
+            options,
+            llm=llm,
+            tools=own,
+            memory=memory,
+            approver=approver,
+            input_handler=input_handler,
+            name=name,
+        )
 
     @classmethod
     async def create(cls, **kwargs: Any) -> MCPAgent:

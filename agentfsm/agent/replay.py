@@ -7,7 +7,8 @@ no `result` record. Nothing is executed and no model is called. Each request
 the engine builds is checked against the one recorded, and each replayed
 edge against the recorded edge, so a replay that diverges says where.
 Edits recorded between two edges are re-applied between the same two edges,
-approvals among them: a run paused for approval and resumed replays as one run.
+approvals and answers among them: a run paused for approval or for input and resumed
+replays as one run.
 
 Only tool-calling agents (`ToolCallAgent` and subclasses such as Manus)
 are replayed: the header's configuration rebuilds one, with the recorded
@@ -26,6 +27,7 @@ from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, W
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice
+from ..questions import Answer, InputRequired
 from ..recording.files import RecordPath
 from ..recording.trace import read_trace, transition_record
 from ..run.events import Transition
@@ -33,6 +35,7 @@ from ..run.result import RunResult
 from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
 from .approval import decide
+from .awaiting_input import answer, with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 __all__ = ["Replay", "ReplayError", "Replayer", "replay"]
@@ -80,7 +83,11 @@ class _Script:
 
     def __init__(self, records: list[dict[str, Any]]) -> None:
         self.llm = [r for r in records if r["kind"] == "llm"]
-        self.tools = {(r["step"], r["call_id"]): r for r in records if r["kind"] == "tool"}
+        self.tools: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        """Each call's records in order: a call that asked for input has one per round."""
+        for r in records:
+            if r["kind"] == "tool":
+                self.tools.setdefault((r["step"], r["call_id"]), []).append(r)
         transitions = [r for r in records if r["kind"] == "transition"]
         self.complete = any(r["kind"] == "result" for r in records)
         self.cancelled = bool(transitions) and transitions[-1]["trigger"] == "cancel"
@@ -97,20 +104,23 @@ class _Script:
         return self.llm[self.calls] if self.calls < len(self.llm) else None
 
     def observation(self, step: int, call: ToolCall) -> Observation:
-        record = self.tools.get((step, call.id))
-        if record is None:
+        rounds = self.tools.get((step, call.id))
+        if not rounds:
             raise self.stop(f"no tool record for call {call.id!r} ({call.name}) at step {step}")
+        record = rounds.pop(0)
         if (record["name"], record["arguments"]) != (call.name, call.arguments):
             replayed, traced = f"{call.name}({call.arguments})", f"{record['name']}({record['arguments']})"
             raise _Stop(
                 ReplayError(f"step {step}: call {call.id!r} is {replayed} on replay, {traced} in the trace")
             )
+        asked = record.get("input_required")
         return Observation(
             call=call,
             content=record["observation"],
             base64_image=record.get("base64_image"),
             is_error=record["is_error"],
             duration_s=record.get("duration_s", 0.0),
+            input_required=InputRequired.model_validate(asked) if asked is not None else None,
         )
 
 
@@ -181,6 +191,8 @@ class _ReplayAgent(ToolCallAgent):
             approver=None,
             name=header.get("agent"),
         )
+        if config.get("awaiting_input"):  # the recorded agent's machine had the input state
+            self.table = with_input(self.table)
         for message in header.get("history", []):
             self.memory.add_message(Message.model_validate(message))
 
@@ -288,6 +300,8 @@ def _apply(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
             agent.replace_pending_calls(ToolCall.model_validate(call) for call in edit["after"])
         elif edit["edit"] == "approval":
             decide(agent, edit["call_id"], Decision.model_validate(edit["after"]))
+        elif edit["edit"] == "answer":
+            answer(agent, edit["call_id"], Answer.model_validate(edit["after"]), key=edit["before"])
         else:
             agent.edit_observation(edit["call_id"], edit["after"])
     except (WrongPhaseError, KeyError, IndexError, ValueError) as exc:

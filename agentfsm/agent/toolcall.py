@@ -23,6 +23,7 @@ from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
+from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
 from ..toolbox.call_context import ToolCallContext, executing
@@ -30,6 +31,8 @@ from ..toolbox.terminate import Terminate
 from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
 from .approval import Approver, decide, rejection_text, undecided, with_approval
+from .awaiting_input import STATE as AWAITING_INPUT
+from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
 from .options import AgentOptions
 from .react import ReActAgent
@@ -40,6 +43,10 @@ SYSTEM_PROMPT = "You are an agent that can execute tool calls"
 NEXT_STEP_PROMPT = "If you want to stop interaction, use `terminate` tool/function call."
 REQUIRED_NUDGE = "You must call one of the available tools to continue."
 EMPTY_NUDGE = "Your last reply was empty. Continue with the task: call a tool, or give your final answer."
+TOO_MANY_ROUNDS = (
+    "Error: `{name}` asked for input {rounds} times in one call, more than the agent's "
+    "`max_input_rounds` ({cap}) allows; it was stopped. Raise `max_input_rounds` to allow more."
+)
 INTERRUPTED_CALL = (
     "Error: the run was interrupted while `{name}` ran, and it was not run again: "
     "it may or may not have taken effect. Check before calling it again."
@@ -66,6 +73,8 @@ class ToolCallOptions(AgentOptions):
     """Run the calls of one reply concurrently (results are still recorded in call order)."""
     require_approval: frozenset[str] = frozenset()
     """Tools whose calls wait for a decision (AWAITING_APPROVAL), besides tools marked `needs_approval`."""
+    max_input_rounds: Annotated[int, Spec(ge=1)] = 10
+    """Times one call may ask for input (AWAITING_INPUT); one more is an error observation."""
 
 
 class ToolCallAgent(ReActAgent):
@@ -90,11 +99,14 @@ class ToolCallAgent(ReActAgent):
         special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
+        max_input_rounds: int = ToolCallOptions.max_input_rounds,
         approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str | None = None,
     ) -> None:
         """The options are `ToolCallOptions`' (documented and checked there). `tools` defaults
-        to `terminate` alone; `approver` decides calls that need approval (None: the run pauses)."""
+        to `terminate` alone; `approver` decides calls that need approval, `input_handler`
+        answers a tool's questions (None: the run pauses)."""
         options = ToolCallOptions(
             max_steps=max_steps,
             stuck_limit=stuck_limit,
@@ -107,8 +119,17 @@ class ToolCallAgent(ReActAgent):
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
+            max_input_rounds=max_input_rounds,
         )
-        self._init_tool_agent(options, llm=llm, tools=tools, memory=memory, approver=approver, name=name)
+        self._init_tool_agent(
+            options,
+            llm=llm,
+            tools=tools,
+            memory=memory,
+            approver=approver,
+            input_handler=input_handler,
+            name=name,
+        )
 
     def _init_tool_agent(
         self,
@@ -119,6 +140,7 @@ class ToolCallAgent(ReActAgent):
         memory: Memory | None,
         approver: Approver | None,
         name: str | None,
+        input_handler: InputHandler | None = None,
     ) -> None:
         """The constructor's work once the options are a checked record (Manus and replay build
         theirs, then call this)."""
@@ -131,6 +153,8 @@ class ToolCallAgent(ReActAgent):
         """The prompt the next request sends: `options.system_prompt` (Manus fills in its workspace)."""
         self.approver = approver
         """Asked in AWAITING_APPROVAL; None: the run pauses there (see `agentfsm.agent.approval`)."""
+        self.input_handler = input_handler
+        """Asked in AWAITING_INPUT; None: the run pauses there (see `agentfsm.agent.awaiting_input`)."""
         self._sync_table()
         self._tools_seen = self.tools.to_params()
 
@@ -160,6 +184,10 @@ class ToolCallAgent(ReActAgent):
     def require_approval(self) -> frozenset[str]:
         return self.options.require_approval
 
+    @property
+    def max_input_rounds(self) -> int:
+        return self.options.max_input_rounds
+
     # -- approvals --------------------------------------------------------------
 
     def needs_approval(self, call: ToolCall) -> bool:
@@ -172,9 +200,14 @@ class ToolCallAgent(ReActAgent):
         return sorted(self.require_approval | self.tools.approval_names)
 
     def _sync_table(self) -> None:
-        """Use the table with AWAITING_APPROVAL once any tool needs approval (the set may grow)."""
-        if self.table is type(self).table and (self.require_approval or self.tools.approval_names):
-            self.table = with_approval(type(self).table)
+        """Use the table with AWAITING_APPROVAL once any tool needs approval, and with
+        AWAITING_INPUT once any tool may ask for input (the set may grow; states are only added)."""
+        table = self.table
+        if AWAITING_INPUT not in table.by_name and any(t.asks_for_input for t in self.tools):
+            table = with_input(table)
+        if AWAITING_APPROVAL not in table.by_name and (self.require_approval or self.tools.approval_names):
+            table = with_approval(table)
+        self.table = table
 
     @property
     def pending_approval(self) -> list[ToolCall]:
@@ -197,12 +230,35 @@ class ToolCallAgent(ReActAgent):
         ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
         return [decide(self, i, decision) for i in ids]
 
+    # -- input ------------------------------------------------------------------
+
+    @property
+    def pending_input(self) -> list[tuple[ToolCall, Question]]:
+        """While paused in AWAITING_INPUT: each unanswered question, with the call that asks it."""
+        if self.fsm_state != AWAITING_INPUT:
+            return []
+        return unanswered(self)
+
+    def answer(
+        self,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> Edit:
+        """Answer the question `key` (None: its only unanswered one) of the waiting call `call_id`:
+        accept with `content` (the fields its schema asks for), or ``action="decline"`` /
+        ``"cancel"``. The tool gets the answer when the run is resumed."""
+        return answer(self, call_id, Answer(action=action, content=content), key=key)
+
     # -- THINKING -------------------------------------------------------------
 
     async def think(self) -> None:
         run = self.run_state
         run.reply, run.pending_calls, run.observations = None, [], []
         run.started_calls, run.completed_calls, run.decisions = [], {}, {}
+        run.input_requests, run.answers, run.input_rounds = {}, {}, {}
         run.token_limit, run.terminated_by = None, None
         nudge, next_step = run.nudge, self.next_step_prompt
         prompt = f"{nudge}\n{next_step}" if nudge and next_step else nudge or next_step or None
@@ -324,12 +380,15 @@ class ToolCallAgent(ReActAgent):
         )
 
     def trace_config(self) -> dict[str, Any]:
-        return {
+        config = {
             **super().trace_config(),
             "llm": describe_model(self.llm),
             "require_approval": self.approval_names,  # the option's tools and those marked on the tool
             "tools": self.tools.to_params(),
         }
+        if AWAITING_INPUT in self.table.by_name:  # tools may ask for input: replay builds the same machine
+            config["awaiting_input"] = True
+        return config
 
     def _system_messages(self, step_prompt: str | None = None) -> tuple[Message, ...]:
         """The system prompt as messages, `step_prompt` at its end when this think's step prompt
@@ -361,6 +420,9 @@ class ToolCallAgent(ReActAgent):
             done = []
             for call in to_run:
                 done.append(await self._run_once(call))
+        if run.input_requests:  # AWAITING_INPUT follows; ACTING runs again with the answers
+            run.observations = done
+            return
         special = to_run[-1] if to_run and to_run[-1].name in specials else None
         if special is not None:
             note = f"Not executed: `{special.name}` was called earlier in this reply."
@@ -412,12 +474,37 @@ class ToolCallAgent(ReActAgent):
                     self.emit(ToolCallStarted(agent=self.name, run_id=run.run_id, step=run.step, call=call))
                     await self.recorded()  # its start is durable (fsynced) before it runs, or it fails
             observation = await self.execute_tool(call)
-        run.completed_calls[call.id] = observation
+            if observation.input_required is not None:
+                observation = self._asked(call, observation)
+        if observation.input_required is None:
+            run.input_requests.pop(call.id, None)
+            run.answers.pop(call.id, None)
+            run.completed_calls[call.id] = observation
         if self.listening:
             self.emit(
                 ToolCallCompleted(agent=self.name, run_id=run.run_id, step=run.step, observation=observation)
             )
             await self.flush_listeners()  # its completion is durable before its result can enter memory
+        return observation
+
+    def _asked(self, call: ToolCall, observation: Observation) -> Observation:
+        """`call` asked for input: keep its questions for AWAITING_INPUT (its start record is
+        taken back, so the call runs again with the answers rather than as one interrupted), or,
+        past `max_input_rounds`, end it with an error observation."""
+        run = self.run_state
+        asked = observation.input_required
+        assert asked is not None
+        rounds = run.input_rounds[call.id] = run.input_rounds.get(call.id, 0) + 1
+        if rounds > self.max_input_rounds:
+            tool = self.tools.get(call.name)
+            if tool is not None:
+                tool.abandon(asked)
+            content = TOO_MANY_ROUNDS.format(name=call.name, rounds=rounds, cap=self.max_input_rounds)
+            return Observation(call=call, content=content, is_error=True, duration_s=observation.duration_s)
+        run.input_requests[call.id] = asked
+        run.answers.pop(call.id, None)
+        if call.id in run.started_calls:
+            run.started_calls.remove(call.id)
         return observation
 
     async def execute_tool(self, call: ToolCall) -> Observation:
@@ -433,15 +520,26 @@ class ToolCallAgent(ReActAgent):
         else:
             run = self.run_state
             context = ToolCallContext(self.name, run.run_id, run.step, call.id, name)
+            asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
                 with executing(context):
-                    result = await tool(**arguments)
+                    if asked is not None:
+                        result = await tool.answered(asked, run.answers.get(call.id, {}), **arguments)
+                    else:
+                        result = await tool(**arguments)
             except ArgumentError as exc:
                 content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
             except Exception as exc:  # the tool's own failure is the model's observation
                 content, is_error = f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", True
             else:
                 content, image, is_error = _observed(name, result)
+                if result.input_required is not None:
+                    return Observation(
+                        call=call,
+                        content=_asking(name, result.input_required.questions),
+                        input_required=result.input_required,
+                        duration_s=time.perf_counter() - started,
+                    )
         if self.max_observe is not None and len(content) > self.max_observe:
             cut = len(content) - self.max_observe
             content = f"{content[: self.max_observe]}\n... [truncated {cut} of {len(content)} characters]"
@@ -458,10 +556,16 @@ class ToolCallAgent(ReActAgent):
         step has one (a call that completed before the interruption keeps what it did), else
         with a note that the run ended first."""
         memory, run = self.memory, self.run_state
+        for call_id, asked in run.input_requests.items():  # nobody will answer them now
+            waiting = next((c for c in run.pending_calls if c.id == call_id), None)
+            tool = self.tools.get(waiting.name) if waiting is not None else None
+            if tool is not None:
+                tool.abandon(asked)
         open_calls = memory.open_calls
         if not open_calls:
             return
-        results = {**run.completed_calls, **{o.call.id: o for o in run.observations}}
+        finished = (o for o in run.observations if o.input_required is None)
+        results = {**run.completed_calls, **{o.call.id: o for o in finished}}
         answers = []
         for call_id, name in open_calls.items():
             done = results.get(call_id)
@@ -535,6 +639,12 @@ def _arguments(call: ToolCall) -> dict[str, Any] | str:
         kind = type(arguments).__name__
         return f"Error: Error parsing arguments for {call.name}: expected a JSON object, got {kind}"
     return arguments
+
+
+def _asking(name: str, questions: Sequence[Question]) -> str:
+    """What a trace shows for a call that asked for input (the model never reads it)."""
+    asked = "; ".join(q.message for q in questions)
+    return f"`{name}` asks for input: {asked}"
 
 
 def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:

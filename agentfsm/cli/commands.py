@@ -31,6 +31,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..agent.approval import with_approval
+from ..agent.awaiting_input import with_input
 from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
 from ..errors import (
@@ -305,7 +306,7 @@ def _build_agent(
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents)."""
     from ..agent.manus import Manus
-    from .terminal import TerminalApprover, ask_on_terminal
+    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal
 
     agent: ToolCallAgent
     servers = dict(mcp_servers or {})
@@ -340,6 +341,8 @@ def _build_agent(
         )
     if agent.approval_names and terminal:
         agent.approver = TerminalApprover()
+    if servers:  # an MCP server may ask for input: the person at the terminal answers
+        agent.input_handler = TerminalInputHandler()
     return agent
 
 
@@ -357,6 +360,8 @@ def _diagram(args: argparse.Namespace) -> int:
         config = header.get("config")
         if not isinstance(config, dict):
             return _usage_error(f"{args.trace}: the header's config is not a table; re-record the run")
+        if config.get("awaiting_input"):
+            table = with_input(table)
         if config.get("require_approval"):
             table = with_approval(table)
         try:
@@ -488,9 +493,9 @@ def _drive(
     out = sys.stdout
     interrupted, refused = False, ""
     live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
-    approver = getattr(agent, "approver", None)
-    if approver is not None and hasattr(live, "suspended"):
-        approver.quiet = live.suspended  # the questions are not drawn over
+    for asker in (getattr(agent, "approver", None), getattr(agent, "input_handler", None)):
+        if asker is not None and hasattr(live, "suspended") and hasattr(asker, "quiet"):
+            asker.quiet = live.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))

@@ -1,4 +1,4 @@
-"""Questions to the person at the terminal: `ask_human`'s, and approvals of tool calls.
+"""Questions to the person at the terminal: `ask_human`'s, approvals of tool calls, and a tool's questions.
 
 Both read a line of stdin in a daemon thread, not `asyncio.to_thread`:
 `asyncio.run` waits for the default executor's threads when it shuts down, so
@@ -17,13 +17,14 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import EndOfInputError
 from ..messages import ToolCall
+from ..questions import Answer, Question
 from ..run.state import Decision
 
-__all__ = ["TerminalApprover", "ask_on_terminal", "read_line"]
+__all__ = ["TerminalApprover", "TerminalInputHandler", "ask_on_terminal", "read_line"]
 
 
 async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
@@ -107,3 +108,70 @@ class TerminalApprover:
                     continue
                 return Decision.approve(text)
             sys.stderr.write(f"answer y, n or e (got {choice!r})\n")
+
+
+class TerminalInputHandler:
+    """An `InputHandler` that asks a tool's question on the terminal: each field its schema names,
+    or [d]ecline / [c]ancel. A URL question is shown, and accepted once the person says they
+    opened it.
+
+    When stdin is closed, the question is cancelled ("nobody was there"), so a run without a
+    person goes on with the tool's answer to that. `quiet` is as `TerminalApprover`'s.
+    """
+
+    def __init__(self) -> None:
+        self.quiet: Callable[[], AbstractContextManager[object]] | None = None
+
+    async def __call__(self, call: ToolCall, question: Question) -> Answer:
+        with self.quiet() if self.quiet is not None else contextlib.nullcontext():
+            try:
+                return await self._ask(call, question)
+            except EOFError:
+                sys.stderr.write("\n(input closed: the question is cancelled)\n")
+                return Answer.cancel()
+
+    async def _ask(self, call: ToolCall, question: Question) -> Answer:
+        sys.stderr.write(f"\nInput needed by {call.name} [{call.id}]: {question.message}\n")
+        if question.url is not None:
+            sys.stderr.write(f"open: {question.url}\n")
+            while True:
+                choice = (await read_line("done? [y]es / [d]ecline / [c]ancel: ")).strip().lower()
+                if choice in ("y", "yes"):
+                    return Answer.accept()
+                if choice in ("d", "c", "decline", "cancel"):
+                    return Answer.decline() if choice.startswith("d") else Answer.cancel()
+                sys.stderr.write(f"answer y, d or c (got {choice!r})\n")
+        fields: dict[str, Any] = dict(question.schema.get("properties") or {})
+        required = set(question.schema.get("required") or ())
+        content: dict[str, Any] = {}
+        sys.stderr.write("(type d to decline, c to cancel)\n")
+        for name, spec in fields.items():
+            while True:
+                kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
+                mark = "" if name in required else ", optional"
+                text = (await read_line(f"{spec.get('title', name)} ({kind}{mark}): ")).strip()
+                if text in ("d", "c"):
+                    return Answer.decline() if text == "d" else Answer.cancel()
+                if not text and name not in required:
+                    break
+                value = _typed(text, kind)
+                if value is None:
+                    sys.stderr.write(f"not a {kind}: {text!r}; asking again\n")
+                    continue
+                content[name] = value
+                break
+        return Answer.accept(content)
+
+
+def _typed(text: str, kind: str) -> Any:
+    """`text` as a value of the JSON schema type `kind`, or None when it is not one."""
+    if kind in ("integer", "number"):
+        try:
+            return int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return None
+    if kind == "boolean":
+        return {"y": True, "yes": True, "true": True, "n": False, "no": False, "false": False}.get(
+            text.lower()
+        )
+    return text

@@ -22,20 +22,34 @@ stream the connection task holds open), the end of the list's ``ttlMs`` on 2026-
 `MCPServers.attach`, which re-reads it (`relist`). A legacy streamable-HTTP server that lost
 the session (it restarted, and answers 404 for the old session id) is reconnected once and
 the call retried once; a stdio server that died is not restarted.
+
+A server that needs input (elicitation) gets it through the agent's AWAITING_INPUT pause
+(`agentfsm.agent.awaiting_input`): the call returns `ToolResult(input_required=...)`, and
+the agent calls again with the answers. On 2026-07-28 the server answers ``input_required``
+and the call is retried with ``input_responses`` and the server's ``request_state`` (both in
+the token, so a retry works from another process). On the 2025 revisions the server sends
+``elicitation/create`` while the call is open: the call is held open in this process until
+the answer comes (`_Held`); after a restart the call is made again, and the server's
+questions asked before are answered from the answers given then. Sampling and roots are
+not offered (deprecated in 2026-07-28), so servers are refused them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MCPServerError, MCPTimeoutError, MissingExtraError
 from ..log import event
+from ..questions import Answer, InputRequired, Question
 from ..toolbox.tool import ToolResult
 from .results import to_tool_result
 from .settings import MCPServerSettings
@@ -43,6 +57,9 @@ from .settings import MCPServerSettings
 __all__ = ["MCPConnection", "ServerTool"]
 
 _INSTALL = "the MCP client needs the MCP SDK 2.x: pip install 'mcp>=2.3,<3'"
+_HOLD_SECONDS = 7 * 24 * 3600.0
+"""The SDK's read timeout of a legacy call that may ask a person: the SDK's clock cannot stop
+while the run is paused, so `call` keeps the server's own time (`timeout`) instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,10 @@ class MCPConnection:
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._reconnecting = asyncio.Lock()
+        self._held: dict[str, _Held] = {}
+        """Legacy calls held open while a person answers their server's question, by hold id."""
+        self._open_legacy: list[_Held] = []
+        """Legacy calls in flight (their server's questions are theirs)."""
 
     async def connect(self) -> None:
         """Start the connection task and wait until the tools are listed (at most `connect_timeout`)."""
@@ -114,6 +135,7 @@ class MCPConnection:
                     mode="auto",
                     read_timeout_seconds=self.settings.timeout,
                     message_handler=self._on_message,
+                    elicitation_callback=self._on_elicit,
                 )
                 await stack.enter_async_context(client)
                 self.protocol_version = client.protocol_version
@@ -166,11 +188,19 @@ class MCPConnection:
         return streamable_http_client(settings.url, http_client=http)
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, meta: dict[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any] | None = None,
+        asked: InputRequired | None = None,
+        answers: Mapping[str, Answer] | None = None,
     ) -> ToolResult:
         """Call the server's tool `name`: its result, or an error result saying what went wrong
-        (a timeout, a refusal, a server gone). Never raises but for cancellation. `meta` goes in
-        the request's ``_meta`` (the run's trace context, `agentfsm.toolbox.call_context`).
+        (a timeout, a refusal, a server gone), or the questions its server asks
+        (`ToolResult.input_required`). With `asked` and `answers`: go on with the call that
+        asked. Never raises but for cancellation. `meta` goes in the request's ``_meta`` (the
+        run's trace context, `agentfsm.toolbox.call_context`).
 
         A legacy HTTP server that lost the session is reconnected and the call sent again, once:
         the server never ran it (it did not know the session). A second loss withdraws it."""
@@ -178,37 +208,55 @@ class MCPConnection:
             async with self._reconnecting:
                 pass
         client = self._client
-        outcome = await self._call_once(name, arguments, meta)
+        outcome = await self._call_once(name, arguments, meta, asked, answers)
         if not isinstance(outcome, _SessionLost):
             return outcome
         if not await self._reconnect(client, outcome.why):
             return self._gone_result(name)
-        outcome = await self._call_once(name, arguments, meta)
+        outcome = await self._call_once(name, arguments, meta, asked, answers)
         if not isinstance(outcome, _SessionLost):
             return outcome
         self._lost(f"its session was lost again right after reconnecting ({outcome.why})")
         return self._gone_result(name)
 
     async def _call_once(
-        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None,
+        asked: InputRequired | None,
+        answers: Mapping[str, Answer] | None,
     ) -> ToolResult | _SessionLost:
         client = self._client
         if self.gone is not None or client is None:
             why = self.gone or "the connection is closed"
             return ToolResult(error=f"MCP server {self.server_id!r} is not available ({why})")
         timeout = self.settings.timeout
-        request = client.call_tool(name, arguments, read_timeout_seconds=timeout, meta=meta)
-        call = asyncio.ensure_future(request)
+        legacy = self._legacy_call(client, name, arguments, asked, answers, meta)
+        if legacy is not None:
+            call, question = legacy.call, legacy.question
+        else:
+            call, question = (
+                asyncio.ensure_future(self._modern_call(client, name, arguments, asked, answers, meta)),
+                None,
+            )
         held = self._task
         assert held is not None
+        waits: set[asyncio.Future[Any]] = {call, held} if question is None else {call, held, question}
         try:
-            await asyncio.wait({call, held}, timeout=timeout + 1.0, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=timeout + 1.0, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not call.done():
+            if legacy is not None and not call.done() and legacy.question.done():
+                self._held[legacy.id] = legacy  # its server waits for a person's answer: keep it open
+            elif not call.done():
                 call.cancel()
                 await asyncio.wait({call})
+            if legacy is not None:
+                self._open_legacy.remove(legacy)
+        if legacy is not None and legacy.id in self._held:
+            return ToolResult(input_required=legacy.asking())
         if not call.cancelled() and call.exception() is None:
-            return to_tool_result(call.result())
+            return self._answer(name, call.result())
         if held.done() or self.gone is not None:
             return self._gone_result(name)
         problem = None if call.cancelled() else call.exception()
@@ -223,6 +271,117 @@ class MCPConnection:
         if self._session_lost(problem):
             return _SessionLost(_describe(problem))
         return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {_describe(problem)}")
+
+    # -- input: the server's questions (elicitation) ---------------------------------------
+
+    async def _modern_call(
+        self,
+        client: Any,
+        name: str,
+        arguments: dict[str, Any],
+        asked: InputRequired | None,
+        answers: Mapping[str, Answer] | None,
+        meta: dict[str, Any] | None,
+    ) -> Any:
+        """One round of a 2026-07-28 server's call: its ``input_required`` result comes back here
+        (the SDK's `Client.call_tool` would answer it itself), and `answers` go with the retry."""
+        responses, state = None, None
+        if asked is not None and answers is not None:
+            token = _token(asked)
+            state = token.get("request_state")
+            responses = {key: _elicit_result(answer) for key, answer in answers.items()}
+        return await client.session.call_tool(
+            name,
+            arguments,
+            read_timeout_seconds=self.settings.timeout,
+            input_responses=responses,
+            request_state=state,
+            meta=meta,
+            allow_input_required=True,
+        )
+
+    def _answer(self, name: str, result: Any) -> ToolResult:
+        """The tool result, or the questions of a 2026-07-28 server's ``input_required``."""
+        from mcp_types import ElicitRequest, InputRequiredResult
+
+        if not isinstance(result, InputRequiredResult):
+            return to_tool_result(result)
+        requests = result.input_requests or {}
+        others = sorted({r.method for r in requests.values() if not isinstance(r, ElicitRequest)})
+        if others:
+            return ToolResult(error=_refusal(self.server_id, name, others))
+        questions = tuple(
+            _question(key, r.params) for key, r in requests.items() if isinstance(r, ElicitRequest)
+        )
+        token = json.dumps({"revision": "2026-07-28", "request_state": result.request_state})
+        return ToolResult(input_required=InputRequired(questions=questions, token=token))
+
+    def _legacy_call(
+        self,
+        client: Any,
+        name: str,
+        arguments: dict[str, Any],
+        asked: InputRequired | None,
+        answers: Mapping[str, Answer] | None,
+        meta: dict[str, Any] | None,
+    ) -> _Held | None:
+        """A 2025 server's call, whose server may ask while it is open: the call held for `asked`
+        given its `answers` (in this process), or a new one (answering the questions asked
+        before from `asked`'s token and `answers`). None for a 2026-07-28 server."""
+        if self.protocol_version in _modern_versions():
+            return None
+        token = _token(asked) if asked is not None else {}
+        given = (
+            [(q, answers[q.key]) for q in asked.questions if q.key in answers] if asked and answers else []
+        )
+        held = self._held.pop(str(token.get("hold", "")), None)
+        if held is not None and not held.call.done() and given:
+            held.answer(given)
+            self._open_legacy.append(held)
+            return held
+        if held is not None:
+            held.give_up()
+        earlier = [
+            (Question.model_validate(q), Answer.model_validate(a)) for q, a in token.get("answered", ())
+        ]
+        coro = client.call_tool(name, arguments, read_timeout_seconds=_HOLD_SECONDS, meta=meta)
+        legacy = _Held(call=asyncio.ensure_future(coro), answered=earlier + given, replay=earlier + given)
+        self._open_legacy.append(legacy)
+        return legacy
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """A 2025 server's ``elicitation/create`` during a call: answered from the answers given
+        before a restart when it asks one of those again, else by a person (the call's `call`
+        returns the question, and this waits for `_Held.answer`)."""
+        from mcp_types import INVALID_REQUEST, ErrorData
+
+        open_calls = [c for c in self._open_legacy if not c.call.done() and not c.waiting]
+        if len(open_calls) != 1:
+            return ErrorData(
+                code=INVALID_REQUEST,
+                message=(
+                    "agentfsm takes a question only while exactly one call to this server is open "
+                    f"(it has {len(open_calls)}), so it can tell which call asks"
+                ),
+            )
+        legacy = open_calls[0]
+        question = _question(f"q{len(legacy.answered) + 1}", params)
+        for index, (before, answer) in enumerate(legacy.replay):
+            if (before.message, before.schema, before.url) == (
+                question.message,
+                question.schema,
+                question.url,
+            ):
+                del legacy.replay[index]
+                return _elicit_result(answer)
+        return _elicit_result(await legacy.ask(question))
+
+    def abandon(self, asked: InputRequired) -> None:
+        """Nobody will answer `asked`: a legacy call held open for it is cancelled (its server is
+        told the question was cancelled first)."""
+        held = self._held.pop(str(_token(asked).get("hold", "")), None)
+        if held is not None:
+            held.give_up()
 
     def _gone_result(self, name: str) -> ToolResult:
         why = self.gone or "the connection was closed"
@@ -414,6 +573,10 @@ class MCPConnection:
         await self._stop()
 
     async def _stop(self) -> None:
+        held = [call.give_up() for call in self._held.values()]
+        self._held.clear()
+        if held:  # their servers were told "cancel": let them answer before the transport goes
+            await asyncio.wait(held, timeout=self.settings.timeout)
         self._closing.set()
         task = self._task
         if task is not None and not task.done():
@@ -432,6 +595,98 @@ class _SessionLost:
     """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
 
     why: str
+
+
+@dataclass(eq=False)
+class _Held:
+    """A 2025 server's call, open while its server asks a person questions."""
+
+    call: asyncio.Future[Any]
+    answered: list[tuple[Question, Answer]]
+    """Every question of the call answered so far, with its answer (a restart asks them again)."""
+    replay: list[tuple[Question, Answer]]
+    """Answers given before a restart, for the questions the server asks again."""
+    id: str = field(default_factory=lambda: os.urandom(6).hex())
+    question: asyncio.Future[Question] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    """The question the server is asking now (done: the call waits for its answer)."""
+    _reply: asyncio.Future[Answer] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Its server waits for the answer to a question (so it asks nothing else meanwhile)."""
+        return self._reply is not None and not self._reply.done()
+
+    async def ask(self, question: Question) -> Answer:
+        self._reply = asyncio.get_running_loop().create_future()
+        if not self.question.done():
+            self.question.set_result(question)
+        return await self._reply
+
+    def asking(self) -> InputRequired:
+        """The question as the agent keeps it: the token finds this call again, or (in another
+        process) says what was answered before."""
+        answered = [[q.model_dump(mode="json"), a.model_dump(mode="json")] for q, a in self.answered]
+        token = json.dumps({"revision": "legacy", "hold": self.id, "answered": answered})
+        return InputRequired(questions=(self.question.result(),), token=token)
+
+    def answer(self, given: list[tuple[Question, Answer]]) -> None:
+        """Hand the person's answer to the server's waiting question; wait for the next one."""
+        self.answered += given
+        self.question = asyncio.get_running_loop().create_future()
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_result(given[0][1])
+
+    def give_up(self) -> asyncio.Future[Any]:
+        """Nobody will answer: the server's question is cancelled, and whatever the server then
+        answers to the call is dropped. The call, to wait for before the connection closes."""
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_result(Answer.cancel())
+        else:
+            self.call.cancel()
+        self.call.add_done_callback(_dropped)
+        return self.call
+
+
+def _dropped(call: asyncio.Future[Any]) -> None:
+    """A call given up: its outcome is read (so asyncio does not report it) and dropped."""
+    if not call.cancelled():
+        call.exception()
+
+
+def _modern_versions() -> tuple[str, ...]:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return MODERN_PROTOCOL_VERSIONS
+
+
+def _question(key: str, params: Any) -> Question:
+    """A server's elicitation (form or URL) as a `Question`."""
+    url = getattr(params, "url", None)
+    schema = {} if url is not None else dict(getattr(params, "requested_schema", None) or {})
+    return Question(key=key, message=params.message, schema=schema, url=url)
+
+
+def _elicit_result(answer: Answer) -> Any:
+    from mcp_types import ElicitResult
+
+    return ElicitResult(action=answer.action, content=answer.content if answer.action == "accept" else None)
+
+
+def _token(asked: InputRequired) -> dict[str, Any]:
+    try:
+        token = json.loads(asked.token or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return token if isinstance(token, dict) else {}
+
+
+def _refusal(server_id: str, name: str, methods: Sequence[str]) -> str:
+    return (
+        f"MCP server {server_id!r} asked for {', '.join(methods)} during `{name}`; agentfsm takes no "
+        "part in sampling or roots (deprecated in 2026-07-28), so the call was refused"
+    )
 
 
 async def _list_tools(

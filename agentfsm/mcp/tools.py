@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..log import event
+from ..questions import Answer, InputRequired
 from ..toolbox.call_context import current_call
 from ..toolbox.tool import Tool, ToolCollection, ToolResult
 from .client import MCPConnection, ServerTool
@@ -51,11 +52,24 @@ class MCPTool(Tool):
         )
         super().__init__(name=name, description=description, parameters=listed.input_schema)
 
+    asks_for_input = True  # a server may elicit during a call (see `agentfsm.mcp.client`)
+
     async def execute(self, **kwargs: Any) -> ToolResult:
-        context = current_call()  # the run's trace context goes to the server in `_meta`
+        return await self.connection.call(self.remote_name, kwargs, meta=_meta())
+
+    async def resume(self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any) -> ToolResult:
         return await self.connection.call(
-            self.remote_name, kwargs, meta=None if context is None else context.meta()
+            self.remote_name, kwargs, meta=_meta(), asked=asked, answers=answers
         )
+
+    def abandon(self, asked: InputRequired) -> None:
+        self.connection.abandon(asked)
+
+
+def _meta() -> dict[str, str] | None:
+    """The run's trace context for the server, in the request's `_meta` (None outside a run)."""
+    context = current_call()
+    return None if context is None else context.meta()
 
 
 class MCPServers:

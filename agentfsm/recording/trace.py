@@ -25,13 +25,18 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
   tool_calls, usage, model, finish_reason, provider_fields; null when the call raised), ``usage``,
   ``error`` (null or ``{"type", "message"}``), ``duration_s``.
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
-  ``observation``, ``base64_image``, ``is_error``, ``duration_s``; written just
-  before the ``ACTING -> OBSERVING`` transition, as the tools returned them (before edits).
-- ``edit``: ``step``, ``edit`` (``pending_calls``, ``observation`` or ``approval``),
-  ``call_id``, ``before``, ``after`` (call lists, or observation texts; for an
-  approval, the call as the model made it and the `Decision`).
+  ``observation``, ``base64_image``, ``is_error``, ``duration_s``, and for a call that
+  asked for input instead of finishing, ``input_required`` (its questions); written just
+  before each transition out of ACTING, as the tools returned them (before edits). A call
+  that asked for input has a record per round, in order (and a call of that step that
+  finished, one per transition out of ACTING).
+- ``edit``: ``step``, ``edit`` (``pending_calls``, ``observation``, ``approval`` or
+  ``answer``), ``call_id``, ``before``, ``after`` (call lists, or observation texts; for an
+  approval, the call as the model made it and the `Decision`; for an answer, the
+  question's key and the `Answer`).
 - ``result`` (last, when the run ended): ``result``, the `RunResult`. A run paused
-  for approval writes its paused result (``stop_reason`` ``awaiting_approval``);
+  for approval or input writes its paused result (``stop_reason`` ``awaiting_approval``
+  or ``awaiting_input``);
   `resume(trace=...)` appends the rest of the run after it.
 
 Messages, calls and results are the pydantic JSON dumps of the engine's types.
@@ -57,6 +62,7 @@ from typing import Any, TextIO
 from ..errors import RecordingError, TraceError
 from ..log import event
 from ..messages import Message
+from ..questions import Answer
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
 from ..run.state import Decision
 from ..run.view import Recorded
@@ -150,19 +156,20 @@ class TraceWriter:
             self._write(self._header())
         if isinstance(event, Transition):
             for obs in event.observations:  # edges out of the phase that ran the tools carry them
-                self._write(
-                    {
-                        "kind": "tool",
-                        "step": event.step,
-                        "call_id": obs.call.id,
-                        "name": obs.call.name,
-                        "arguments": obs.call.arguments,
-                        "observation": obs.content,
-                        "base64_image": obs.base64_image,
-                        "is_error": obs.is_error,
-                        "duration_s": obs.duration_s,
-                    }
-                )
+                record = {
+                    "kind": "tool",
+                    "step": event.step,
+                    "call_id": obs.call.id,
+                    "name": obs.call.name,
+                    "arguments": obs.call.arguments,
+                    "observation": obs.content,
+                    "base64_image": obs.base64_image,
+                    "is_error": obs.is_error,
+                    "duration_s": obs.duration_s,
+                }
+                if obs.input_required is not None:
+                    record["input_required"] = obs.input_required.model_dump(mode="json")
+                self._write(record)
             self._write(transition_record(event))
         elif isinstance(event, LLMCall):
             self._write(self._llm_record(event))
@@ -224,8 +231,8 @@ def transition_record(t: Transition) -> dict[str, Any]:
 
 
 def _edit_record(edit: Edit) -> dict[str, Any]:
-    def dump(value: tuple[Any, ...] | str | Decision) -> Any:
-        if isinstance(value, Decision):
+    def dump(value: tuple[Any, ...] | str | Decision | Answer) -> Any:
+        if isinstance(value, Decision | Answer):
             return value.model_dump(mode="json")
         return value if isinstance(value, str) else [c.model_dump(mode="json") for c in value]
 

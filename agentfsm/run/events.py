@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ..fsm.machine import GuardOutcome
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse
+from ..questions import Answer
 from .result import StopReason
 from .state import Decision, Observation
 
@@ -120,7 +121,7 @@ class ToolCallCompleted:
     observation: Observation
 
 
-EditKind = Literal["pending_calls", "observation", "approval"]
+EditKind = Literal["pending_calls", "observation", "approval", "answer"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -131,7 +132,8 @@ class Edit:
     the tools run). ``observation``: `before`/`after` are the contents of the
     observation answering `call_id` (in OBSERVING, before it reaches memory).
     ``approval``: `before` is the call (a 1-tuple) as the model made it, `after` the
-    `Decision` on it (in AWAITING_APPROVAL).
+    `Decision` on it (in AWAITING_APPROVAL). ``answer``: `before` is the key of the question
+    answered, `after` the `Answer`, for the call `call_id` (in AWAITING_INPUT).
     """
 
     agent: str
@@ -139,7 +141,7 @@ class Edit:
     step: int
     kind: EditKind
     before: tuple[ToolCall, ...] | str
-    after: tuple[ToolCall, ...] | str | Decision
+    after: tuple[ToolCall, ...] | str | Decision | Answer
     call_id: str | None = None
 
 

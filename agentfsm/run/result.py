@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from ..messages import ToolCall
 from ..model.base import Usage
+from ..questions import Question
 from ..serde import Serializable
 
 __all__ = ["AgentState", "RunResult", "StopReason"]
@@ -33,6 +34,8 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     AWAITING_APPROVAL = "awaiting_approval"
     """Not an end: why a run paused in AWAITING_APPROVAL (see `agentfsm.agent.approval`)."""
+    AWAITING_INPUT = "awaiting_input"
+    """Not an end: why a run paused in AWAITING_INPUT (see `agentfsm.agent.awaiting_input`)."""
 
     @classmethod
     def of(cls, value: str) -> StopReason | str:
@@ -58,11 +61,13 @@ class RunResult(Serializable):
     usage: Usage = field(default_factory=Usage)
     pending_approval: tuple[ToolCall, ...] = ()
     """When paused (`awaiting_approval`): the calls waiting for a decision, in call order."""
+    pending_input: tuple[tuple[ToolCall, Question], ...] = ()
+    """When paused (`awaiting_input`): each question still unanswered, with the call that asks it."""
 
     @property
     def paused(self) -> bool:
         """The run is paused in a pause state, not ended (it still counts as RUNNING): decide the
-        `pending_approval` calls, say, then `agent.resume()`."""
+        `pending_approval` calls, or answer the `pending_input` questions, then `agent.resume()`."""
         return self.state is AgentState.RUNNING
 
     @property

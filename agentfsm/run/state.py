@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..messages import ToolCall
 from ..model.base import LLMResponse, Usage
+from ..questions import Answer, InputRequired
 from ..serde import Serializable
 from .result import StopReason
 
@@ -26,6 +27,9 @@ class Observation(Serializable):
     base64_image: str | None = None
     is_error: bool = False
     duration_s: float = 0.0
+    input_required: InputRequired | None = None
+    """The call asked for input instead of finishing (AWAITING_INPUT follows; not an observation
+    the model reads)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,3 +96,9 @@ class RunState(Serializable):
     resumed ACTING runs only the calls not yet completed."""
     decisions: dict[str, Decision] = field(default_factory=dict)
     """This step's approvals and rejections by call id (AWAITING_APPROVAL writes them)."""
+    input_requests: dict[str, InputRequired] = field(default_factory=dict)
+    """This step's calls that asked for input and wait to run again with the answers, by call id."""
+    answers: dict[str, dict[str, Answer]] = field(default_factory=dict)
+    """The answers to them so far, by call id, then by question key (AWAITING_INPUT writes them)."""
+    input_rounds: dict[str, int] = field(default_factory=dict)
+    """How often each of this step's calls asked for input (bounded by `max_input_rounds`)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
 from ..errors import ArgumentError, KeyNotFoundError, ToolSetupError
+from ..questions import Answer, InputRequired
 from ..serde import Serializable
 
 if TYPE_CHECKING:
@@ -31,9 +32,12 @@ class ToolResult(Serializable):
     base64_image: str | None = None
     system: str | None = None
     """A note for the model that is not the tool's output (e.g. "session restarted")."""
+    input_required: InputRequired | None = None
+    """The call cannot finish without a person's answers: the run pauses in AWAITING_INPUT, and
+    the tool's `resume` gets the answers (see `agentfsm.agent.awaiting_input`)."""
 
     def __bool__(self) -> bool:
-        return any((self.output, self.error, self.base64_image, self.system))
+        return any((self.output, self.error, self.base64_image, self.system, self.input_required))
 
     def __str__(self) -> str:
         if self.error:
@@ -61,6 +65,9 @@ class Tool:
     idempotent: ClassVar[bool] = False
     """Safe to run twice. A resumed run re-runs such a call when a kill interrupted it, where
     it would otherwise report the call as interrupted (see `ToolCallAgent._run_once`)."""
+    asks_for_input: ClassVar[bool] = False
+    """Its calls may return `ToolResult(input_required=...)`: an agent holding it has the
+    AWAITING_INPUT state, and the tool implements `resume` (and `abandon`, if it holds anything)."""
 
     def __init__(
         self,
@@ -92,6 +99,15 @@ class Tool:
     async def execute(self, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement `async def execute(self, **kwargs)`")
 
+    async def resume(self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any) -> Any:
+        """Go on with a call that returned `asked`, now that each of its questions has an answer
+        (by question key); `kwargs` are the call's arguments. A tool that asks implements this."""
+        raise NotImplementedError(f"{type(self).__name__} asked for input but does not implement `resume`")
+
+    def abandon(self, asked: InputRequired) -> None:
+        """The run will not answer `asked` (it ended, or the call asked too often): let go of what
+        waits for the answers. Nothing, unless the tool holds something open while it asks."""
+
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check `arguments` against `parameters`; raise `ArgumentError` naming the problem."""
         if self._validator is None:
@@ -110,6 +126,14 @@ class Tool:
         """Validate, execute, and normalise the result to a `ToolResult`."""
         arguments = self.validate(kwargs)
         result = await self.execute(**arguments)
+        return result if isinstance(result, ToolResult) else ToolResult(output=result)
+
+    async def answered(
+        self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any
+    ) -> ToolResult:
+        """`__call__` for a call that asked for input: validate, `resume` with the answers, normalise."""
+        arguments = self.validate(kwargs)
+        result = await self.resume(asked, answers, **arguments)
         return result if isinstance(result, ToolResult) else ToolResult(output=result)
 
     def to_param(self) -> dict[str, Any]:

@@ -1,0 +1,170 @@
+"""Input: a tool call that asks a person something waits in AWAITING_INPUT for the answers.
+
+Why a state of the machine, as approvals are (`agentfsm.agent.approval`): a run waiting for
+a person must be visible (`agent.fsm_state`, the diagram, a checkpoint that survives a
+restart while nobody answers), and each answer is an edit, so a trace records it and replay
+re-applies it. A tool says it needs input by returning `ToolResult(input_required=...)`
+(the questions, and a token only the tool reads); an MCP server's elicitation is the first
+such tool, and this module knows nothing of MCP. The state is added with
+`MachineTable.extend`:
+
+    ACTING --act_done [needs_input]--> AWAITING_INPUT --answered--> ACTING
+
+It sits before ``ACTING -> OBSERVING``, so it is entered once every call of the step has
+run, and every other step goes on as before. In AWAITING_INPUT the engine asks the agent's
+`input_handler` (the CLI's asks on the terminal); with none, `run()` returns a paused
+`RunResult` listing the questions (`pending_input`), the app answers each one
+(`agent.answer`) and calls `agent.resume()`. ACTING then runs again: the calls that finished
+keep their observations (`RunState.completed_calls`), and only the calls that asked run
+again, through their tool's `resume`, with the answers.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Protocol
+
+from ..errors import KeyNotFoundError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
+from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
+from ..messages import ToolCall
+from ..questions import Answer, InputHandler, Question
+from ..run.events import AgentEvent, Edit
+from ..run.result import AgentState, StopReason
+from ..run.state import RunState
+
+__all__ = ["AWAITING_INPUT", "NEEDS_INPUT", "answer", "unanswered", "with_input"]
+
+STATE = "AWAITING_INPUT"
+
+
+class Answering(Protocol):
+    """What the input state reads and writes of an agent (`ToolCallAgent` is one)."""
+
+    name: str
+    run_state: RunState
+    input_handler: InputHandler | None
+    paused_edits: tuple[Edit, ...]
+
+    @property
+    def fsm_state(self) -> str: ...
+
+    @property
+    def phase_running(self) -> bool: ...
+
+    @property
+    def position(self) -> str: ...
+
+    def emit(self, record: AgentEvent) -> None: ...
+
+
+def unanswered(agent: Answering) -> list[tuple[ToolCall, Question]]:
+    """This step's questions without an answer yet, with the calls that ask them, in call order."""
+    run = agent.run_state
+    waiting = []
+    for call in run.pending_calls:
+        asked = run.input_requests.get(call.id)
+        if asked is None:
+            continue
+        given = run.answers.get(call.id, {})
+        waiting += [(call, q) for q in asked.questions if q.key not in given]
+    return waiting
+
+
+NEEDS_INPUT = Guard(
+    "needs_input",
+    lambda agent: bool(agent.run_state.input_requests),
+    "a tool call of the step asked for input before it could finish",
+)
+
+
+async def _await_answers(agent: Answering) -> None:
+    waiting = unanswered(agent)
+    if not waiting:  # answered by the app while paused (or re-entered after a resume)
+        return
+    if agent.input_handler is None:
+        asked = ", ".join(f"{call.name} ({call.id}): {q.message!r}" for call, q in waiting)
+        raise PauseRun(StopReason.AWAITING_INPUT.value, f"waiting for input to {asked}")
+    for call, question in waiting:
+        reply = await agent.input_handler(call, question)
+        if not isinstance(reply, Answer):
+            raise WrongTypeError(
+                f"the input handler must return an Answer (Answer.accept(...), Answer.decline(), "
+                f"Answer.cancel()) for {question.key!r} of {call.name}; got {reply!r}"
+            )
+        answer(agent, call.id, reply, key=question.key, by_handler=True)
+
+
+AWAITING_INPUT = StateSpec(
+    STATE,
+    AgentState.RUNNING.value,
+    _await_answers,
+    "answered",
+    "wait for an answer to each question a tool call asked (the input handler, or the app while paused)",
+    pause=True,
+)
+
+
+@cache
+def with_input(table: MachineTable) -> MachineTable:
+    """`table` with AWAITING_INPUT between ACTING and OBSERVING (built once per table)."""
+    if STATE in table.by_name:
+        return table
+    return table.extend(
+        states=[AWAITING_INPUT],
+        edges=[
+            Edge("act_done", "ACTING", STATE, NEEDS_INPUT),
+            Edge("answered", STATE, "ACTING"),
+        ],
+        before=table.edge("ACTING", "OBSERVING", "act_done"),
+    )
+
+
+def answer(
+    agent: Answering, call_id: str, reply: Answer, *, key: str | None = None, by_handler: bool = False
+) -> Edit:
+    """Record `reply` to the question `key` (None: the call's only unanswered one) of the call
+    `call_id` (an `answer` edit, traced and checkpointed)."""
+    run = agent.run_state
+    if agent.fsm_state != STATE or (agent.phase_running and not by_handler):
+        raise WrongPhaseError(
+            f"questions are answered only in {STATE}, while the run is paused there "
+            f"(result.paused); agent {agent.name!r} is in {agent.position}"
+        )
+    if not isinstance(reply, Answer):
+        raise WrongTypeError(f"an answer is an Answer (Answer.accept(...), ...), got {reply!r}")
+    asked = run.input_requests.get(call_id)
+    if asked is None:
+        raise KeyNotFoundError(
+            f"no call {call_id!r} waits for input; the calls that do: {sorted(run.input_requests)!r}"
+        )
+    given = run.answers.get(call_id, {})
+    open_keys = [q.key for q in asked.questions if q.key not in given]
+    if key is None:
+        if len(open_keys) != 1:
+            raise WrongValueError(
+                f"call {call_id!r} has {len(open_keys)} unanswered questions ({open_keys!r}); "
+                "pass `key=` to say which one this answers"
+            )
+        key = open_keys[0]
+    if key not in {q.key for q in asked.questions}:
+        raise KeyNotFoundError(
+            f"call {call_id!r} asked no question {key!r}; its questions: {[q.key for q in asked.questions]!r}"
+        )
+    if key in given:
+        raise WrongValueError(f"question {key!r} of call {call_id!r} is already answered: {given[key]!r}")
+    if reply.action != "accept" and reply.content is not None:
+        raise WrongValueError(f"a {reply.action!r} answer carries no content; got {reply.content!r}")
+    run.answers[call_id] = {**given, key: reply}
+    edit = Edit(
+        agent=agent.name,
+        run_id=run.run_id,
+        step=run.step,
+        kind="answer",
+        before=key,
+        after=reply,
+        call_id=call_id,
+    )
+    agent.emit(edit)
+    if not by_handler:  # made while paused: no trace is open to record it now
+        agent.paused_edits += (edit,)
+    return edit
