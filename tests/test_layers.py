@@ -103,7 +103,8 @@ def test_no_import_points_up_the_layers():
         "run": {"fsm", "model"},
         "recording": {"run", "fsm", "model"},
         "mcp": {"toolbox"},
-        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp"},
+        "browser": {"toolbox", "sandbox", "model"},
+        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp", "browser"},
         "testing": {"model"},
     }
     wrong = []
@@ -144,8 +145,8 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
-    httpx2 and anyio): each by one module (the one that talks to it), so an optional integration stays out
-    of the rest."""
+    httpx2 and anyio), playwright: each by one module (the one that talks to it), so an optional
+    integration stays out of the rest."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -166,3 +167,4 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["mcp"] == {"agentfsm.mcp.client"}
     assert importers["httpx2"] == {"agentfsm.mcp.client"}
     assert importers["anyio"] == {"agentfsm.mcp.client"}
+    assert importers["playwright"] == {"agentfsm.browser.session"}
