@@ -290,7 +290,7 @@ class BrowserSession:
             await route.continue_()
             return
         try:
-            response = await route.fetch(max_redirects=0)
+            response = await route.fetch(max_redirects=0, timeout=self.settings.navigation_timeout * 1000)
         except Exception:  # refused, reset, unresolvable, the browser closing: a failed request
             with contextlib.suppress(Exception):
                 await route.abort("failed")
@@ -441,11 +441,6 @@ class BrowserSession:
                 title = ""
             out.append(Tab(tab_id=number, url=page.url, title=title))
         return out
-
-    def take_blocked(self) -> list[str]:
-        """The requests refused since the last call (or state), forgotten by this call."""
-        blocked, self._blocked = self._blocked, []
-        return blocked
 
     # -- actions (each on the current tab, then waiting for the page to settle) ------------------
 
