@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,9 +15,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from browser_support import Counter, Site, browser_leftovers, require_chromium
+from browser_support import Counter, Site, browser_leftovers, chromium_pid, require_chromium
 
-from agentfsm import AgentState, Manus, OpenAICompatible, StopReason
+from agentfsm import AgentState, Manus, OpenAICompatible, StopReason, tool
 from agentfsm.agent.manus import NEXT_STEP_PROMPT
 from agentfsm.sandbox import SandboxSettings
 from agentfsm.testing import ScriptedLLM, reply
@@ -213,3 +215,39 @@ async def test_the_page_state_follows_browser_use_only(site: Site) -> None:
     # Upstream's window: a browser_use call among the last three messages brings the page.
     assert [STATE_HEADER in system for system in systems] == [False, True, False, False]
     assert "Title: Index" in systems[1]
+
+
+async def test_a_browser_killed_mid_run_is_an_observation_and_the_next_call_starts_another(
+    site: Site,
+) -> None:
+    before = set(browser_leftovers())
+    killed: list[int] = []
+
+    @tool
+    def kill_the_browser() -> str:
+        """Kill the agent's Chromium."""
+        assert agent.browser.workdir is not None
+        pid = chromium_pid(agent.browser.workdir)
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+        return "killed"
+
+    go = ("browser_use", {"action": "go_to_url", "url": site.url("/form")})
+    script = [reply(tool_calls=[go]), reply(tool_calls=[("kill_the_browser", {})]), reply(tool_calls=[go])]
+    script += [reply(tool_calls=[go]), reply(tool_calls=[("terminate", {"status": "success"})])]
+    llm = ScriptedLLM(script)
+    agent = Manus(llm=llm, sandbox=LOCAL, extra_tools=[kill_the_browser])
+    async with agent:
+        result = await agent.run("open the form, twice")
+        assert result.stop_reason is StopReason.TERMINATED and len(killed) == 1
+        observed = [m.content for m in agent.memory.messages if m.name == "browser_use"]
+        assert (
+            observed[0] == f"Observed output of cmd `browser_use` executed:\nNavigated to {site.url('/form')}"
+        )
+        assert observed[1] == (
+            "Error: go_to_url failed: the browser closed unexpectedly (it crashed or was killed); "
+            "it was discarded, and the next browser_use call starts a new one"
+        )
+        assert observed[2] == observed[0]
+        assert agent.browser.active
+    assert set(browser_leftovers()) == before

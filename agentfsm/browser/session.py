@@ -348,13 +348,24 @@ class BrowserSession:
             except BrowserError:
                 raise
             except Exception as exc:
-                if self._lost or self._context is None:
+                if self._lost or not await self._alive():
                     await self.close()
                     raise BrowserError(
                         "the browser closed unexpectedly (it crashed or was killed); it was discarded, "
                         "and the next browser_use call starts a new one"
                     ) from exc
                 raise BrowserError(_first_line(exc)) from exc
+
+    async def _alive(self) -> bool:
+        """Whether the browser still answers (an action failed: was it the browser that went away?)."""
+        context = self._context
+        if context is None:
+            return False
+        try:
+            await asyncio.wait_for(context.cookies(), timeout=self.settings.action_timeout)
+        except Exception:
+            return False
+        return not self._lost
 
     async def run(self, action: Callable[[Page], Awaitable[_T]], *, settle: bool = True) -> _T:
         """`action(page)` on the current tab, then (with `settle`) wait for any load it started."""
