@@ -191,7 +191,8 @@ class Site:
                 f'<h1>Loads from outside</h1><img src="{self.blocked}/pixel.png" alt="pixel">'
                 f'<link rel="stylesheet" href="{self.blocked}/style.css">'
                 f"<script>fetch('{self.blocked}/api').catch(() => {{}});"
-                f"new Image().src = '{self.blocked}/beacon';</script>",
+                f"new Image().src = '{self.blocked}/beacon';"
+                f"new WebSocket('{self.blocked.replace('http:', 'ws:')}/socket');</script>",
             ),
         }
 

@@ -273,7 +273,8 @@ async def test_subresources_from_a_host_outside_the_list_are_never_requested(
     state = await tool.session.state()
     assert state.title == "Outside things"
     refused = {url.rsplit("/", 1)[1] for url in state.blocked}
-    assert refused == {"pixel.png", "style.css", "api", "beacon"}
+    assert refused == {"pixel.png", "style.css", "api", "beacon", "socket"}
+    assert f"ws://{BLOCKED_HOST}:{counter.port}/socket" in state.blocked
     assert "Refused (host outside [browser] allowed_hosts): http://blocked.test:" in state.render(
         previous_refs=frozenset(), max_chars=8000
     )
