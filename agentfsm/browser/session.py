@@ -439,8 +439,17 @@ class BrowserSession:
         return await self.run(read, settle=False)
 
     async def screenshot(self, page: Page) -> str:
-        """The viewport as a base64 JPEG."""
-        data = await page.screenshot(type="jpeg", quality=self.settings.screenshot_quality)
+        """The viewport as a base64 JPEG (taken again once loaded when a navigation got in the way:
+        a key press can start one after it returns)."""
+        for attempt in range(_STATE_ATTEMPTS):
+            try:
+                data = await page.screenshot(type="jpeg", quality=self.settings.screenshot_quality)
+                break
+            except Exception:
+                if attempt == _STATE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+                await self._settle(page)
         return base64.b64encode(data).decode("ascii")
 
     async def tabs(self) -> list[Tab]:
@@ -493,13 +502,12 @@ class BrowserSession:
 
         await self.run(do)
 
-    async def scroll(self, pixels: int | None) -> int:
-        """Scroll by `pixels` (negative: up; None: one viewport down); how far down the page is now."""
+    async def scroll(self, pixels: int) -> int:
+        """Scroll by `pixels` (negative: up); how far down the page is now."""
 
         async def do(page: Page) -> int:
-            by = pixels if pixels is not None else self.settings.viewport_height
             done = await page.evaluate(
-                "(by) => { window.scrollBy(0, by); return Math.round(window.scrollY); }", by
+                "(by) => { window.scrollBy(0, by); return Math.round(window.scrollY); }", pixels
             )
             return int(done)
 

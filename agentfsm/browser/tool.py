@@ -71,8 +71,9 @@ _SEARCH_RESULTS = 5
 
 DESCRIPTION = """\
 A browser: navigate, click, type, scroll, read and manage tabs.
-The page state (address, title, tabs, its elements with refs like [ref=e5], what lies above and \
-below) comes with your next step after each use; address elements by those refs ("ref": "e5").
+After each use your next step comes with the page state (address, title, tabs, its elements \
+with refs like [ref=e5], what lies above and below); address elements by those refs ("ref": "e5"), \
+and use 'find' to read the elements that mention a text.
 * Navigation: 'go_to_url' (url), 'go_back', 'web_search' (query: searches, then opens the first \
 result), 'open_tab' (url), 'switch_tab' (tab_id), 'close_tab' (tab_id)
 * Elements: 'click_element' (ref), 'input_text' (ref, text), 'get_dropdown_options' (ref), \
@@ -168,9 +169,7 @@ class BrowserUseTool(Tool):
             case "scroll_down" | "scroll_up":
                 amount = args.get("scroll_amount")
                 sign = 1 if action == "scroll_down" else -1
-                at = await session.scroll(
-                    sign * (amount or session.settings.viewport_height),
-                )
+                at = await session.scroll(sign * (amount or session.settings.viewport_height))
                 way = action.removeprefix("scroll_")
                 return await self._shown(
                     f"Scrolled {way} by {amount or 'one screen'}; {at} pixels from the top"
