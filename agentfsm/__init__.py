@@ -25,6 +25,7 @@ from .toolbox.tool import Tool, ToolCollection, ToolResult, tool
 if TYPE_CHECKING:
     from .agent.manus import Manus
     from .agent.mcp import MCPAgent
+    from .browser.tool import BrowserUseTool
     from .model.llm import LLM
     from .model.openai_compatible import OpenAICompatible
     from .toolbox.ask_human import AskHuman
@@ -39,6 +40,7 @@ __all__ = [
     "AskHuman",
     "BaseAgent",
     "Bash",
+    "BrowserUseTool",
     "ChatModel",
     "Decision",
     "Edge",
@@ -81,6 +83,7 @@ __getattr__ = lazy_attributes(
         "MCPAgent": "agent.mcp",
         "AskHuman": "toolbox.ask_human",
         "Bash": "toolbox.bash",
+        "BrowserUseTool": "browser.tool",
         "PythonExecute": "toolbox.python_execute",
         "StrReplaceEditor": "toolbox.editor",
     },

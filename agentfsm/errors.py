@@ -40,6 +40,7 @@ __all__ = [
     "AgentBusyError",
     "AgentfsmError",
     "ArgumentError",
+    "BrowserError",
     "CheckpointError",
     "CheckpointLeasedError",
     "ConfigError",
@@ -255,6 +256,11 @@ class ArgumentError(AgentfsmError, ValueError):
 
 class EditorError(AgentfsmError):
     """A refusal for the model (bad path, bad arguments): becomes the observation's error text."""
+
+
+class BrowserError(AgentfsmError, RuntimeError):
+    """The browser itself failed: Chromium is missing or would not start, or it died. The browser
+    tool reports it to the model as an observation; the next call starts a new browser."""
 
 
 class SandboxError(AgentfsmError, RuntimeError):

@@ -36,7 +36,12 @@ def explode(reason: str) -> str:
 
 
 # Variables that steer the test run itself, not agentfsm's configuration.
-_HARNESS_VARIABLES = {"AGENTFSM_REQUIRE_DOCKER", "AGENTFSM_REQUIRE_MCP", "AGENTFSM_TEST_IMAGE"}
+_HARNESS_VARIABLES = {
+    "AGENTFSM_REQUIRE_DOCKER",
+    "AGENTFSM_REQUIRE_MCP",
+    "AGENTFSM_REQUIRE_BROWSER",
+    "AGENTFSM_TEST_IMAGE",
+}
 
 
 @pytest.fixture
@@ -96,6 +101,17 @@ def agentfsm_events() -> Iterator[EventCapture]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_browser_leftovers() -> Iterator[None]:
+    """After the whole suite: no browser process, Playwright driver or browser work directory remains."""
+    yield
+    from browser_support import browser_leftovers
+
+    remaining = browser_leftovers()
+    if remaining:
+        pytest.fail(f"the tests left browser resources behind: {', '.join(remaining)}", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

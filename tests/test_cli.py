@@ -334,7 +334,7 @@ def test_run_manus_with_its_toolbox_its_llm_table_and_the_sandbox_settings(
     sent = [record.body for record in llmock.requests]
     assert sent[0]["model"] == "manus-model"
     assert [t["function"]["name"] for t in sent[0]["tools"]] == [
-        "python_execute", "bash", "str_replace_editor", "ask_human", "terminate"
+        "python_execute", "bash", "browser_use", "str_replace_editor", "ask_human", "terminate"
     ]  # fmt: skip
     system = json.dumps(sent[0]["messages"][0])
     assert f"The initial directory is: {os.path.realpath(tmp_path / 'ws')}" in system

@@ -164,7 +164,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ("[mcp.servers.t]\ncmd = 'x'", ["unknown key 'cmd' in [mcp.servers.t]", "allowed: type, command"]),
         ("[mcp.servers.t]\nurl = 'ftp://h'", ["[mcp.servers] t = ", "needs a `url` starting with http://"]),
         ("[mcp.servers.t]\ncommand = 'x'\ntimeout = 0", ["[mcp.servers.t] timeout = 0", "greater than 0"]),
-        ("[tools]\na = 1", ["unknown section [tools]", "allowed: agent, llm, mcp, sandbox"]),
+        ("[tools]\na = 1", ["unknown section [tools]", "allowed: agent, browser, llm, mcp, sandbox"]),
         ('[sandbox]\nmode = "vm"', ["[sandbox] mode = 'vm'", "'docker', 'local' or 'auto'"]),
         ('[sandbox]\nmemory = "lots"', ["[sandbox] memory = 'lots'", "use a number with b, k, m or g"]),
         ('[sandbox]\nuser = "0:0"', ["[sandbox] user = '0:0'", "never runs as root"]),

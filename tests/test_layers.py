@@ -104,7 +104,8 @@ def test_no_import_points_up_the_layers():
         "run": {"fsm", "model"},
         "recording": {"run", "fsm", "model"},
         "mcp": {"toolbox"},
-        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp"},
+        "browser": {"toolbox", "sandbox", "model"},
+        "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp", "browser"},
         "testing": {"model"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives (and their
@@ -150,9 +151,9 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
-    httpx2, anyio and uvicorn): each by one module (the one that talks to it), so an optional integration
-    stays out of the rest. The MCP SDK has two: the client, and `agentfsm mcp-serve`'s server, the only
-    importer of its server side (and of uvicorn, which serves its HTTP)."""
+    httpx2, anyio and uvicorn), playwright: each by one module (the one that talks to it), so an optional
+    integration stays out of the rest. The MCP SDK has two: the client, and `agentfsm mcp-serve`'s server,
+    the only importer of its server side (and of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -174,3 +175,4 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["uvicorn"] == {"agentfsm.mcp.serve"}
     assert importers["httpx2"] == {"agentfsm.mcp.client"}
     assert importers["anyio"] == {"agentfsm.mcp.client"}
+    assert importers["playwright"] == {"agentfsm.browser.session"}

@@ -60,7 +60,9 @@ def write_run_read(path: str = "square.py") -> list[Any]:
 
 def test_manus_has_upstreams_toolbox_and_defaults() -> None:
     agent = Manus(llm=ScriptedLLM([]))
-    assert agent.tools.names == ["python_execute", "bash", "str_replace_editor", "ask_human", "terminate"]
+    assert agent.tools.names == [
+        "python_execute", "bash", "browser_use", "str_replace_editor", "ask_human", "terminate"
+    ]  # fmt: skip
     assert (agent.name, agent.max_steps, agent.max_observe) == ("manus", 20, 10_000)
     assert agent.special_tool_names == {"terminate"}
     assert agent.system_prompt is not None and agent.system_prompt.startswith("You are OpenManus")

@@ -80,17 +80,8 @@ def test_manus_records_its_prompt_as_configured() -> None:
         (
             Manus,
             ManusOptions,
-            {
-                "llm",
-                "sandbox",
-                "ask_human",
-                "extra_tools",
-                "mcp_servers",
-                "memory",
-                "approver",
-                "input_handler",
-                "name",
-            },
+            {"llm", "sandbox", "ask_human", "extra_tools", "mcp_servers", "browser", "search", "memory"}
+            | {"approver", "input_handler", "name"},
         ),
     ],
 )

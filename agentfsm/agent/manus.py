@@ -1,16 +1,22 @@
 """`Manus`: the preset general-purpose agent, with upstream's toolbox, prompts and limits.
 
-The toolbox is python_execute, bash, str_replace_editor, ask_human and
-terminate, plus the tools of the MCP servers given (upstream's browser tool comes with
-its own issue). The
+The toolbox is python_execute, bash, browser_use, str_replace_editor, ask_human
+and terminate, plus the tools of the MCP servers given. The
 three tools that touch the system share one `SandboxSession`, owned by the
 agent: the sandbox is created by the first tool call that needs it, destroyed
 at the end of each run (kept between runs with ``keep_alive``, but destroyed
 anyway when a run fails or is cancelled), and for good by `aclose()` or the
 end of ``async with``. Nothing of a run's sandbox outlives the run by default.
 
-The sandbox modules are imported when an agent is built, not when this
-module is, so `import agentfsm` stays light (no pydantic, no docker).
+The browser (a `BrowserSession`, also the agent's) starts with the first
+browser_use call and stays between runs, so a conversation keeps its pages;
+it is closed when a run fails or is cancelled, and by `aclose()`. After a step
+that used it, the next think's step prompt carries the page's state (address,
+tabs, elements by ref, what lies off screen), for that request only; each
+action's screenshot travels with its result.
+
+The sandbox and browser modules are imported when an agent is built, not when
+this module is, so `import agentfsm` stays light (no pydantic, no docker).
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ from .toolcall import ToolCallAgent, ToolCallOptions
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..browser.search import SearchBackend
+    from ..browser.session import BrowserSession
+    from ..browser.settings import BrowserSettings
+    from ..browser.tool import BrowserUseTool
     from ..mcp.settings import MCPServerSettings
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
@@ -63,6 +73,12 @@ UNKNOWN_WORKSPACE = (
 )
 """What ``{directory}`` says before a sandbox whose path is only known once made (local, auto) exists."""
 
+BROWSER_CONTEXT = "The browser's current page:\n{state}"
+"""What follows the step prompt after a step that used the browser; ``{state}`` is the page state."""
+
+_BROWSER_STEPS = 3
+"""The last messages looked at for a browser_use call (upstream's window)."""
+
 _EDITOR_RESPONSE = 16_000
 """Upstream's clip for the editor; lowered to fit `max_observe`, so its own marker stays visible."""
 
@@ -79,7 +95,8 @@ class ManusOptions(ToolCallOptions):
 
 
 class Manus(ToolCallAgent):
-    """A versatile agent that solves tasks with code, a shell, a file editor and, rarely, a human."""
+    """A versatile agent that solves tasks with code, a shell, a browser, a file editor and, rarely,
+    a human."""
 
     options: ManusOptions
 
@@ -91,6 +108,8 @@ class Manus(ToolCallAgent):
         ask_human: AskFn | None = None,
         extra_tools: Iterable[Tool] = (),
         mcp_servers: MCPServers | Mapping[str, MCPServerSettings | str] | None = None,
+        browser: BrowserSettings | BrowserSession | None = None,
+        search: SearchBackend | None = None,
         system_prompt: str | None = ManusOptions.system_prompt,
         next_step_prompt: str | None = ManusOptions.next_step_prompt,
         max_steps: int = ManusOptions.max_steps,
@@ -114,8 +133,12 @@ class Manus(ToolCallAgent):
         (None: the model is told no human is available). `extra_tools` join the toolbox.
         `mcp_servers`: MCP servers whose tools join it too (`MCPServers`, shared: its owner
         closes it; or settings by id, closed by `aclose()`), connected by `create()` or the
-        first think. `system_prompt` may contain ``{directory}``, replaced by the workspace
-        at each think."""
+        first think. `browser`: settings for the agent's browser (default: `BrowserSettings()`,
+        the system's Chromium, loopback hosts only), or a session, which the agent then owns and
+        closes. `search`: the backend of browser_use's web_search (None: there is none).
+        `system_prompt` may contain ``{directory}``, replaced by the workspace at each think."""
+        from ..browser.session import BrowserSession
+        from ..browser.tool import BrowserUseTool
         from ..sandbox.session import SandboxSession
 
         options = ManusOptions(
@@ -138,11 +161,16 @@ class Manus(ToolCallAgent):
             mcp_servers if isinstance(mcp_servers, MCPServers) else MCPServers(mcp_servers or {})
         )
         """The MCP servers whose tools join the toolbox (none by default)."""
+        self.browser = browser if isinstance(browser, BrowserSession) else BrowserSession(browser)
+        """The browser of browser_use, started by its first call."""
+        self.browser_tool: BrowserUseTool = BrowserUseTool(self.browser, llm=llm, search=search)
+        self._browser_prompt: str | None = None
         output = max_observe - 500 if max_observe is not None and max_observe > 1_500 else None
         editor = min(_EDITOR_RESPONSE, output) if output is not None else _EDITOR_RESPONSE
         tools: list[Tool] = [
             PythonExecute(self.session, max_output=output),
             Bash(self.session, max_output=output),
+            self.browser_tool,
             StrReplaceEditor(self.session, max_response=editor),
             AskHuman(ask_human),
             Terminate(),
@@ -182,7 +210,27 @@ class Manus(ToolCallAgent):
         if prompt is not None and "{directory}" in prompt:
             prompt = prompt.replace("{directory}", await self.workspace())
         self.system_prompt = self.mcp_servers.system_prompt(prompt, changes)  # instructions, changes
-        await super().think()
+        if self.browser.active and self._used_browser():
+            state = await self.browser_tool.state_prompt()
+            self._browser_prompt = "\n\n".join(
+                part for part in (self.options.next_step_prompt, BROWSER_CONTEXT.format(state=state)) if part
+            )
+        try:
+            await super().think()
+        finally:
+            self._browser_prompt = None  # this request's only: the next think reads the page again
+
+    @property
+    def next_step_prompt(self) -> str | None:
+        """The configured step prompt; during a think after browser use, followed by the page's state."""
+        return self._browser_prompt if self._browser_prompt is not None else self.options.next_step_prompt
+
+    def _used_browser(self) -> bool:
+        """Whether one of the last few messages calls browser_use (upstream's test)."""
+        name = self.browser_tool.name
+        view = self.memory.view()
+        recent = view[max(0, len(view) - _BROWSER_STEPS) :]
+        return any(call.name == name for message in recent for call in message.tool_calls)
 
     async def act(self) -> None:
         if not self.mcp_servers.connected:  # a run resumed in ACTING: its calls need the servers' tools
@@ -210,15 +258,26 @@ class Manus(ToolCallAgent):
         return self.mcp_servers.recorded(config) if self.mcp_servers.connections else config
 
     async def on_run_end(self, result: RunResult) -> None:
-        """Destroy the sandbox unless it is kept alive and the run finished well."""
-        await self.session.end_run(failed=result.state is not AgentState.FINISHED)
+        """Destroy the sandbox unless it is kept alive and the run finished well; close the
+        browser when the run failed or was cancelled."""
+        failed = result.state is not AgentState.FINISHED
+        try:
+            await self.session.end_run(failed=failed)
+        finally:
+            if failed:
+                await self.browser.close()
 
     async def aclose(self) -> None:
-        """Destroy the sandbox, if one exists (the agent can still run: it makes a new one), and
-        close the MCP servers it owns."""
-        await self.session.close()
-        if self._owns_servers:
-            await self.mcp_servers.aclose()
+        """Destroy the sandbox and close the browser, if they exist (the agent can still run: it
+        makes new ones), and close the MCP servers it owns."""
+        try:
+            await self.session.close()
+        finally:
+            try:
+                await self.browser.close()
+            finally:
+                if self._owns_servers:
+                    await self.mcp_servers.aclose()
 
     async def __aenter__(self) -> Manus:
         return self

@@ -314,7 +314,13 @@ def _build_agent(
         # A question is asked on the terminal only when someone can answer it there.
         ask = ask_on_terminal if terminal and sys.stdin.isatty() else None
         agent = Manus(
-            llm=llm, sandbox=settings.sandbox, ask_human=ask, mcp_servers=servers, name=name, **options
+            llm=llm,
+            sandbox=settings.sandbox,
+            browser=settings.browser,
+            ask_human=ask,
+            mcp_servers=servers,
+            name=name,
+            **options,
         )
     elif name == "mcp":
         from ..agent.mcp import MCPAgent

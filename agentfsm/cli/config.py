@@ -14,8 +14,9 @@ ones the agent and the LLM check when built, declared there once.
 `[llm.<agent name>]` tables override `[llm]` for that agent only; an agent's
 LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
-tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`;
-each `[mcp.servers.<id>]` table is checked as `MCPServerSettings`.
+tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`,
+`[browser]` as `BrowserSettings`; each `[mcp.servers.<id>]` table is checked as
+`MCPServerSettings`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, c
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from ..agent.toolcall import ToolCallOptions
+from ..browser.settings import BrowserSettings
 from ..errors import ConfigError
 from ..mcp.settings import DEFAULT_REFRESH_EVERY, DEFAULT_TIMEOUT, MCPServerSettings, TransportType
 from ..model.options import LLMOptions
@@ -225,6 +227,7 @@ class Settings(BaseSettings):
     llm: _LLMSection = Field(default_factory=_LLMSection)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
     mcp: _MCPSection = Field(default_factory=_MCPSection)
 
     @classmethod
@@ -383,6 +386,8 @@ def _allowed_keys(section: list[str]) -> list[str]:
         return list(AgentSettings.model_fields)
     if section == ["sandbox"]:
         return list(SandboxSettings.model_fields)
+    if section == ["browser"]:
+        return list(BrowserSettings.model_fields)
     if section == ["mcp"]:
         return ["servers"]
     if section[:2] == ["mcp", "servers"] and len(section) == 3:
