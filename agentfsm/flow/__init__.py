@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from .flow import TASK_COMPLETE, PlanningFlow
 from .plan import Plan, PlanStep, StepStatus
 from .planning import PlanningTool
+from .result import FlowResult, FlowStopReason, StepRun
+from .table import FLOW_TABLE
 
-__all__ = ["Plan", "PlanStep", "PlanningTool", "StepStatus"]
+__all__ = [
+    "FLOW_TABLE",
+    "TASK_COMPLETE",
+    "FlowResult",
+    "FlowStopReason",
+    "Plan",
+    "PlanStep",
+    "PlanningFlow",
+    "PlanningTool",
+    "StepRun",
+    "StepStatus",
+]

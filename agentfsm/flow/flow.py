@@ -1,0 +1,325 @@
+"""`PlanningFlow`: a task planned by a model, each step run by the agent its tag names, replanned when
+a step blocks, summed up at the end.
+
+The flow is a second machine (`FLOW_TABLE`) run by the same `RunDriver` as
+agents: it satisfies the driver's `Driven` protocol, so its transitions are
+fired, logged with their guards and delivered to listeners exactly as an
+agent's. A step's outcome is read from its agent's `RunResult`, never from
+the agent's state (upstream checks ``executor.state == FINISHED``, which
+never holds once the agent is reset to IDLE): `terminated` and
+`final_answer` complete the step; any other reason fails the attempt; a step
+fails `max_attempts` times is blocked, and the flow replans, at most
+`max_replans` times.
+
+An agent ends the whole flow early by beginning a line of its final message
+with ``TASK COMPLETE`` (the step prompt tells it so): the flow then goes
+straight to FINALIZING with `finished_early`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..agent.base import BaseAgent
+from ..agent.event_source import EventSource
+from ..errors import AgentBusyError, ArgumentError, WrongValueError
+from ..fsm.machine import MachineTable, StateSpec
+from ..messages import Message, Role
+from ..model.base import ChatModel, LLMResponse
+from ..run.driver import RunDriver
+from ..run.result import AgentState, RunResult, StopReason
+from ..run.state import RunState
+from .plan import Plan, StepStatus
+from .planning import PlanningTool
+from .result import FlowResult, StepRun
+from .state import FlowState
+from .table import FLOW_TABLE
+
+__all__ = ["TASK_COMPLETE", "PlanningFlow"]
+
+TASK_COMPLETE = "TASK COMPLETE"
+"""A line of an agent's final message starting with this ends the flow early (`finished_early`)."""
+
+PLANNER_SYSTEM = (
+    "You are a planning assistant. Create a concise, actionable plan with clear steps. "
+    "Focus on key milestones rather than detailed sub-steps. Optimize for clarity and efficiency."
+)
+SUMMARY_SYSTEM = "You are a planning assistant. Your task is to summarize the completed plan."
+
+
+class PlanningFlow(EventSource):
+    """Plan `request` with `planner_llm`, run each step with one of `agents`, replan, summarize.
+
+    `agents` maps a name (what a step's ``[name]`` tag says) to an agent; `executors` are the names
+    steps may go to (default: all, in order), the first taking untagged steps.
+    """
+
+    table: MachineTable = FLOW_TABLE
+
+    def __init__(
+        self,
+        *,
+        agents: Mapping[str, BaseAgent],
+        planner_llm: ChatModel,
+        executors: Sequence[str] | None = None,
+        max_replans: int = 3,
+        max_attempts: int = 2,
+        name: str = "planning",
+    ) -> None:
+        if not agents:
+            raise WrongValueError("`agents` is empty; give PlanningFlow at least one agent, by name")
+        names = list(executors) if executors is not None else list(agents)
+        unknown = [n for n in names if n not in agents]
+        if unknown or not names:
+            raise WrongValueError(
+                f"`executors` {names!r} must name agents of `agents` ({sorted(agents)!r}), at least one"
+            )
+        if max_replans < 0 or max_attempts < 1:
+            raise WrongValueError(
+                f"`max_replans` ({max_replans!r}) must be >= 0 and `max_attempts` ({max_attempts!r}) >= 1"
+            )
+        EventSource.__init__(self)
+        self.name = name
+        self.agents = dict(agents)
+        self.executors = tuple(names)
+        self.planner_llm = planner_llm
+        self.max_replans = max_replans
+        self.max_attempts = max_attempts
+        self.run_state = RunState(state=self.table.initial)
+        self.flow_state = FlowState()
+        self.planning = PlanningTool(self.executors)
+        self.last_result: RunResult | None = None
+        self._run: RunDriver | None = None
+
+    # -- what callers read ---------------------------------------------------------
+
+    @property
+    def fsm_state(self) -> str:
+        return self.run_state.state
+
+    @fsm_state.setter
+    def fsm_state(self, value: str) -> None:
+        self.run_state.state = value
+
+    @property
+    def state(self) -> AgentState:
+        spec = self.table.by_name[self.run_state.state]
+        if spec.final is not None:
+            return AgentState(spec.final)
+        return AgentState.IDLE if spec.name == self.table.initial else AgentState.RUNNING
+
+    @property
+    def plan(self) -> Plan | None:
+        return self.flow_state.plan
+
+    # -- driving --------------------------------------------------------------------
+
+    async def execute(self, request: str) -> FlowResult:
+        """Run the flow on `request` to DONE or ERROR; errors inside a phase end it in ERROR."""
+        if self._run is not None and self._run.active:
+            raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
+        self._run = RunDriver(self)
+        result = await self._run.run(request)
+        return self.flow_result(result)
+
+    def flow_result(self, result: RunResult) -> FlowResult:
+        """The `FlowResult` of the run that ended with `result`."""
+        flow = self.flow_state
+        return FlowResult(
+            run_id=result.run_id,
+            state=result.state,
+            stop_reason=result.stop_reason,
+            plan=flow.plan,
+            runs=tuple(flow.runs),
+            summary=flow.summary,
+            error=result.error,
+            replans=flow.replans,
+            usage=result.usage,
+        )
+
+    # -- the phases -------------------------------------------------------------------
+
+    async def make_plan(self) -> None:
+        """Ask the planner for a `planning` create call; twice, then a fallback plan of one step."""
+        run = self.run_state
+        assert run.request is not None
+        ask = (
+            f"Create a reasonable plan with clear steps to accomplish the task: {run.request}\n\n"
+            f"Agents that can do steps: {', '.join(self.executors)}. Start each step with the name of "
+            f"the agent that should do it, in brackets (e.g. [{self.executors[0]}]). Call the `planning` "
+            "tool with command create."
+        )
+        messages = [Message.user_message(ask)]
+        problem = ""
+        for _ in range(2):
+            reply = await self._ask(messages, PLANNER_SYSTEM, tools=True)
+            problem = await self._apply(reply, "create")
+            if not problem:
+                return
+            messages.append(
+                Message.user_message(
+                    f"That gave no usable plan: {problem}. Call `planning` with command create."
+                )
+            )
+        plan = Plan(plan_id=self._plan_id, title=f"Fallback plan for: {run.request[:80]}")
+        plan.add_steps([run.request], self.executors)
+        plan.steps[0].notes = f"fallback: the planner gave no usable plan twice ({problem})"
+        self.planning.plans[plan.plan_id] = plan
+        self.planning.active = plan.plan_id
+        self.flow_state.plan = plan
+
+    async def execute_step(self) -> None:
+        """Run the next step with its agent, and mark it from the agent's `RunResult`."""
+        flow, run = self.flow_state, self.run_state
+        assert flow.plan is not None
+        step = flow.plan.next_step
+        assert step is not None  # the edges into EXECUTING make sure of it
+        step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
+        flow.finished_early = False
+        run.step += 1
+        agent = self.agents[step.agent]
+        prompt = (
+            f"CURRENT PLAN STATUS:\n{flow.plan.render()}\n\nYOUR CURRENT TASK:\n"
+            f'You are now working on step {step.id}: "{step.text}"\n\n'
+            "Please only execute this current step using the appropriate tools. When you're done, "
+            "provide a summary of what you accomplished. If this step completes the whole task so that "
+            f"no other step is needed, begin your final message with {TASK_COMPLETE}."
+        )
+        result = await agent.run(prompt)
+        if result.paused:  # a step's agent waits for a person the flow cannot ask: that attempt fails
+            result = await agent.cancel()
+        run.usage.add(result.usage)
+        flow.runs.append(StepRun(step_id=step.id, agent=step.agent, attempt=step.attempts, result=result))
+        said = _said(agent, prompt)
+        if result.ok:
+            step.status = StepStatus.COMPLETED
+            step.notes = (said[-1] if said else result.output) or ""
+            flow.finished_early = any(
+                line.strip().upper().startswith(TASK_COMPLETE) for text in said for line in text.splitlines()
+            )
+            return
+        why = result.error or result.output or ""
+        step.notes = f"attempt {step.attempts} ended {result.stop_reason}" + (f": {why}" if why else "")
+        if step.attempts >= self.max_attempts:
+            step.status, flow.blocked = StepStatus.BLOCKED, step.id
+        else:
+            step.status = StepStatus.NOT_STARTED
+
+    async def revise_plan(self) -> None:
+        """Ask the planner for the steps still to do; the completed ones stay, with their notes.
+
+        No usable revision leaves the plan as it is, the blocked step given another round of
+        attempts: the replan bound still ends the flow if it keeps failing."""
+        flow = self.flow_state
+        assert flow.plan is not None and flow.blocked is not None
+        blocked = flow.plan.step(flow.blocked)
+        assert blocked is not None
+        flow.blocked = None
+        ask = (
+            f"{flow.plan.render()}\n\nStep {blocked.id} is blocked: {blocked.notes}\n"
+            "Revise the plan: call the `planning` tool with command update and `steps`: only the steps "
+            "still to do, each starting with its agent's [name] tag (agents: "
+            f"{', '.join(self.executors)}). Completed steps are kept with their results. Send an empty "
+            "list of steps if nothing more is needed."
+        )
+        reply = await self._ask([Message.user_message(ask)], PLANNER_SYSTEM, tools=True)
+        if await self._apply(reply, "update"):
+            blocked.status, blocked.attempts = StepStatus.NOT_STARTED, 0
+            blocked.notes += "; the planner gave no usable revision, so it is tried again"
+
+    async def summarize(self) -> None:
+        """The planner's summary of the plan and its outcome (the plan itself if it says nothing)."""
+        flow, run = self.flow_state, self.run_state
+        plan = flow.plan.render() if flow.plan is not None else "(no plan)"
+        ask = (
+            f"The flow ended ({run.stop_reason}). The plan:\n{plan}\n\n"
+            "Please provide a summary of what was accomplished and any final thoughts."
+        )
+        reply = await self._ask([Message.user_message(ask)], SUMMARY_SYSTEM, tools=False)
+        flow.summary = run.output = reply.content or plan
+
+    # -- the planner --------------------------------------------------------------------
+
+    async def _ask(self, messages: list[Message], system: str, *, tools: bool) -> LLMResponse:
+        reply = await self.planner_llm.ask_tool(
+            messages,
+            system_msgs=[Message.system_message(system)],
+            tools=[self.planning.to_param()] if tools else [],
+            tool_choice="auto" if tools else "none",
+        )
+        self.run_state.usage.add(reply.usage)
+        return reply
+
+    async def _apply(self, reply: LLMResponse, command: str) -> str:
+        """Run the reply's first `planning` call as `command` on the flow's plan; what was wrong, or ""."""
+        call = next((c for c in reply.tool_calls if c.name == self.planning.name), None)
+        if call is None:
+            return "the reply called no `planning` tool"
+        try:
+            arguments: Any = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return "the `planning` call's arguments are not JSON"
+        if not isinstance(arguments, dict):
+            return "the `planning` call's arguments are not a JSON object"
+        arguments.update(command=command, plan_id=self._plan_id)
+        flow = self.flow_state
+        if command == "update":
+            if not isinstance(arguments.get("steps"), list):
+                return "`steps` is missing: give the list of steps still to do"
+            assert flow.plan is not None
+            kept = flow.plan.completed
+            done = {s.text for s in kept}
+            fresh = [s for s in arguments["steps"] if not isinstance(s, str) or s.strip() not in done]
+            arguments["steps"] = [s.tagged for s in kept] + fresh
+        try:
+            result = await self.planning(**arguments)
+        except ArgumentError as exc:
+            return f"the `planning` call's arguments are invalid ({exc})"
+        if result.error:
+            return result.error
+        flow.plan = self.planning.plans[self._plan_id]
+        return ""
+
+    @property
+    def _plan_id(self) -> str:
+        """The plan's id: unique per flow run (its run id), whatever id the planner proposed."""
+        return f"plan_{self.run_state.run_id}"
+
+    # -- what the driver asks of the flow (`agentfsm.run.view.Driven`) ------------------
+
+    def open_run(self, request: str) -> None:
+        self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
+        self.flow_state = FlowState()
+        self.planning = PlanningTool(self.executors)
+
+    def interrupt(self) -> None:
+        """Nothing is left open: each agent's run closed its own calls when it ended."""
+
+    def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
+        run = self.run_state
+        return RunResult(
+            run_id=run.run_id,
+            state=self.state,
+            stop_reason=paused or run.stop_reason or StopReason.ERROR,
+            steps=run.step,
+            output=run.output,
+            error=run.error,
+            usage=run.usage.copy(),
+        )
+
+    async def on_run_end(self, result: RunResult) -> None:
+        """Nothing to release: the agents keep what they hold between runs, as they do alone."""
+
+
+def _said(agent: BaseAgent, prompt: str) -> list[str]:
+    """What the agent wrote (assistant contents) in its run on `prompt`, in order."""
+    said: list[str] = []
+    for message in reversed(agent.memory.messages):
+        if message.role is Role.USER and message.content == prompt:
+            break
+        if message.role is Role.ASSISTANT and isinstance(message.content, str) and message.content.strip():
+            said.append(message.content.strip())
+    return said[::-1]
