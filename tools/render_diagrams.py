@@ -16,6 +16,7 @@ from agentfsm import BaseAgent, ToolCallAgent
 from agentfsm.agent.approval import with_approval
 from agentfsm.agent.manus import Manus
 from agentfsm.agent.table import AGENT_TABLE
+from agentfsm.flow.table import FLOW_TABLE
 from agentfsm.fsm.diagram import render, to_markdown, to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,13 +27,16 @@ AGENTS: dict[str, type[BaseAgent]] = {"toolcall": ToolCallAgent, "manus": Manus}
 
 
 def expected() -> dict[Path, str]:
-    """Every generated file and its content: Mermaid and SVG for each built-in agent, and for
-    each with tools that need approval (`agentfsm diagram --agent NAME --approvals`)."""
+    """Every generated file and its content: Mermaid and SVG for each built-in agent, for
+    each with tools that need approval (`agentfsm diagram --agent NAME --approvals`), and for
+    the planning flow (`agentfsm diagram --agent planning`)."""
     files = {}
     for name, agent in AGENTS.items():
         for suffix, table in (("", agent.table), ("-approval", with_approval(agent.table))):
             files[ROOT / "diagrams" / f"{name}{suffix}.mmd"] = to_mermaid(table)
             files[ROOT / "diagrams" / f"{name}{suffix}.svg"] = render(table, "svg").decode()
+    files[ROOT / "diagrams" / "planning.mmd"] = to_mermaid(FLOW_TABLE)
+    files[ROOT / "diagrams" / "planning.svg"] = render(FLOW_TABLE, "svg").decode()
     return files
 
 
@@ -40,6 +44,8 @@ def readme_blocks() -> dict[str, str]:
     return {
         "mermaid": "```mermaid\n" + to_mermaid(AGENT_TABLE) + "```\n",
         "table": to_markdown(AGENT_TABLE),
+        "flow-mermaid": "```mermaid\n" + to_mermaid(FLOW_TABLE) + "```\n",
+        "flow-table": to_markdown(FLOW_TABLE),
     }
 
 

@@ -47,11 +47,21 @@ from ..model.base import ChatModel
 from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
 from .live import LiveView
-from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_transition, print_result
+from .output import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_USAGE,
+    exit_code,
+    format_transition,
+    print_result,
+)
 from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
+    from ..flow.flow import PlanningFlow
+    from ..flow.result import FlowResult
     from ..mcp.settings import MCPServerSettings
     from .config import Settings
 
@@ -122,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
                 check_writable(path, what)
     except RecordingError as exc:
         return _usage_error(str(exc))
+    if getattr(args, "flow", None) is not None:
+        return _run_flow(args)
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -143,6 +155,73 @@ def _run(args: argparse.Namespace) -> int:
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
         return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+
+
+FLOW_EXECUTORS = ("toolcall", "manus")
+"""The agents a flow run from the command line gives its steps to (a step's ``[name]`` tag picks one)."""
+
+
+def _run_flow(args: argparse.Namespace) -> int:
+    """`run --flow planning TASK`: the configured model plans (``[llm.planning]`` over ``[llm]``), the
+    CLI's agents run the steps (each with its own ``[llm.<name>]``); the flow's result is printed as
+    `run` prints a run's, after the plan with its statuses."""
+    from . import log_setup
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+
+    if args.trace is not None or args.checkpoint is not None:
+        return _usage_error("--trace and --checkpoint record agent runs; drop them with --flow")
+    flagged = _flagged(args, LLMSettings.model_fields)
+    overrides = {
+        "llm": dict.fromkeys((*FLOW_EXECUTORS, args.flow), flagged),
+        "agent": _flagged(args, AgentSettings.model_fields),
+    }
+    try:
+        settings = Settings.load(args.config, overrides)
+        planner = build_llm(settings.llm_for(args.flow))
+        _check_credentials(planner)
+        agents: dict[str, BaseAgent] = {}
+        for name in FLOW_EXECUTORS:
+            llm = build_llm(settings.llm_for(name))
+            _check_credentials(llm)
+            agents[name] = _build_agent(name, settings, llm, settings.agent.agent_kwargs())
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted()
+    from ..flow.flow import PlanningFlow  # the flow wing, loaded by the command that runs one
+
+    flow = PlanningFlow(agents=agents, planner_llm=planner)
+    secrets = [s for name in (*FLOW_EXECUTORS, args.flow) for s in settings.llm_for(name).secrets()]
+    out = sys.stdout
+    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr):
+        try:
+            result = _run_async(_flow_then_close(flow, args.task))
+        except KeyboardInterrupt:
+            return _interrupted()
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+        out.flush()
+        if result.error:
+            print(f"{PROG}: error: {result.error}", file=sys.stderr, flush=True)
+    else:
+        if result.plan is not None:
+            print(result.plan.render() + "\n", file=out)
+        assert flow.last_result is not None
+        print_result(flow.last_result, False, out)
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    return 0 if result.ok else EXIT_LIMIT
+
+
+async def _flow_then_close(flow: PlanningFlow, task: str) -> FlowResult:
+    """The flow's run, then release what its agents hold (Manus's sandbox and browser)."""
+    try:
+        return await flow.execute(task)
+    finally:
+        for agent in flow.agents.values():
+            aclose = getattr(agent, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 def _mcp_serve(args: argparse.Namespace) -> int:
@@ -354,6 +433,10 @@ def _build_agent(
 
 def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
+    if args.agent == "planning":
+        from ..flow.table import FLOW_TABLE
+
+        table = FLOW_TABLE
     path = None
     if args.trace is not None:
         from ..recording.trace import read_trace
