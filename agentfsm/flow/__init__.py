@@ -6,17 +6,22 @@ from .flow import TASK_COMPLETE, PlanningFlow
 from .plan import Plan, PlanStep, StepStatus
 from .planning import PlanningTool
 from .result import FlowResult, FlowStopReason, StepRun
+from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .table import FLOW_TABLE
 
 __all__ = [
+    "AWAITING_PLAN_REVIEW",
     "FLOW_TABLE",
     "TASK_COMPLETE",
     "FlowResult",
     "FlowStopReason",
     "Plan",
+    "PlanDecision",
     "PlanStep",
     "PlanningFlow",
     "PlanningTool",
+    "Reviewer",
     "StepRun",
     "StepStatus",
+    "with_review",
 ]

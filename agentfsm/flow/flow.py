@@ -11,6 +11,9 @@ never holds once the agent is reset to IDLE): `terminated` and
 fails `max_attempts` times is blocked, and the flow replans, at most
 `max_replans` times.
 
+With `review` on (or a `reviewer`), the flow waits for a decision on each plan, made or revised,
+in AWAITING_PLAN_REVIEW (`agentfsm.flow.review`).
+
 An agent ends the whole flow early by beginning a line of its final message
 with ``TASK COMPLETE`` (the step prompt tells it so): the flow then goes
 straight to FINALIZING with `finished_early`.
@@ -25,7 +28,7 @@ from typing import Any
 
 from ..agent.base import BaseAgent
 from ..agent.event_source import EventSource
-from ..errors import AgentBusyError, ArgumentError, WrongValueError
+from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message, Role
 from ..model.base import ChatModel, LLMResponse
@@ -35,6 +38,7 @@ from ..run.state import RunState
 from .plan import Plan, StepStatus
 from .planning import PlanningTool
 from .result import FlowResult, StepRun
+from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
 from .table import FLOW_TABLE
 
@@ -67,8 +71,13 @@ class PlanningFlow(EventSource):
         executors: Sequence[str] | None = None,
         max_replans: int = 3,
         max_attempts: int = 2,
+        review: bool = False,
+        reviewer: Reviewer | None = None,
         name: str = "planning",
     ) -> None:
+        """`max_attempts`: runs of a step before it is blocked; `max_replans`: revisions after blocked
+        steps before the flow ends with `replan_limit`; `review`: wait in AWAITING_PLAN_REVIEW for a
+        decision on each plan; `reviewer`: a coroutine that makes it (turns `review` on)."""
         if not agents:
             raise WrongValueError("`agents` is empty; give PlanningFlow at least one agent, by name")
         names = list(executors) if executors is not None else list(agents)
@@ -82,6 +91,10 @@ class PlanningFlow(EventSource):
                 f"`max_replans` ({max_replans!r}) must be >= 0 and `max_attempts` ({max_attempts!r}) >= 1"
             )
         EventSource.__init__(self)
+        self.reviewing = review or reviewer is not None
+        self.reviewer = reviewer
+        if self.reviewing:
+            self.table = with_review(FLOW_TABLE)
         self.name = name
         self.agents = dict(agents)
         self.executors = tuple(names)
@@ -118,12 +131,48 @@ class PlanningFlow(EventSource):
     # -- driving --------------------------------------------------------------------
 
     async def execute(self, request: str) -> FlowResult:
-        """Run the flow on `request` to DONE or ERROR; errors inside a phase end it in ERROR."""
+        """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
+        pause for plan review (`result.paused`)."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
+        if self.state is AgentState.RUNNING:
+            raise AgentBusyError(
+                f"flow {self.name!r} waits for a plan review; decide and `resume()` it, or `cancel_plan()`"
+            )
         self._run = RunDriver(self)
         result = await self._run.run(request)
         return self.flow_result(result)
+
+    async def resume(self) -> FlowResult:
+        """Continue the flow paused for plan review, with the decision made meanwhile (none: it
+        pauses again)."""
+        if self._run is None or self._run.active or self.fsm_state != AWAITING_PLAN_REVIEW:
+            raise AgentBusyError(f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state})")
+        return self.flow_result(await self._run.run(None))
+
+    # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
+
+    def approve_plan(self) -> None:
+        """Run the plan as it is (then `resume()`)."""
+        self._decide(PlanDecision(kind="approve"))
+
+    def edit_plan(self, steps: Sequence[str]) -> None:
+        """Run these steps instead of the ones not yet completed (each with its ``[agent]`` tag)."""
+        if isinstance(steps, str) or not all(isinstance(s, str) for s in steps):
+            raise WrongTypeError(f"`steps` must be a list of step texts, got {steps!r}")
+        self._decide(PlanDecision(kind="edit", steps=tuple(steps)))
+
+    def cancel_plan(self) -> None:
+        """End the flow without running the plan (stop reason `plan_cancelled`; then `resume()`)."""
+        self._decide(PlanDecision(kind="cancel"))
+
+    def _decide(self, decision: PlanDecision) -> None:
+        if self.fsm_state != AWAITING_PLAN_REVIEW or (self._run is not None and self._run.active):
+            raise WrongPhaseError(
+                f"a plan decision is taken only while flow {self.name!r} waits in {AWAITING_PLAN_REVIEW} "
+                f"(it is {self.fsm_state}); pass `review=True` and decide on the paused result"
+            )
+        self.flow_state.decision = decision
 
     def flow_result(self, result: RunResult) -> FlowResult:
         """The `FlowResult` of the run that ended with `result`."""
@@ -217,7 +266,7 @@ class PlanningFlow(EventSource):
         assert flow.plan is not None and flow.blocked is not None
         blocked = flow.plan.step(flow.blocked)
         assert blocked is not None
-        flow.blocked = None
+        flow.blocked, flow.decision = None, None  # the revision gets a review of its own
         ask = (
             f"{flow.plan.render()}\n\nStep {blocked.id} is blocked: {blocked.notes}\n"
             "Revise the plan: call the `planning` tool with command update and `steps`: only the steps "
@@ -229,6 +278,19 @@ class PlanningFlow(EventSource):
         if await self._apply(reply, "update"):
             blocked.status, blocked.attempts = StepStatus.NOT_STARTED, 0
             blocked.notes += "; the planner gave no usable revision, so it is tried again"
+
+    async def review_plan(self) -> None:
+        """Apply the decision on the plan: the one made while paused, else the `reviewer`'s; with
+        neither, pause (`execute()` returns the paused result)."""
+        flow = self.flow_state
+        assert flow.plan is not None
+        decision = flow.decision
+        if decision is None and self.reviewer is not None:
+            decision = flow.decision = await self.reviewer(flow.plan)
+        if decision is None:
+            raise PauseRun(AWAITING_PLAN_REVIEW.lower())
+        if decision.kind == "edit":
+            flow.plan.revise(decision.steps, self.executors)
 
     async def summarize(self) -> None:
         """The planner's summary of the plan and its outcome (the plan itself if it says nothing)."""

@@ -98,6 +98,13 @@ class Plan(Serializable):
             agent, text = owner_of(raw, executors)
             self.steps.append(PlanStep(id=next_id + offset, text=text, agent=agent))
 
+    def revise(self, texts: Sequence[str], executors: Sequence[str]) -> None:
+        """Keep the completed steps (with their ids and notes); `texts` replace all the others. A text
+        that repeats a completed step's is dropped: it is done already."""
+        self.steps = self.completed
+        done = {s.text for s in self.steps}
+        self.add_steps([t for t in texts if owner_of(t, executors)[1] not in done], executors)
+
     def render(self) -> str:
         """The plan as the models read it: title, progress, and each step with its mark and notes."""
         done = len(self.completed)

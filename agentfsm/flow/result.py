@@ -23,6 +23,8 @@ class FlowStopReason(StrEnum):
     """An agent reported the whole task done (its final message began ``TASK COMPLETE``)."""
     REPLAN_LIMIT = "replan_limit"
     """A step was blocked after the flow had replanned `max_replans` times."""
+    PLAN_CANCELLED = "plan_cancelled"
+    """The plan's reviewer cancelled it (AWAITING_PLAN_REVIEW, see `agentfsm.flow.review`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +57,12 @@ class FlowResult(Serializable):
     replans: int = 0
     usage: Usage = field(default_factory=Usage)
     """Summed over every agent run and every planner call."""
+
+    @property
+    def paused(self) -> bool:
+        """Waiting in AWAITING_PLAN_REVIEW: decide on `plan` (`flow.approve_plan()`, `edit_plan`,
+        `cancel_plan`), then `await flow.resume()`."""
+        return self.state is AgentState.RUNNING
 
     @property
     def ok(self) -> bool:

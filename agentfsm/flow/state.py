@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..serde import Serializable
 from .plan import Plan
 from .result import StepRun
+from .review import PlanDecision
 
 __all__ = ["FlowState"]
 
@@ -24,3 +25,5 @@ class FlowState(Serializable):
     finished_early: bool = False
     """The last step's agent reported the whole task done."""
     summary: str | None = None
+    decision: PlanDecision | None = None
+    """The reviewer's decision on the plan under review (AWAITING_PLAN_REVIEW), until the next replan."""
