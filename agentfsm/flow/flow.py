@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent.base import BaseAgent
@@ -32,9 +32,12 @@ from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, W
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message, Role
 from ..model.base import ChatModel, LLMResponse
+from ..recording.files import RecordPath
+from ..recording.lease import Lease
 from ..run.driver import RunDriver
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
+from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
 from .plan import Plan, StepStatus
 from .planning import PlanningTool
 from .result import FlowResult, StepRun
@@ -130,25 +133,49 @@ class PlanningFlow(EventSource):
 
     # -- driving --------------------------------------------------------------------
 
-    async def execute(self, request: str) -> FlowResult:
+    async def execute(self, request: str, *, checkpoint: RecordPath | None = None) -> FlowResult:
         """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
-        pause for plan review (`result.paused`)."""
+        pause for plan review (`result.paused`). `checkpoint`: a file the whole flow is written to
+        after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`)."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
         if self.state is AgentState.RUNNING:
             raise AgentBusyError(
                 f"flow {self.name!r} waits for a plan review; decide and `resume()` it, or `cancel_plan()`"
             )
-        self._run = RunDriver(self)
+        self._run = self._new_run(checkpoint)
         result = await self._run.run(request)
         return self.flow_result(result)
 
-    async def resume(self) -> FlowResult:
+    async def resume(self, checkpoint: RecordPath | None = None) -> FlowResult:
         """Continue the flow paused for plan review, with the decision made meanwhile (none: it
-        pauses again)."""
-        if self._run is None or self._run.active or self.fsm_state != AWAITING_PLAN_REVIEW:
-            raise AgentBusyError(f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state})")
+        pauses again); or, given `checkpoint`, the flow saved there (by a process that may have
+        been killed), from the state it was in: the flow must be built as the one that wrote it."""
+        if self._run is not None and self._run.active:
+            raise AgentBusyError(f"flow {self.name!r} is running; await it before resuming")
+        if checkpoint is not None:
+            lease = Lease.acquire(checkpoint)
+            try:
+                restore_flow(self, read_flow_checkpoint(checkpoint))
+                self._run = self._new_run(checkpoint, lease)
+            except BaseException:
+                lease.release()
+                raise
+            self._run.restarted()
+        elif self._run is None or self.fsm_state != AWAITING_PLAN_REVIEW:
+            raise AgentBusyError(
+                f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
+                "pass the checkpoint of the flow to continue"
+            )
         return self.flow_result(await self._run.run(None))
+
+    def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
+        closers: tuple[Callable[[], None], ...] = ()
+        if checkpoint is not None:
+            closers = (FlowCheckpointer(checkpoint, self, lease=lease).close,)
+        if self._run is not None:
+            self._run.release()
+        return RunDriver(self, closers=closers)
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
 
