@@ -445,11 +445,17 @@ def _diagram(args: argparse.Namespace) -> int:
             header, records = read_trace(args.trace)
         except TraceError as exc:
             return _usage_error(str(exc))
-        table = _agent_class(_recorded_kind(header.get("agent_class"))).table
+        kind = _recorded_kind(header.get("agent_class"))
+        table = _agent_class(kind).table
         config = header.get("config")
         if not isinstance(config, dict):
             return _usage_error(f"{args.trace}: the header's config is not a table; re-record the run")
-        if config.get("awaiting_input"):
+        if kind == "planning":
+            from ..flow.review import with_review
+            from ..flow.table import FLOW_TABLE
+
+            table = with_review(FLOW_TABLE) if config.get("reviewing") else FLOW_TABLE
+        elif config.get("awaiting_input"):
             table = with_input(table)
         if config.get("require_approval"):
             table = with_approval(table)
@@ -475,6 +481,8 @@ def _diagram(args: argparse.Namespace) -> int:
 def _recorded_kind(agent_class: object) -> str:
     """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
     kind = str(agent_class)
+    if kind.endswith(".PlanningFlow"):
+        return "planning"
     return "manus" if kind.endswith(".Manus") else "mcp" if kind.endswith(".MCPAgent") else "toolcall"
 
 

@@ -23,18 +23,24 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..agent.base import BaseAgent
 from ..agent.event_source import EventSource
 from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
+from ..memory import Memory
 from ..messages import Message, Role
-from ..model.base import ChatModel, LLMResponse
+from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..model.options import describe_model
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
+from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
+from ..run.events import Edit, LLMCall
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
@@ -65,6 +71,8 @@ class PlanningFlow(EventSource):
     """
 
     table: MachineTable = FLOW_TABLE
+    paused_edits: tuple[Edit, ...] = ()
+    """A flow makes no edits (a trace writer reads this of whatever it records)."""
 
     def __init__(
         self,
@@ -107,6 +115,9 @@ class PlanningFlow(EventSource):
         self.run_state = RunState(state=self.table.initial)
         self.flow_state = FlowState()
         self.planning = PlanningTool(self.executors)
+        self.memory = Memory()
+        """Empty: the flow holds no conversation of its own (each agent has its memory, and a
+        trace's ``llm`` records hold each planner request whole)."""
         self.last_result: RunResult | None = None
         self._run: RunDriver | None = None
 
@@ -131,12 +142,27 @@ class PlanningFlow(EventSource):
     def plan(self) -> Plan | None:
         return self.flow_state.plan
 
+    def trace_config(self) -> dict[str, Any]:
+        """What a trace's header records of the flow: its limits, review, executors and models."""
+        return {
+            "max_replans": self.max_replans,
+            "max_attempts": self.max_attempts,
+            "reviewing": self.reviewing,
+            "executors": list(self.executors),
+            "agents": {name: type(agent).__qualname__ for name, agent in self.agents.items()},
+            "llm": describe_model(self.planner_llm),
+        }
+
     # -- driving --------------------------------------------------------------------
 
-    async def execute(self, request: str, *, checkpoint: RecordPath | None = None) -> FlowResult:
+    async def execute(
+        self, request: str, *, checkpoint: RecordPath | None = None, trace: RecordPath | None = None
+    ) -> FlowResult:
         """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
         pause for plan review (`result.paused`). `checkpoint`: a file the whole flow is written to
-        after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`)."""
+        after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`).
+        `trace`: a JSON Lines trace of the flow (its transitions, the planner's calls, its result;
+        each agent's run is in the flow's `runs`), as `agentfsm.recording.trace` writes an agent's."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
         if self.state is AgentState.RUNNING:
@@ -144,8 +170,12 @@ class PlanningFlow(EventSource):
                 f"flow {self.name!r} waits for a plan review; decide and `resume()` it, or `cancel_plan()`"
             )
         self._run = self._new_run(checkpoint)
-        result = await self._run.run(request)
+        with self._trace(trace):
+            result = await self._run.run(request)
         return self.flow_result(result)
+
+    def _trace(self, path: RecordPath | None) -> AbstractContextManager[object]:
+        return nullcontext() if path is None else TraceWriter(path, self)
 
     async def resume(self, checkpoint: RecordPath | None = None) -> FlowResult:
         """Continue the flow paused for plan review, with the decision made meanwhile (none: it
@@ -333,12 +363,38 @@ class PlanningFlow(EventSource):
     # -- the planner --------------------------------------------------------------------
 
     async def _ask(self, messages: list[Message], system: str, *, tools: bool) -> LLMResponse:
-        reply = await self.planner_llm.ask_tool(
-            messages,
-            system_msgs=[Message.system_message(system)],
-            tools=[self.planning.to_param()] if tools else [],
-            tool_choice="auto" if tools else "none",
-        )
+        """One planner call; an `LLMCall` event for it (a trace's ``llm`` record) when someone listens."""
+        system_msgs = [Message.system_message(system)]
+        declared = [self.planning.to_param()] if tools else []
+        choice: ToolChoice = "auto" if tools else "none"
+        started = time.perf_counter()
+        reply: LLMResponse | None = None
+        error: Exception | None = None
+        try:
+            reply = await self.planner_llm.ask_tool(
+                messages, system_msgs=system_msgs, tools=declared, tool_choice=choice
+            )
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            if self.listening:
+                run = self.run_state
+                self.emit(
+                    LLMCall(
+                        agent=self.name,
+                        run_id=run.run_id,
+                        step=run.step,
+                        messages=tuple(messages),
+                        system_msgs=tuple(system_msgs),
+                        tools=tuple(declared),
+                        tool_choice=choice,
+                        reply=reply,
+                        error_type=type(error).__name__ if error is not None else None,
+                        error=str(error) if error is not None else None,
+                        duration_s=time.perf_counter() - started,
+                    )
+                )
         self.run_state.usage.add(reply.usage)
         return reply
 
