@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from agentfsm.cli import commands as cli_main
 from agentfsm.flow.table import FLOW_TABLE
 from agentfsm.fsm.diagram import to_mermaid
+from agentfsm.recording.trace import read_trace
 
 KEY = "test-key-4f9a7c"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -66,9 +69,33 @@ def test_the_flow_prints_its_plan_and_result_as_run_does(
     assert out.rstrip().splitlines()[-1].startswith("FINISHED  stop_reason=completed  steps=1")
 
 
-def test_flow_refuses_trace_and_checkpoint(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
-    assert cli_main.main(flow_args(llmock, "--trace", "t.jsonl")) == 2
-    assert "drop them with --flow" in capfd.readouterr().err
+def test_the_flow_traces_and_a_reviewer_on_the_terminal_edits_the_plan(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.stdin", io.StringIO("e\n[toolcall] the edited step\n\n"))
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": ["[toolcall] planned"]})
+    llmock.reply("edited step done")
+    llmock.reply("Summary.")
+    trace = tmp_path / "flow.jsonl"
+
+    assert cli_main.main(flow_args(llmock, "--review", "--json", "--trace", str(trace))) == 0
+
+    captured = capfd.readouterr()
+    result = json.loads(captured.out)
+    assert [(s["text"], s["status"]) for s in result["plan"]["steps"]] == [("the edited step", "completed")]
+    assert "1. [ ] [toolcall] planned" in captured.err and "[a]pprove / [e]dit" in captured.err
+    header, records = read_trace(trace)
+    assert header["config"]["reviewing"] is True
+    edges = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition"]
+    assert ("PLANNING", "AWAITING_PLAN_REVIEW") in edges and ("AWAITING_PLAN_REVIEW", "EXECUTING") in edges
+
+
+def test_review_without_a_flow_is_bad_usage(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "t", "--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", KEY]
+    assert cli_main.main([*args, "--review"]) == 2
+    assert "use it with --flow planning" in capfd.readouterr().err
 
 
 def test_diagram_draws_the_flow_table(capfdbinary: pytest.CaptureFixture[bytes]) -> None:

@@ -134,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     if getattr(args, "flow", None) is not None:
         return _run_flow(args)
+    if getattr(args, "review", False):
+        return _usage_error("--review reviews a flow's plans; use it with --flow planning")
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -164,12 +166,18 @@ FLOW_EXECUTORS = ("toolcall", "manus")
 def _run_flow(args: argparse.Namespace) -> int:
     """`run --flow planning TASK`: the configured model plans (``[llm.planning]`` over ``[llm]``), the
     CLI's agents run the steps (each with its own ``[llm.<name>]``); the flow's result is printed as
-    `run` prints a run's, after the plan with its statuses."""
+    `run` prints a run's, after the plan with its statuses. `--review` asks on the terminal about
+    each plan; `--trace` and `--checkpoint` write the flow's (see `agentfsm.flow`)."""
+    from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
-    if args.trace is not None or args.checkpoint is not None:
-        return _usage_error("--trace and --checkpoint record agent runs; drop them with --flow")
+    try:
+        for what, path in (("trace", args.trace), ("checkpoint", args.checkpoint)):
+            if path is not None:
+                check_writable(path, what)
+    except RecordingError as exc:
+        return _usage_error(str(exc))
     flagged = _flagged(args, LLMSettings.model_fields)
     overrides = {
         "llm": dict.fromkeys((*FLOW_EXECUTORS, args.flow), flagged),
@@ -189,15 +197,26 @@ def _run_flow(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     from ..flow.flow import PlanningFlow  # the flow wing, loaded by the command that runs one
+    from .terminal import TerminalPlanReviewer
 
-    flow = PlanningFlow(agents=agents, planner_llm=planner)
+    reviewer = TerminalPlanReviewer() if args.review else None
+    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer)
+    live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if not args.json and sys.stderr.isatty():
+        with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
+            live = LiveView(flow, steps=agents.values())
+    for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
+        if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
+            asker.quiet = live.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, args.flow) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
-    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr):
+    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
         try:
-            result = _run_async(_flow_then_close(flow, args.task))
+            result = _run_async(_flow_then_close(flow, args.task, args.trace, args.checkpoint))
         except KeyboardInterrupt:
             return _interrupted()
+        except CheckpointLeasedError as exc:
+            return _usage_error(str(exc))
     if args.json:
         out.write(result.model_dump_json() + "\n")
         out.flush()
@@ -213,10 +232,12 @@ def _run_flow(args: argparse.Namespace) -> int:
     return 0 if result.ok else EXIT_LIMIT
 
 
-async def _flow_then_close(flow: PlanningFlow, task: str) -> FlowResult:
+async def _flow_then_close(
+    flow: PlanningFlow, task: str, trace: str | None, checkpoint: str | None
+) -> FlowResult:
     """The flow's run, then release what its agents hold (Manus's sandbox and browser)."""
     try:
-        return await flow.execute(task)
+        return await flow.execute(task, trace=trace, checkpoint=checkpoint)
     finally:
         for agent in flow.agents.values():
             aclose = getattr(agent, "aclose", None)

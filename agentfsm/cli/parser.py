@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         "agent its [name] tag picks (toolcall, manus), and sums up",
     )
     run.add_argument(
+        "--review",
+        action="store_true",
+        help="with --flow: show each plan (made or revised) on the terminal to approve, edit or cancel",
+    )
+    run.add_argument(
         "--checkpoint",
         metavar="FILE",
         help="append the run to FILE (a journal) after every transition, for `resume`",
