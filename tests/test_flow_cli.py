@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +104,49 @@ def test_review_without_a_flow_is_bad_usage(llmock: Any, capfd: pytest.CaptureFi
 def test_diagram_draws_the_flow_table(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
     assert cli_main.main(["diagram", "--agent", "planning"]) == 0
     assert capfdbinary.readouterr().out.decode() == to_mermaid(FLOW_TABLE)
+
+
+def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    checkpoint = tmp_path / "flow.json"
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": ["[toolcall] one"]})
+    command = [
+        sys.executable,
+        "-m",
+        "agentfsm",
+        *flow_args(llmock, "--review", "--checkpoint", str(checkpoint)),
+    ]
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:  # the terminal's question waits for an answer that never comes
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (
+                checkpoint.exists()
+                and json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
+            ):
+                break
+            time.sleep(0.05)
+        process.kill()  # SIGKILL while the plan waits for review
+    finally:
+        process.wait(timeout=30)
+        assert process.stderr is not None and process.stdin is not None
+        process.stderr.close()
+        process.stdin.close()
+    assert json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
+
+    llmock.reply("one done")
+    llmock.reply("Resumed and done.")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\n"))
+    resume = ["resume", str(checkpoint), "--model", "openai/test-model", "--api-base",
+              llmock.base_url("openai"), "--api-key", KEY, "--json"]  # fmt: skip
+    assert cli_main.main(resume) == 0
+    captured = capfd.readouterr()
+    result = json.loads(captured.out)
+    assert (result["stop_reason"], result["summary"]) == ("completed", "Resumed and done.")
+    assert [s["status"] for s in result["plan"]["steps"]] == ["completed"]
+    assert "[a]pprove / [e]dit" in captured.err  # asked again after the restart

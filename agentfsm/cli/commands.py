@@ -163,29 +163,34 @@ FLOW_EXECUTORS = ("toolcall", "manus")
 """The agents a flow run from the command line gives its steps to (a step's ``[name]`` tag picks one)."""
 
 
-def _run_flow(args: argparse.Namespace) -> int:
+def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -> int:
     """`run --flow planning TASK`: the configured model plans (``[llm.planning]`` over ``[llm]``), the
     CLI's agents run the steps (each with its own ``[llm.<name>]``); the flow's result is printed as
     `run` prints a run's, after the plan with its statuses. `--review` asks on the terminal about
-    each plan; `--trace` and `--checkpoint` write the flow's (see `agentfsm.flow`)."""
+    each plan; `--trace` and `--checkpoint` write the flow's (see `agentfsm.flow`). `resumed`: the
+    flow checkpoint `agentfsm resume` was given, continued by a flow built as the one that wrote it."""
     from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
+    task: str | None = getattr(args, "task", None)
+    trace: str | None = getattr(args, "trace", None)
+    flow_name = str(resumed["flow"]) if resumed is not None else args.flow
+    review = bool(resumed["reviewing"]) if resumed is not None else args.review
     try:
-        for what, path in (("trace", args.trace), ("checkpoint", args.checkpoint)):
-            if path is not None:
+        for what, path in (("trace", trace), ("checkpoint", args.checkpoint)):
+            if path is not None and resumed is None:
                 check_writable(path, what)
     except RecordingError as exc:
         return _usage_error(str(exc))
     flagged = _flagged(args, LLMSettings.model_fields)
     overrides = {
-        "llm": dict.fromkeys((*FLOW_EXECUTORS, args.flow), flagged),
+        "llm": dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged),
         "agent": _flagged(args, AgentSettings.model_fields),
     }
     try:
         settings = Settings.load(args.config, overrides)
-        planner = build_llm(settings.llm_for(args.flow))
+        planner = build_llm(settings.llm_for(flow_name))
         _check_credentials(planner)
         agents: dict[str, BaseAgent] = {}
         for name in FLOW_EXECUTORS:
@@ -199,8 +204,8 @@ def _run_flow(args: argparse.Namespace) -> int:
     from ..flow.flow import PlanningFlow  # the flow wing, loaded by the command that runs one
     from .terminal import TerminalPlanReviewer
 
-    reviewer = TerminalPlanReviewer() if args.review else None
-    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer)
+    reviewer = TerminalPlanReviewer() if review else None
+    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
     live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if not args.json and sys.stderr.isatty():
         with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
@@ -208,14 +213,14 @@ def _run_flow(args: argparse.Namespace) -> int:
     for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
         if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
             asker.quiet = live.suspended  # the questions are not drawn over
-    secrets = [s for name in (*FLOW_EXECUTORS, args.flow) for s in settings.llm_for(name).secrets()]
+    secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
     with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
         try:
-            result = _run_async(_flow_then_close(flow, args.task, args.trace, args.checkpoint))
+            result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
         except KeyboardInterrupt:
             return _interrupted()
-        except CheckpointLeasedError as exc:
+        except (CheckpointLeasedError, CheckpointError) as exc:  # CheckpointError: not built as recorded
             return _usage_error(str(exc))
     if args.json:
         out.write(result.model_dump_json() + "\n")
@@ -233,10 +238,14 @@ def _run_flow(args: argparse.Namespace) -> int:
 
 
 async def _flow_then_close(
-    flow: PlanningFlow, task: str, trace: str | None, checkpoint: str | None
+    flow: PlanningFlow, task: str | None, trace: str | None, checkpoint: str | None
 ) -> FlowResult:
-    """The flow's run, then release what its agents hold (Manus's sandbox and browser)."""
+    """The flow's run (`task` None: the one saved in `checkpoint`), then release what its agents
+    hold (Manus's sandbox and browser)."""
     try:
+        if task is None:
+            assert checkpoint is not None
+            return await flow.resume(checkpoint=checkpoint)
         return await flow.execute(task, trace=trace, checkpoint=checkpoint)
     finally:
         for agent in flow.agents.values():
@@ -341,10 +350,16 @@ def _flagged(args: argparse.Namespace, options: Iterable[str]) -> dict[str, Any]
 def _resume(args: argparse.Namespace) -> int:
     """Rebuild the agent that wrote the checkpoint, then resume it: its recorded options (the file's
     `[agent]` does not apply: the run's options are the checkpoint's) and, unless flagged, model."""
+    from ..flow.checkpoint import read_flow_checkpoint
     from ..recording.checkpoint import read_checkpoint
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
 
+    flow_data: dict[str, Any] | None = None
+    with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
+        flow_data = read_flow_checkpoint(args.checkpoint)
+    if flow_data is not None:
+        return _run_flow(args, flow_data)
     try:
         data = read_checkpoint(args.checkpoint)
         kind = _recorded_kind(data["agent_class"])
