@@ -150,3 +150,15 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
     assert (result["stop_reason"], result["summary"]) == ("completed", "Resumed and done.")
     assert [s["status"] for s in result["plan"]["steps"]] == ["completed"]
     assert "[a]pprove / [e]dit" in captured.err  # asked again after the restart
+
+
+def test_diagram_draws_the_flow_with_review_and_refuses_approvals(
+    capfdbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    from agentfsm.flow.review import with_review
+
+    assert cli_main.main(["diagram", "--agent", "planning", "--review"]) == 0
+    assert capfdbinary.readouterr().out.decode() == to_mermaid(with_review(FLOW_TABLE))
+    assert cli_main.main(["diagram", "--agent", "planning", "--approvals"]) == 2
+    assert b"has no approvals; try --review" in capfdbinary.readouterr().err
+    assert cli_main.main(["diagram", "--review"]) == 2

@@ -469,10 +469,16 @@ def _build_agent(
 
 def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
-    if args.agent == "planning":
+    flow = args.agent == "planning"
+    if flow and args.approvals:
+        return _usage_error("the planning flow runs no tools itself, so it has no approvals; try --review")
+    if args.review and not flow:
+        return _usage_error("--review draws the planning flow's plan review; use it with --agent planning")
+    if flow:
+        from ..flow.review import with_review
         from ..flow.table import FLOW_TABLE
 
-        table = FLOW_TABLE
+        table = with_review(FLOW_TABLE) if args.review else FLOW_TABLE
     path = None
     if args.trace is not None:
         from ..recording.trace import read_trace

@@ -143,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="draw the path of the run in FILE (a `run --trace` file) over its agent's machine",
     )
+    diagram.add_argument(
+        "--review",
+        action="store_true",
+        help="with --agent planning: the flow with plan review (AWAITING_PLAN_REVIEW)",
+    )
     return parser
 
 
