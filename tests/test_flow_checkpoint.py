@@ -95,3 +95,12 @@ async def test_resume_refuses_another_flow_and_a_held_checkpoint(tmp_path: Path)
     )
     with pytest.raises(CheckpointError, match="build it as the one that wrote it"):
         await wrong.resume(checkpoint=path)
+
+
+def test_a_document_that_is_not_a_flow_s_is_refused(tmp_path: Path) -> None:
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+
+    path = tmp_path / "x.json"
+    path.write_text('{"schema": 1, "agent_class": "x"}')
+    with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 1"):
+        read_flow_checkpoint(path)

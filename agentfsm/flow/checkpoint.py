@@ -121,9 +121,14 @@ def read_flow_checkpoint(path: RecordPath) -> dict[str, Any]:
         raise CheckpointError(
             f"no flow checkpoint at {os.fspath(path)!r}; pass the file `execute(checkpoint=...)` wrote"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{os.fspath(path)!r} is not a flow checkpoint (not JSON: {exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != FLOW_CHECKPOINT_SCHEMA:
+    except (ValueError, OSError) as exc:  # not JSON, not text, a directory, unreadable
+        raise CheckpointError(f"{os.fspath(path)!r} is not a flow checkpoint ({exc})") from None
+    keys = ("flow", "executors", "reviewing", "run_state", "flow_state", "memories")
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != FLOW_CHECKPOINT_SCHEMA
+        or not all(k in data for k in keys)
+    ):
         raise CheckpointError(
             f"{os.fspath(path)!r} is not a flow checkpoint of schema {FLOW_CHECKPOINT_SCHEMA}; "
             "resume an agent's checkpoint with the agent's `resume`"
