@@ -93,7 +93,7 @@ def test_a_cycle_would_be_found():
 
 
 def test_no_import_points_up_the_layers():
-    """fsm < run < recording < agent < cli; tools and the sandbox never reach the engine or the CLI."""
+    """fsm < run < recording < agent < flow < cli; tools and the sandbox never reach the engine or the CLI."""
     # the vocabulary (`questions`: what a tool asks a person, spoken by tools, runs and results)
     ground = {"errors", "log", "serde", "messages", "questions", "memory", "options", "lazy"}
     allowed_above = {
@@ -107,6 +107,8 @@ def test_no_import_points_up_the_layers():
         "browser": {"toolbox", "sandbox", "model"},
         "agent": {"run", "fsm", "model", "recording", "toolbox", "sandbox", "mcp", "browser"},
         "testing": {"model"},
+        # the planning flow drives agents (their RunResults are its steps' outcomes) on the same driver
+        "flow": {"agent", "run", "fsm", "model", "toolbox", "recording"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives (and their
     # approvals' Decisions): the one module of the mcp wing that reads the run's data. It

@@ -43,3 +43,27 @@ async def test_the_view_stops_drawing_while_a_question_is_asked(toolbox):
             assert not view._live.is_started  # the prompt is not drawn over
         assert view._live.is_started
     assert not view._live.is_started
+
+
+async def test_a_flow_s_view_shows_its_plan_and_its_agents_tool_calls():
+    from agentfsm.flow import PlanningFlow
+
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+    coder = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])]), name="coder"
+    )
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("sum")]))
+    out = io.StringIO()
+    view = LiveView(
+        flow, console=Console(file=out, force_terminal=True, width=120, color_system=None), steps=[coder]
+    )
+    statuses = []
+    flow.on_transition(lambda t: statuses.append(view._status()))
+    with view:
+        await flow.execute("task")
+    assert '→ terminate({"status": "success"})' in out.getvalue()
+    executing = next(s for s in statuses if s.startswith("[bold]EXECUTING[/]"))
+    assert executing.startswith("[bold]EXECUTING[/] · step 0 · ")
+    assert "1. [ ] \\[coder] a" in executing  # the plan, its tags escaped for rich
+    assert "1. [✓] \\[coder] a" in statuses[-1]
+    assert len(coder._transition_listeners) == 0 and len(flow._transition_listeners) == 1

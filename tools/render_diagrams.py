@@ -16,6 +16,8 @@ from agentfsm import BaseAgent, ToolCallAgent
 from agentfsm.agent.approval import with_approval
 from agentfsm.agent.manus import Manus
 from agentfsm.agent.table import AGENT_TABLE
+from agentfsm.flow.review import with_review
+from agentfsm.flow.table import FLOW_TABLE
 from agentfsm.fsm.diagram import render, to_markdown, to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,13 +28,17 @@ AGENTS: dict[str, type[BaseAgent]] = {"toolcall": ToolCallAgent, "manus": Manus}
 
 
 def expected() -> dict[Path, str]:
-    """Every generated file and its content: Mermaid and SVG for each built-in agent, and for
-    each with tools that need approval (`agentfsm diagram --agent NAME --approvals`)."""
+    """Every generated file and its content: Mermaid and SVG for each built-in agent, for
+    each with tools that need approval (`agentfsm diagram --agent NAME --approvals`), and for
+    the planning flow, with and without plan review (`agentfsm diagram --agent planning [--review]`)."""
     files = {}
     for name, agent in AGENTS.items():
         for suffix, table in (("", agent.table), ("-approval", with_approval(agent.table))):
             files[ROOT / "diagrams" / f"{name}{suffix}.mmd"] = to_mermaid(table)
             files[ROOT / "diagrams" / f"{name}{suffix}.svg"] = render(table, "svg").decode()
+    for suffix, table in (("", FLOW_TABLE), ("-review", with_review(FLOW_TABLE))):
+        files[ROOT / "diagrams" / f"planning{suffix}.mmd"] = to_mermaid(table)
+        files[ROOT / "diagrams" / f"planning{suffix}.svg"] = render(table, "svg").decode()
     return files
 
 
@@ -40,6 +46,8 @@ def readme_blocks() -> dict[str, str]:
     return {
         "mermaid": "```mermaid\n" + to_mermaid(AGENT_TABLE) + "```\n",
         "table": to_markdown(AGENT_TABLE),
+        "flow-mermaid": "```mermaid\n" + to_mermaid(FLOW_TABLE) + "```\n",
+        "flow-table": to_markdown(FLOW_TABLE),
     }
 
 

@@ -47,11 +47,21 @@ from ..model.base import ChatModel
 from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
 from .live import LiveView
-from .output import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_transition, print_result
+from .output import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_USAGE,
+    exit_code,
+    format_transition,
+    print_result,
+)
 from .parser import PROG, build_parser
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
+    from ..flow.flow import PlanningFlow
+    from ..flow.result import FlowResult
     from ..mcp.settings import MCPServerSettings
     from .config import Settings
 
@@ -122,6 +132,10 @@ def _run(args: argparse.Namespace) -> int:
                 check_writable(path, what)
     except RecordingError as exc:
         return _usage_error(str(exc))
+    if getattr(args, "flow", None) is not None:
+        return _run_flow(args)
+    if getattr(args, "review", False):
+        return _usage_error("--review reviews a flow's plans; use it with --flow planning")
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -143,6 +157,101 @@ def _run(args: argparse.Namespace) -> int:
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
         return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+
+
+FLOW_EXECUTORS = ("toolcall", "manus")
+"""The agents a flow run from the command line gives its steps to (a step's ``[name]`` tag picks one)."""
+
+
+def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -> int:
+    """`run --flow planning TASK`: the configured model plans (``[llm.planning]`` over ``[llm]``), the
+    CLI's agents run the steps (each with its own ``[llm.<name>]``); the flow's result is printed as
+    `run` prints a run's, after the plan with its statuses. `--review` asks on the terminal about
+    each plan; `--trace` and `--checkpoint` write the flow's (see `agentfsm.flow`). `resumed`: the
+    flow checkpoint `agentfsm resume` was given, continued by a flow built as the one that wrote it."""
+    from ..recording.files import check_writable
+    from . import log_setup
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+
+    task: str | None = getattr(args, "task", None)
+    trace: str | None = getattr(args, "trace", None)
+    flow_name = str(resumed["flow"]) if resumed is not None else args.flow
+    review = bool(resumed["reviewing"]) if resumed is not None else args.review
+    try:
+        for what, path in (("trace", trace), ("checkpoint", args.checkpoint)):
+            if path is not None and resumed is None:
+                check_writable(path, what)
+    except RecordingError as exc:
+        return _usage_error(str(exc))
+    flagged = _flagged(args, LLMSettings.model_fields)
+    overrides = {
+        "llm": dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged),
+        "agent": _flagged(args, AgentSettings.model_fields),
+    }
+    try:
+        settings = Settings.load(args.config, overrides)
+        planner = build_llm(settings.llm_for(flow_name))
+        _check_credentials(planner)
+        agents: dict[str, BaseAgent] = {}
+        for name in FLOW_EXECUTORS:
+            llm = build_llm(settings.llm_for(name))
+            _check_credentials(llm)
+            agents[name] = _build_agent(name, settings, llm, settings.agent.agent_kwargs())
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted()
+    from ..flow.flow import PlanningFlow  # the flow wing, loaded by the command that runs one
+    from .terminal import TerminalPlanReviewer
+
+    reviewer = TerminalPlanReviewer() if review else None
+    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
+    live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if not args.json and sys.stderr.isatty():
+        with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
+            live = LiveView(flow, steps=agents.values())
+    for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
+        if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
+            asker.quiet = live.suspended  # the questions are not drawn over
+    secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
+    out = sys.stdout
+    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
+        try:
+            result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
+        except KeyboardInterrupt:
+            return _interrupted()
+        except (CheckpointLeasedError, CheckpointError) as exc:  # CheckpointError: not built as recorded
+            return _usage_error(str(exc))
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+        out.flush()
+        if result.error:
+            print(f"{PROG}: error: {result.error}", file=sys.stderr, flush=True)
+    else:
+        if result.plan is not None:
+            print(result.plan.render() + "\n", file=out)
+        assert flow.last_result is not None
+        print_result(flow.last_result, False, out)
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    return 0 if result.ok else EXIT_LIMIT
+
+
+async def _flow_then_close(
+    flow: PlanningFlow, task: str | None, trace: str | None, checkpoint: str | None
+) -> FlowResult:
+    """The flow's run (`task` None: the one saved in `checkpoint`), then release what its agents
+    hold (Manus's sandbox and browser)."""
+    try:
+        if task is None:
+            assert checkpoint is not None
+            return await flow.resume(checkpoint=checkpoint)
+        return await flow.execute(task, trace=trace, checkpoint=checkpoint)
+    finally:
+        for agent in flow.agents.values():
+            aclose = getattr(agent, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 def _mcp_serve(args: argparse.Namespace) -> int:
@@ -241,10 +350,16 @@ def _flagged(args: argparse.Namespace, options: Iterable[str]) -> dict[str, Any]
 def _resume(args: argparse.Namespace) -> int:
     """Rebuild the agent that wrote the checkpoint, then resume it: its recorded options (the file's
     `[agent]` does not apply: the run's options are the checkpoint's) and, unless flagged, model."""
+    from ..flow.checkpoint import read_flow_checkpoint
     from ..recording.checkpoint import read_checkpoint
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
 
+    flow_data: dict[str, Any] | None = None
+    with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
+        flow_data = read_flow_checkpoint(args.checkpoint)
+    if flow_data is not None:
+        return _run_flow(args, flow_data)
     try:
         data = read_checkpoint(args.checkpoint)
         kind = _recorded_kind(data["agent_class"])
@@ -354,6 +469,16 @@ def _build_agent(
 
 def _diagram(args: argparse.Namespace) -> int:
     table = _agent_class(args.agent).table
+    flow = args.agent == "planning"
+    if flow and args.approvals:
+        return _usage_error("the planning flow runs no tools itself, so it has no approvals; try --review")
+    if args.review and not flow:
+        return _usage_error("--review draws the planning flow's plan review; use it with --agent planning")
+    if flow:
+        from ..flow.review import with_review
+        from ..flow.table import FLOW_TABLE
+
+        table = with_review(FLOW_TABLE) if args.review else FLOW_TABLE
     path = None
     if args.trace is not None:
         from ..recording.trace import read_trace
@@ -362,11 +487,17 @@ def _diagram(args: argparse.Namespace) -> int:
             header, records = read_trace(args.trace)
         except TraceError as exc:
             return _usage_error(str(exc))
-        table = _agent_class(_recorded_kind(header.get("agent_class"))).table
+        kind = _recorded_kind(header.get("agent_class"))
+        table = _agent_class(kind).table
         config = header.get("config")
         if not isinstance(config, dict):
             return _usage_error(f"{args.trace}: the header's config is not a table; re-record the run")
-        if config.get("awaiting_input"):
+        if kind == "planning":
+            from ..flow.review import with_review
+            from ..flow.table import FLOW_TABLE
+
+            table = with_review(FLOW_TABLE) if config.get("reviewing") else FLOW_TABLE
+        elif config.get("awaiting_input"):
             table = with_input(table)
         if config.get("require_approval"):
             table = with_approval(table)
@@ -392,6 +523,8 @@ def _diagram(args: argparse.Namespace) -> int:
 def _recorded_kind(agent_class: object) -> str:
     """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
     kind = str(agent_class)
+    if kind.endswith(".PlanningFlow"):
+        return "planning"
     return "manus" if kind.endswith(".Manus") else "mcp" if kind.endswith(".MCPAgent") else "toolcall"
 
 

@@ -9,29 +9,41 @@ terminal prints nothing of it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
-from ..agent.base import BaseAgent
-from ..run.events import Transition
+from ..run.events import Transition, TransitionListener
+from ..run.state import RunState
 
-__all__ = ["LiveView"]
+__all__ = ["LiveView", "Watched"]
+
+
+class Watched(Protocol):
+    """What the view reads of an agent or a flow: where its machine is, and its run's figures."""
+
+    @property
+    def fsm_state(self) -> str: ...
+
+    run_state: RunState
+
+    def on_transition(self, callback: TransitionListener) -> Callable[[], None]: ...
 
 
 class LiveView:
     """Shows the state, step of max, tokens and cost so far, and a line per tool call.
 
-    Use as a context manager around the run; `attach(agent)` subscribes it.
+    Use as a context manager around the run. `steps`: the agents a flow runs its steps on,
+    whose tool calls are shown too; a model with a `plan` (a flow) has it drawn under its state.
     """
 
-    def __init__(self, agent: BaseAgent, *, console: Any = None) -> None:
+    def __init__(self, agent: Watched, *, console: Any = None, steps: Iterable[Watched] = ()) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self.agent = agent
         self.console = console if console is not None else Console(stderr=True)
         self._live = Live(self._status(), console=self.console, transient=True, refresh_per_second=8)
-        self._unsubscribe = agent.on_transition(self)
+        self._unsubscribe = [agent.on_transition(self), *(other.on_transition(self) for other in steps)]
 
     def __enter__(self) -> LiveView:
         self._live.start()
@@ -39,7 +51,8 @@ class LiveView:
 
     def __exit__(self, *exc: object) -> None:
         self._live.stop()
-        self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
@@ -65,12 +78,19 @@ class LiveView:
         agent, run = self.agent, self.agent.run_state
         usage = run.usage
         cost = "" if usage.cost_usd is None else f" · ${usage.cost_usd:.4f}"
-        max_steps = getattr(agent, "max_steps", "?")
-        return (
-            f"[bold]{agent.fsm_state}[/] · step {run.step}/{max_steps} · "
+        max_steps = getattr(agent, "max_steps", None)  # a flow has none: its steps are its plan's
+        of = "" if max_steps is None else f"/{max_steps}"
+        status = (
+            f"[bold]{agent.fsm_state}[/] · step {run.step}{of} · "
             f"{usage.input_tokens} in / {usage.output_tokens} out tokens{cost} · "
             f"{usage.tool_calls} tool calls"
         )
+        plan = getattr(agent, "plan", None)  # a flow's plan, with each step's status
+        if plan is not None:
+            from rich.markup import escape
+
+            status += "\n" + escape(plan.render())
+        return status
 
 
 def _clip(text: str, width: int) -> str:

@@ -11,10 +11,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-__all__ = ["AGENTS", "PROG", "build_parser", "package_version"]
+__all__ = ["AGENTS", "FLOWS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
 AGENTS = ("toolcall", "manus", "mcp")
+FLOWS = ("planning",)
+"""The flows `run --flow` runs and `diagram --agent` draws beside the agents."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -34,6 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run TASK on a model", description="Run TASK on a model.")
     _run_options(run)
+    run.add_argument(
+        "--flow",
+        choices=FLOWS,
+        help="run TASK as a flow: planning has the model plan it, then runs each step with the "
+        "agent its [name] tag picks (toolcall, manus), and sums up",
+    )
+    run.add_argument(
+        "--review",
+        action="store_true",
+        help="with --flow: show each plan (made or revised) on the terminal to approve, edit or cancel",
+    )
     run.add_argument(
         "--checkpoint",
         metavar="FILE",
@@ -107,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Draw an agent's state machine from its table (the one the engine runs).",
     )
     diagram.add_argument(
-        "--agent", choices=AGENTS, default="toolcall", help="which agent (default: toolcall)"
+        "--agent",
+        choices=AGENTS + FLOWS,
+        default="toolcall",
+        help="which agent, or the planning flow (default: toolcall)",
     )
     diagram.add_argument(
         "--format",
@@ -126,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace",
         metavar="FILE",
         help="draw the path of the run in FILE (a `run --trace` file) over its agent's machine",
+    )
+    diagram.add_argument(
+        "--review",
+        action="store_true",
+        help="with --agent planning: the flow with plan review (AWAITING_PLAN_REVIEW)",
     )
     return parser
 

@@ -17,14 +17,18 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import EndOfInputError
 from ..messages import ToolCall
 from ..questions import Answer, Question
 from ..run.state import Decision
 
-__all__ = ["TerminalApprover", "TerminalInputHandler", "ask_on_terminal", "read_line"]
+if TYPE_CHECKING:
+    from ..flow.plan import Plan
+    from ..flow.review import PlanDecision
+
+__all__ = ["TerminalApprover", "TerminalInputHandler", "TerminalPlanReviewer", "ask_on_terminal", "read_line"]
 
 
 async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
@@ -175,3 +179,40 @@ def _typed(text: str, kind: str) -> Any:
             text.lower()
         )
     return text
+
+
+class TerminalPlanReviewer:
+    """A flow's `Reviewer` on the terminal: the plan, then approve, edit (new steps, one a line) or
+    cancel. When stdin is closed, the plan is cancelled: a flow under review never runs a plan
+    nobody saw. `quiet`, if set, is entered around the questions (the live view stops drawing)."""
+
+    CHOICES = "run this plan? [a]pprove / [e]dit the steps / [c]ancel: "
+
+    def __init__(self) -> None:
+        self.quiet: Callable[[], AbstractContextManager[object]] | None = None
+
+    async def __call__(self, plan: Plan) -> PlanDecision:
+        from ..flow.review import PlanDecision
+
+        with self.quiet() if self.quiet is not None else contextlib.nullcontext():
+            print(f"\n{plan.render()}\n", file=sys.stderr, flush=True)
+            try:
+                while True:
+                    choice = (await read_line(self.CHOICES)).strip().lower()
+                    if choice in ("a", "approve", "y", "yes"):
+                        return PlanDecision(kind="approve")
+                    if choice in ("c", "cancel", "n", "no"):
+                        return PlanDecision(kind="cancel")
+                    if choice in ("e", "edit"):
+                        return PlanDecision(kind="edit", steps=tuple(await self._steps()))
+            except EndOfInputError:
+                print("no answer: the plan is cancelled", file=sys.stderr, flush=True)
+                return PlanDecision(kind="cancel")
+
+    async def _steps(self) -> list[str]:
+        """Steps to run instead of those not yet completed, one a line ([agent] tags), until an empty line."""
+        print("the steps still to do, one a line ([agent] first), then an empty line:", file=sys.stderr)
+        steps: list[str] = []
+        while line := (await read_line("> ")).strip():
+            steps.append(line)
+        return steps

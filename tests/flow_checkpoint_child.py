@@ -1,0 +1,69 @@
+"""The process `test_flow_checkpoint.py` kills: a flow with plan review and a checkpoint.
+
+    python flow_checkpoint_child.py run|resume|approve|run-kill|resume-kill WORKDIR
+
+``run`` executes the flow until it pauses for plan review, prints ``paused``, and waits to
+be killed. ``resume`` restores the checkpoint in a new process and prints the result as a JSON
+line (paused again: nobody decided); ``approve`` restores it, approves the plan, resumes, and
+prints the final result. ``run-kill`` (no review) SIGKILLs itself inside the second step's
+agent run; ``resume-kill`` restores that checkpoint and prints the final result. Each process
+builds its scripted models for the calls it makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from agentfsm import ToolCallAgent
+from agentfsm.flow import PlanningFlow
+from agentfsm.testing import FunctionLLM, ModelRequest, ScriptedLLM, reply
+
+PLAN = reply(
+    tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] one", "[writer] two"]})]
+)
+
+
+def die(request: ModelRequest) -> object:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def build(action: str) -> PlanningFlow:
+    starts = action.startswith("run")
+    planner = ScriptedLLM([PLAN] if starts else [reply("summary after the restart")])
+    coder = ToolCallAgent(
+        llm=ScriptedLLM([reply("one done")] if action != "resume-kill" else []), name="coder"
+    )
+    writer_llm = FunctionLLM(die) if action == "run-kill" else ScriptedLLM([reply("two done")])
+    writer = ToolCallAgent(llm=writer_llm, name="writer")
+    review = not action.endswith("kill")
+    return PlanningFlow(agents={"coder": coder, "writer": writer}, planner_llm=planner, review=review)
+
+
+async def main(action: str, workdir: Path) -> None:
+    flow = build(action)
+    path = workdir / "flow.checkpoint.json"
+    if action == "run-kill":
+        await flow.execute("two steps", checkpoint=path)
+        return  # not reached: the writer's model kills the process
+    if action == "run":
+        result = await flow.execute("two steps", checkpoint=path)
+        assert result.paused
+        print("paused", flush=True)
+        time.sleep(60)  # the parent kills the process here
+        return
+    result = await flow.resume(checkpoint=path)
+    if action == "approve":
+        flow.approve_plan()
+        result = await flow.resume()
+    print(json.dumps(result.model_dump(mode="json")), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))

@@ -1,0 +1,164 @@
+"""`agentfsm run --flow planning` over real HTTP (llmock on 127.0.0.1), and `diagram --agent planning`."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm.cli import commands as cli_main
+from agentfsm.flow.table import FLOW_TABLE
+from agentfsm.fsm.diagram import to_mermaid
+from agentfsm.recording.trace import read_trace
+
+KEY = "test-key-4f9a7c"
+NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def flow_args(llmock: Any, *extra: str) -> list[str]:
+    return ["run", "--flow", "planning", "write and check", "--model", "openai/test-model",
+            "--api-base", llmock.base_url("openai"), "--api-key", KEY, *extra]  # fmt: skip
+
+
+def test_a_flow_over_http_plans_runs_both_steps_and_sums_up(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    steps = ["[toolcall] write the text", "[toolcall] check the text"]
+    llmock.call_tool("planning", {"command": "create", "plan_id": "p", "title": "Write", "steps": steps})
+    llmock.reply("written")
+    llmock.call_tool("terminate", {"status": "success"})
+    llmock.reply("The text was written and checked.")
+
+    assert cli_main.main(flow_args(llmock, "--json")) == 0
+
+    out = capfd.readouterr().out
+    result = json.loads(out)  # one JSON object, nothing else on stdout
+    assert result["stop_reason"] == "completed" and result["state"] == "FINISHED"
+    assert [(s["agent"], s["status"]) for s in result["plan"]["steps"]] == [
+        ("toolcall", "completed"),
+        ("toolcall", "completed"),
+    ]
+    assert [r["result"]["stop_reason"] for r in result["runs"]] == ["final_answer", "terminated"]
+    assert result["summary"] == "The text was written and checked."
+    assert result["usage"]["llm_calls"] == 4
+    bodies = [r.body for r in llmock.requests]
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["planning"]
+    assert "CURRENT PLAN STATUS" in json.dumps(bodies[1]["messages"])
+
+
+def test_the_flow_prints_its_plan_and_result_as_run_does(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    llmock.reply("no plan from me", times=2)
+    llmock.reply("done it")
+    llmock.reply("Summary: done.")
+    assert cli_main.main(flow_args(llmock)) == 0
+    out = capfd.readouterr().out
+    assert "Plan: Fallback plan for: write and check" in out
+    assert "1. [✓] [toolcall] write and check" in out
+    assert out.rstrip().splitlines()[-2] == "Summary: done."
+    assert out.rstrip().splitlines()[-1].startswith("FINISHED  stop_reason=completed  steps=1")
+
+
+def test_the_flow_traces_and_a_reviewer_on_the_terminal_edits_the_plan(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.stdin", io.StringIO("e\n[toolcall] the edited step\n\n"))
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": ["[toolcall] planned"]})
+    llmock.reply("edited step done")
+    llmock.reply("Summary.")
+    trace = tmp_path / "flow.jsonl"
+
+    assert cli_main.main(flow_args(llmock, "--review", "--json", "--trace", str(trace))) == 0
+
+    captured = capfd.readouterr()
+    result = json.loads(captured.out)
+    assert [(s["text"], s["status"]) for s in result["plan"]["steps"]] == [("the edited step", "completed")]
+    assert "1. [ ] [toolcall] planned" in captured.err and "[a]pprove / [e]dit" in captured.err
+    header, records = read_trace(trace)
+    assert header["config"]["reviewing"] is True
+    edges = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition"]
+    assert ("PLANNING", "AWAITING_PLAN_REVIEW") in edges and ("AWAITING_PLAN_REVIEW", "EXECUTING") in edges
+
+
+def test_review_without_a_flow_is_bad_usage(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "t", "--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", KEY]
+    assert cli_main.main([*args, "--review"]) == 2
+    assert "use it with --flow planning" in capfd.readouterr().err
+
+
+def test_diagram_draws_the_flow_table(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    assert cli_main.main(["diagram", "--agent", "planning"]) == 0
+    assert capfdbinary.readouterr().out.decode() == to_mermaid(FLOW_TABLE)
+
+
+def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    checkpoint = tmp_path / "flow.json"
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": ["[toolcall] one"]})
+    command = [
+        sys.executable,
+        "-m",
+        "agentfsm",
+        *flow_args(llmock, "--review", "--checkpoint", str(checkpoint)),
+    ]
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:  # the terminal's question waits for an answer that never comes
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (
+                checkpoint.exists()
+                and json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
+            ):
+                break
+            time.sleep(0.05)
+        process.kill()  # SIGKILL while the plan waits for review
+    finally:
+        process.wait(timeout=30)
+        assert process.stderr is not None and process.stdin is not None
+        process.stderr.close()
+        process.stdin.close()
+    assert json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
+
+    llmock.reply("one done")
+    llmock.reply("Resumed and done.")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\n"))
+    resume = ["resume", str(checkpoint), "--model", "openai/test-model", "--api-base",
+              llmock.base_url("openai"), "--api-key", KEY, "--json"]  # fmt: skip
+    assert cli_main.main(resume) == 0
+    captured = capfd.readouterr()
+    result = json.loads(captured.out)
+    assert (result["stop_reason"], result["summary"]) == ("completed", "Resumed and done.")
+    assert [s["status"] for s in result["plan"]["steps"]] == ["completed"]
+    assert "[a]pprove / [e]dit" in captured.err  # asked again after the restart
+
+
+def test_diagram_draws_the_flow_with_review_and_refuses_approvals(
+    capfdbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    from agentfsm.flow.review import with_review
+
+    assert cli_main.main(["diagram", "--agent", "planning", "--review"]) == 0
+    assert capfdbinary.readouterr().out.decode() == to_mermaid(with_review(FLOW_TABLE))
+    assert cli_main.main(["diagram", "--agent", "planning", "--approvals"]) == 2
+    assert b"has no approvals; try --review" in capfdbinary.readouterr().err
+    assert cli_main.main(["diagram", "--review"]) == 2
