@@ -29,7 +29,7 @@ the agent calls again with the answers. On 2026-07-28 the server answers ``input
 and the call is retried with ``input_responses`` and the server's ``request_state`` (both in
 the token, so a retry works from another process). On the 2025 revisions the server sends
 ``elicitation/create`` while the call is open: the call is held open in this process until
-the answer comes (`_Held`); after a restart the call is made again, and the server's
+the answer comes (`agentfsm.mcp.held.HeldCall`); after a restart the call is made again, and the server's
 questions asked before are answered from the answers given then. Sampling and roots are
 not offered (deprecated in 2026-07-28), so servers are refused them.
 """
@@ -40,17 +40,17 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MCPServerError, MCPTimeoutError, MissingExtraError
 from ..log import event
 from ..questions import Answer, InputRequired, Question
 from ..toolbox.tool import ToolResult
+from .held import HeldCall
 from .results import to_tool_result
 from .settings import MCPServerSettings
 
@@ -97,9 +97,9 @@ class MCPConnection:
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._reconnecting = asyncio.Lock()
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, HeldCall] = {}
         """Legacy calls held open while a person answers their server's question, by hold id."""
-        self._open_legacy: list[_Held] = []
+        self._open_legacy: list[HeldCall] = []
         """Legacy calls in flight (their server's questions are theirs)."""
 
     async def connect(self) -> None:
@@ -324,11 +324,11 @@ class MCPConnection:
         asked: InputRequired | None,
         answers: Mapping[str, Answer] | None,
         meta: dict[str, Any] | None,
-    ) -> _Held | None:
+    ) -> HeldCall | None:
         """A 2025 server's call, whose server may ask while it is open: the call held for `asked`
         given its `answers` (in this process), or a new one (answering the questions asked
         before from `asked`'s token and `answers`). None for a 2026-07-28 server."""
-        if self.protocol_version in _modern_versions():
+        if self.modern:
             return None
         token = _token(asked) if asked is not None else {}
         given = (
@@ -345,14 +345,14 @@ class MCPConnection:
             (Question.model_validate(q), Answer.model_validate(a)) for q, a in token.get("answered", ())
         ]
         coro = client.call_tool(name, arguments, read_timeout_seconds=_HOLD_SECONDS, meta=meta)
-        legacy = _Held(call=asyncio.ensure_future(coro), answered=earlier + given, replay=earlier + given)
+        legacy = HeldCall(call=asyncio.ensure_future(coro), answered=earlier + given, replay=earlier + given)
         self._open_legacy.append(legacy)
         return legacy
 
     async def _on_elicit(self, context: Any, params: Any) -> Any:
         """A 2025 server's ``elicitation/create`` during a call: answered from the answers given
         before a restart when it asks one of those again, else by a person (the call's `call`
-        returns the question, and this waits for `_Held.answer`)."""
+        returns the question, and this waits for `HeldCall.answer`)."""
         from mcp_types import INVALID_REQUEST, ErrorData
 
         open_calls = [c for c in self._open_legacy if not c.call.done() and not c.waiting]
@@ -595,70 +595,6 @@ class _SessionLost:
     """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
 
     why: str
-
-
-@dataclass(eq=False)
-class _Held:
-    """A 2025 server's call, open while its server asks a person questions."""
-
-    call: asyncio.Future[Any]
-    answered: list[tuple[Question, Answer]]
-    """Every question of the call answered so far, with its answer (a restart asks them again)."""
-    replay: list[tuple[Question, Answer]]
-    """Answers given before a restart, for the questions the server asks again."""
-    id: str = field(default_factory=lambda: os.urandom(6).hex())
-    question: asyncio.Future[Question] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    """The question the server is asking now (done: the call waits for its answer)."""
-    _reply: asyncio.Future[Answer] | None = None
-
-    @property
-    def waiting(self) -> bool:
-        """Its server waits for the answer to a question (so it asks nothing else meanwhile)."""
-        return self._reply is not None and not self._reply.done()
-
-    async def ask(self, question: Question) -> Answer:
-        self._reply = asyncio.get_running_loop().create_future()
-        if not self.question.done():
-            self.question.set_result(question)
-        return await self._reply
-
-    def asking(self) -> InputRequired:
-        """The question as the agent keeps it: the token finds this call again, or (in another
-        process) says what was answered before."""
-        answered = [[q.model_dump(mode="json"), a.model_dump(mode="json")] for q, a in self.answered]
-        token = json.dumps({"revision": "legacy", "hold": self.id, "answered": answered})
-        return InputRequired(questions=(self.question.result(),), token=token)
-
-    def answer(self, given: list[tuple[Question, Answer]]) -> None:
-        """Hand the person's answer to the server's waiting question; wait for the next one."""
-        self.answered += given
-        self.question = asyncio.get_running_loop().create_future()
-        if self._reply is not None and not self._reply.done():
-            self._reply.set_result(given[0][1])
-
-    def give_up(self) -> asyncio.Future[Any]:
-        """Nobody will answer: the server's question is cancelled, and whatever the server then
-        answers to the call is dropped. The call, to wait for before the connection closes."""
-        if self._reply is not None and not self._reply.done():
-            self._reply.set_result(Answer.cancel())
-        else:
-            self.call.cancel()
-        self.call.add_done_callback(_dropped)
-        return self.call
-
-
-def _dropped(call: asyncio.Future[Any]) -> None:
-    """A call given up: its outcome is read (so asyncio does not report it) and dropped."""
-    if not call.cancelled():
-        call.exception()
-
-
-def _modern_versions() -> tuple[str, ...]:
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    return MODERN_PROTOCOL_VERSIONS
 
 
 def _question(key: str, params: Any) -> Question:
