@@ -16,8 +16,6 @@ from __future__ import annotations
 import sys
 from typing import Annotated
 
-import anyio
-import uvicorn
 from mcp.server.mcpserver import (
     Elicit,
     ElicitationResult,
@@ -27,7 +25,7 @@ from mcp.server.mcpserver import (
     Resolve,
     Sample,
 )
-from mcp_test_server import _legacy_http, _legacy_stdio
+from mcp_test_server import serve
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
@@ -101,17 +99,7 @@ def build() -> MCPServer:
 
 def main() -> None:
     revision, transport = sys.argv[1], sys.argv[2]
-    server = build()
-    if transport == "stdio":
-        if revision == "legacy":
-            anyio.run(_legacy_stdio, server)
-        else:
-            anyio.run(server.run_stdio_async)
-        return
-    app = server.streamable_http_app(host="127.0.0.1")
-    if revision == "legacy":
-        app = _legacy_http(app)
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+    serve(build(), revision, transport, sys.argv[3] if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":

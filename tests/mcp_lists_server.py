@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_test_server import _legacy_http, _legacy_stdio
+from mcp_test_server import serve
 
 
 def build(revision: str) -> MCPServer:
@@ -77,17 +75,7 @@ def build(revision: str) -> MCPServer:
 
 def main() -> None:
     revision, transport = sys.argv[1], sys.argv[2]
-    server = build(revision)
-    if transport == "stdio":
-        if revision == "legacy":
-            anyio.run(_legacy_stdio, server)
-        else:
-            anyio.run(server.run_stdio_async)
-        return
-    app: Any = server.streamable_http_app(host="127.0.0.1")
-    if revision == "legacy":
-        app = _legacy_http(app)
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+    serve(build(revision), revision, transport, sys.argv[3] if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":

@@ -133,9 +133,8 @@ def _legacy_http(app: Any) -> Any:
     return legacy
 
 
-def main() -> None:
-    revision, transport = sys.argv[1], sys.argv[2]
-    server = build()
+def serve(server: MCPServer, revision: str, transport: str, port: str | None) -> None:
+    """Serve `server` as REVISION over TRANSPORT (the command line of every test server here)."""
     if transport == "stdio":
         anyio.run(
             _legacy_stdio if revision == "legacy" else server.run_stdio_async,
@@ -148,7 +147,12 @@ def main() -> None:
         app = server.streamable_http_app(host="127.0.0.1")
     if revision == "legacy":
         app = _legacy_http(app)
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
+    assert port is not None, "an HTTP test server needs its PORT"
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
+
+
+def main() -> None:
+    serve(build(), sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
 
 
 if __name__ == "__main__":
