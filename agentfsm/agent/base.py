@@ -129,10 +129,7 @@ class BaseAgent(EventSource, ABC):
     @property
     def state(self) -> AgentState:
         """The top-level state: IDLE, RUNNING, FINISHED or ERROR (a final state's declared one)."""
-        spec = self.state_spec
-        if spec.final is not None:
-            return AgentState(spec.final)
-        return AgentState.IDLE if spec.name == self.table.initial else AgentState.RUNNING
+        return AgentState.in_table(self.table, self.run_state.state)
 
     @property
     def phase(self) -> str | None:

@@ -133,10 +133,7 @@ class PlanningFlow(EventSource):
 
     @property
     def state(self) -> AgentState:
-        spec = self.table.by_name[self.run_state.state]
-        if spec.final is not None:
-            return AgentState(spec.final)
-        return AgentState.IDLE if spec.name == self.table.initial else AgentState.RUNNING
+        return AgentState.in_table(self.table, self.run_state.state)
 
     @property
     def plan(self) -> Plan | None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from ..messages import ToolCall
 from ..model.base import Usage
 from ..questions import Question
 from ..serde import Serializable
+
+if TYPE_CHECKING:
+    from ..fsm.machine import MachineTable
 
 __all__ = ["AgentState", "RunResult", "StopReason"]
 
@@ -20,6 +24,15 @@ class AgentState(StrEnum):
     RUNNING = "RUNNING"
     FINISHED = "FINISHED"
     ERROR = "ERROR"
+
+    @classmethod
+    def in_table(cls, table: MachineTable, state: str) -> AgentState:
+        """The top-level state of the leaf `state` of `table`: a final state's declared one,
+        IDLE for the initial state, RUNNING for every other (a phase, a pause)."""
+        spec = table.by_name[state]
+        if spec.final is not None:
+            return cls(spec.final)
+        return cls.IDLE if spec.name == table.initial else cls.RUNNING
 
 
 class StopReason(StrEnum):
