@@ -63,16 +63,26 @@ def test_run_stream_starts_a_broken_reply_again_on_a_new_line(llmock: Any) -> No
     assert "the model's reply broke off; asking again" in proc.stderr
 
 
-def test_stream_and_json_are_refused_together(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--json", "--stream prints the model's text on stdout, --json the result: choose one"),
+        (
+            "--flow=planning",
+            "--stream prints one agent's text; a flow's runs are not streamed: drop --stream",
+        ),
+    ],
+)
+def test_stream_is_refused_with_json_and_with_a_flow(
+    flag: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentfsm.cli.commands import main
 
-    code = main(
-        ["run", "x", "--model", "openai/m", "--api-base", "http://127.0.0.1:9/v1", "--stream", "--json"]
-    )
+    code = main(["run", "x", "--model", "openai/m", "--api-base", "http://127.0.0.1:9/v1", "--stream", flag])
 
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
-    assert "--stream prints the model's text on stdout, --json the result: choose one" in err
+    assert err == f"agentfsm: error: {message}\n"
 
 
 def test_the_config_and_the_environment_turn_streaming_on(

@@ -132,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
                 check_writable(path, what)
     except RecordingError as exc:
         return _usage_error(str(exc))
+    if getattr(args, "stream", None) and getattr(args, "flow", None) is not None:
+        return _usage_error("--stream prints one agent's text; a flow's runs are not streamed: drop --stream")
     if getattr(args, "flow", None) is not None:
         return _run_flow(args)
     if getattr(args, "review", False):
