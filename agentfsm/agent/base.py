@@ -218,6 +218,7 @@ class BaseAgent(EventSource, ABC):
         loop early cancels it (it ends `cancelled`). `final_only`: only the deltas of the turn
         that ends the run, each turn's held back until the machine has decided the edge after
         it (see `agentfsm.agent.streaming`); every other event comes as it happens.
+        `trace`, `checkpoint`: as `run`'s.
         """
         self._check_startable()
         return stream_run(

@@ -377,26 +377,33 @@ class LLM(LLMOptions):
 
 async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | None, attempt: int) -> Any:
     """One streamed attempt: each chunk's pieces to `sink`, then the chunks put back together
-    (litellm's `stream_chunk_builder`) into the response a request without streaming gets."""
+    (litellm's `stream_chunk_builder`) into the response a request without streaming gets. The
+    stream is closed however the attempt ends, so a cancelled run leaves no connection open."""
     chunks = []
-    async for chunk in await litellm.acompletion(**request):
-        chunks.append(chunk)
-        choices = getattr(chunk, "choices", None)
-        delta = getattr(choices[0], "delta", None) if choices else None
-        if sink is None or delta is None:
-            continue
-        text = getattr(delta, "content", None)
-        if text:
-            sink.text(text, attempt)
-        for piece in getattr(delta, "tool_calls", None) or ():
-            function = getattr(piece, "function", None)
-            sink.tool_call(
-                getattr(piece, "index", 0) or 0,
-                getattr(piece, "id", None) or None,
-                getattr(function, "name", None) or None,
-                getattr(function, "arguments", None) or "",
-                attempt,
-            )
+    stream = await litellm.acompletion(**request)
+    try:
+        async for chunk in stream:
+            chunks.append(chunk)
+            choices = getattr(chunk, "choices", None)
+            delta = getattr(choices[0], "delta", None) if choices else None
+            if sink is None or delta is None:
+                continue
+            text = getattr(delta, "content", None)
+            if text:
+                sink.text(text, attempt)
+            for piece in getattr(delta, "tool_calls", None) or ():
+                function = getattr(piece, "function", None)
+                sink.tool_call(
+                    getattr(piece, "index", 0) or 0,
+                    getattr(piece, "id", None) or None,
+                    getattr(function, "name", None) or None,
+                    getattr(function, "arguments", None) or "",
+                    attempt,
+                )
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
     return litellm.stream_chunk_builder(chunks, messages=request["messages"])
 
 
