@@ -16,7 +16,7 @@ from .lazy import lazy_attributes
 from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .model.base import ChatModel, LLMResponse, Usage
-from .run.events import Transition
+from .run.events import TextDelta, ToolCallDelta, Transition
 from .run.result import AgentState, RunResult, StopReason
 from .run.state import Decision
 from .toolbox.terminate import Terminate
@@ -61,9 +61,11 @@ __all__ = [
     "StopReason",
     "StrReplaceEditor",
     "Terminate",
+    "TextDelta",
     "Tool",
     "ToolCall",
     "ToolCallAgent",
+    "ToolCallDelta",
     "ToolCollection",
     "ToolResult",
     "Transition",

@@ -14,13 +14,14 @@ test can assert on what the model was shown. They implement the same
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ScriptExhaustedError
 from .messages import Message, ToolCall
-from .model.base import LLMResponse, ToolChoice, Usage
+from .model.base import DeltaSink, LLMResponse, ToolChoice, Usage
 
 __all__ = ["FunctionLLM", "ModelRequest", "ScriptedLLM", "reply"]
 
@@ -66,6 +67,9 @@ class _Recorder:
     record: bool = True
     """Keep a copy of every request in `requests` (off for benchmarks: copying is O(history))."""
     requests: list[ModelRequest] = field(default_factory=list)
+    stream: bool = False
+    """Stream each reply into the caller's sink, as a streaming model does: its text in word-sized
+    pieces, each call's id and name, then its arguments in pieces of 12 characters."""
     _ids: int = 0
 
     def _record(
@@ -80,6 +84,17 @@ class _Recorder:
         request = ModelRequest(tuple(messages), tuple(system_msgs), tuple(tools), tool_choice)
         self.requests.append(request)
         return request
+
+    def _streamed(self, response: LLMResponse, sink: DeltaSink | None) -> LLMResponse:
+        if self.stream and sink is not None:
+            for piece in re.findall(r"\s*\S+\s*", response.content or "") or [response.content or ""]:
+                if piece:
+                    sink.text(piece, 1)
+            for index, call in enumerate(response.tool_calls):
+                sink.tool_call(index, call.id, call.name, "", 1)
+                for at in range(0, len(call.arguments), 12):
+                    sink.tool_call(index, None, None, call.arguments[at : at + 12], 1)
+        return response
 
     def _with_ids(self, response: LLMResponse) -> LLMResponse:
         for call in response.tool_calls:
@@ -111,8 +126,9 @@ class ScriptedLLM(_Recorder):
         *,
         token_budget: int | None = None,
         record: bool = True,
+        stream: bool = False,
     ) -> None:
-        super().__init__(token_budget=token_budget, record=record)
+        super().__init__(token_budget=token_budget, record=record, stream=stream)
         self.script = list(replies)
         self._next = 0
 
@@ -127,6 +143,7 @@ class ScriptedLLM(_Recorder):
         system_msgs: Sequence[Message] = (),
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
+        sink: DeltaSink | None = None,
     ) -> LLMResponse:
         self._record(messages, system_msgs, tools, tool_choice)
         if self._next >= len(self.script):
@@ -138,7 +155,7 @@ class ScriptedLLM(_Recorder):
         self._next += 1
         if isinstance(item, BaseException):
             raise item
-        return self._with_ids(item)
+        return self._streamed(self._with_ids(item), sink)
 
 
 ReplyFunction = Callable[[ModelRequest], LLMResponse | Awaitable[LLMResponse]]
@@ -149,8 +166,10 @@ class FunctionLLM(_Recorder):
 
     __test__ = False
 
-    def __init__(self, fn: ReplyFunction, *, token_budget: int | None = None, record: bool = True) -> None:
-        super().__init__(token_budget=token_budget, record=record)
+    def __init__(
+        self, fn: ReplyFunction, *, token_budget: int | None = None, record: bool = True, stream: bool = False
+    ) -> None:
+        super().__init__(token_budget=token_budget, record=record, stream=stream)
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
 
@@ -161,8 +180,9 @@ class FunctionLLM(_Recorder):
         system_msgs: Sequence[Message] = (),
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
+        sink: DeltaSink | None = None,
     ) -> LLMResponse:
         result = self.fn(self._record(messages, system_msgs, tools, tool_choice))
         if self._is_async or not isinstance(result, LLMResponse):
             result = await result  # type: ignore[misc]
-        return self._with_ids(result)
+        return self._streamed(self._with_ids(result), sink)

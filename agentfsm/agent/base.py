@@ -35,11 +35,12 @@ from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
-from ..run.events import Edit, Transition
+from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .event_source import EventSource
 from .options import AgentOptions
+from .streaming import stream_run
 from .table import AGENT_TABLE
 
 __all__ = ["BaseAgent"]
@@ -200,6 +201,29 @@ class BaseAgent(EventSource, ABC):
         with self._trace(trace, append=True):
             self.paused_edits = ()  # the trace has them now
             return await driver.run(None)
+
+    def run_stream(
+        self,
+        request: str,
+        *,
+        final_only: bool = False,
+        trace: RecordPath | None = None,
+        checkpoint: RecordPath | None = None,
+    ) -> AsyncGenerator[AgentEvent | RunResult, None]:
+        """`run`, as an async iterator of every event as it happens, ending with the `RunResult`.
+
+        With a streaming model (``stream=True``) the events include the reply's pieces
+        (`TextDelta`, `ToolCallDelta`) as they arrive, in order with the transitions and tool
+        calls. The run goes on in a task of its own and never waits for the reader; leaving the
+        loop early cancels it (it ends `cancelled`). `final_only`: only the deltas of the turn
+        that ends the run, each turn's held back until the machine has decided the edge after
+        it (see `agentfsm.agent.streaming`); every other event comes as it happens.
+        `trace`, `checkpoint`: as `run`'s.
+        """
+        self._check_startable()
+        return stream_run(
+            self, lambda: self.run(request, trace=trace, checkpoint=checkpoint), final_only=final_only
+        )
 
     def iter(self, request: str, *, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""

@@ -20,7 +20,7 @@ from ..errors import TokenLimitExceeded, WrongTypeError
 from ..log import event
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
-from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
@@ -34,6 +34,7 @@ from .approval import Approver, decide, rejection_text, undecided, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
+from .deltas import DeltaEmitter
 from .options import AgentOptions
 from .react import ReActAgent
 
@@ -284,10 +285,17 @@ class ToolCallAgent(ReActAgent):
             self._tools_seen = tools
             self._sync_table()
         started = time.perf_counter()
+        streaming, sink = streams(self.llm), None
         try:
-            reply = await self.llm.ask_tool(
-                messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
-            )
+            if streaming is None:
+                reply = await self.llm.ask_tool(
+                    messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
+                )
+            else:  # the pieces become events as they arrive; the reply is the same whole
+                sink = DeltaEmitter(self)
+                reply = await streaming.ask_tool(
+                    messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice, sink=sink
+                )
         except Exception as exc:
             if self.listening:
                 self._emit_llm_call(messages, system, tools, started, error=exc)
@@ -295,6 +303,10 @@ class ToolCallAgent(ReActAgent):
                 raise
             run.token_limit = str(exc)
             return
+        except BaseException:  # cancelled mid-stream: the result counts what streamed so far
+            if sink is not None and sink.attempt:
+                run.usage.add(sink.partial_usage())
+            raise
         if self.listening:  # the reply as the model sent it: replay gives it back to this same code
             self._emit_llm_call(messages, system, tools, started, reply=reply)
         if self.tool_choice != "none" and reply.tool_calls:

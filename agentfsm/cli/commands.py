@@ -132,10 +132,14 @@ def _run(args: argparse.Namespace) -> int:
                 check_writable(path, what)
     except RecordingError as exc:
         return _usage_error(str(exc))
+    if getattr(args, "stream", None) and getattr(args, "flow", None) is not None:
+        return _usage_error("--stream prints one agent's text; a flow's runs are not streamed: drop --stream")
     if getattr(args, "flow", None) is not None:
         return _run_flow(args)
     if getattr(args, "review", False):
         return _usage_error("--review reviews a flow's plans; use it with --flow planning")
+    if getattr(args, "stream", None) and args.json:
+        return _usage_error("--stream prints the model's text on stdout, --json the result: choose one")
     overrides = {
         "llm": {args.agent: _flagged(args, LLMSettings.model_fields)},
         "agent": _flagged(args, AgentSettings.model_fields),
@@ -156,7 +160,14 @@ def _run(args: argparse.Namespace) -> int:
             from .debugger import debug_command
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
-        return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+        return _drive(
+            agent,
+            args.task,
+            as_json=args.json,
+            trace=args.trace,
+            checkpoint=args.checkpoint,
+            stream=bool(getattr(args, "stream", None)),
+        )
 
 
 FLOW_EXECUTORS = ("toolcall", "manus")
@@ -622,16 +633,26 @@ def _drive(
     as_json: bool,
     trace: str | None = None,
     checkpoint: str | None = None,
+    stream: bool = False,
 ) -> int:
     """Run to the end (`task` None: resume `checkpoint`); print the result; map it to the exit status.
 
     Ctrl-C cancels the run's task (asyncio.run does that), so the agent ends
     in ERROR with `cancelled`; the result is still printed, and the status is 130.
     A checkpoint another run holds is refused before anything runs: its one line, status 2.
+    `stream` (``--stream``): the model's text goes to stdout as it comes, and the result's
+    summary to stderr (see `agentfsm.cli.stream`); the text is the progress, so no live view.
     """
     out = sys.stdout
     interrupted, refused = False, ""
-    live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
+    printer = None
+    if stream:
+        from .stream import TokenPrinter
+
+        printer = TokenPrinter(out, sys.stderr)
+        agent.on_event(printer)
+    watched = not as_json and not stream and sys.stderr.isatty()
+    live = _live_view(agent) if watched else contextlib.nullcontext()
     for asker in (getattr(agent, "approver", None), getattr(agent, "input_handler", None)):
         if asker is not None and hasattr(live, "suspended") and hasattr(asker, "quiet"):
             asker.quiet = live.suspended  # the questions are not drawn over
@@ -644,7 +665,9 @@ def _drive(
             refused, result = str(exc), None
     if refused:
         return _usage_error(refused)
-    if result is not None:
+    if result is not None and printer is not None:
+        printer.finish(result)
+    elif result is not None:
         print_result(result, as_json, out)
     if interrupted:
         return _interrupted()

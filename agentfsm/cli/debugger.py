@@ -21,7 +21,7 @@ from ..agent.stepping import Breakpoint, Stepper
 from ..fsm.diagram import to_mermaid
 from ..messages import Message
 from ..recording.trace import TraceWriter
-from ..run.events import LLMCall, Transition
+from ..run.events import LLMCall, TextDelta, ToolCallDelta, Transition
 from ..run.result import RunResult
 from .output import EXIT_USAGE, exit_code, format_transition, print_result
 from .terminal import read_line
@@ -75,9 +75,28 @@ class Debugger:
         self.read_line = read_line
         self.out = out if out is not None else sys.stdout
         self.last_call: LLMCall | None = None
-        agent.on_event(self._remember_llm_call)
+        self._streaming = 0
+        """The attempt whose pieces are being shown (0: none), while a streaming model writes."""
+        agent.on_event(self._on_event)
 
-    def _remember_llm_call(self, event: object) -> None:
+    def _on_event(self, event: object) -> None:
+        """Remember the last model call; show a streaming model's turn as it arrives: its text,
+        and each tool call's name and arguments (a retried attempt starts on a new line)."""
+        if isinstance(event, TextDelta | ToolCallDelta):
+            if event.attempt != self._streaming:
+                start = "model: " if self._streaming == 0 else f"\nmodel (attempt {event.attempt}): "
+                self.out.write(start)
+                self._streaming = event.attempt
+            if isinstance(event, TextDelta):
+                self.out.write(event.text)
+            else:
+                self.out.write(f"\n    call {event.name} " if event.name else "")
+                self.out.write(event.arguments)
+            self.out.flush()
+            return
+        if self._streaming:
+            self._streaming = 0
+            self._say("")
         if isinstance(event, LLMCall):
             self.last_call = event
 

@@ -1,4 +1,5 @@
-"""The live view of `agentfsm run` on a terminal: where the machine is, what it costs, each tool call.
+"""The live view of `agentfsm run` on a terminal: where the machine is, what it costs, each tool call,
+and a streaming model's text as it arrives.
 
 A listener for the engine's `Transition` events, drawn with rich (the `live`
 extra) on stderr, so stdout keeps only the command's result. The CLI shows
@@ -12,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from ..run.events import Transition, TransitionListener
+from ..run.events import TextDelta, Transition, TransitionListener
 from ..run.state import RunState
 
 __all__ = ["LiveView", "Watched"]
@@ -41,9 +42,14 @@ class LiveView:
         from rich.live import Live
 
         self.agent = agent
+        self._text, self._attempt = "", 1
+        """The end of the model's text of this turn so far, while a streaming model writes it."""
         self.console = console if console is not None else Console(stderr=True)
         self._live = Live(self._status(), console=self.console, transient=True, refresh_per_second=8)
         self._unsubscribe = [agent.on_transition(self), *(other.on_transition(self) for other in steps)]
+        on_event = getattr(agent, "on_event", None)  # a flow has no deltas of its own
+        if on_event is not None:
+            self._unsubscribe.append(on_event(self._on_delta))
 
     def __enter__(self) -> LiveView:
         self._live.start()
@@ -72,7 +78,17 @@ class LiveView:
                 f"{mark} {obs.call.name} ({obs.duration_s * 1000:.0f} ms): {_clip(obs.content, 100)}",
                 highlight=False,
             )
+        self._text = ""
         self._live.update(self._status())
+
+    def _on_delta(self, event: object) -> None:
+        """A streaming model's text, drawn under the status as it arrives (a retried attempt's
+        text starts again)."""
+        if isinstance(event, TextDelta):
+            text = event.text if event.attempt != self._attempt else self._text + event.text
+            self._text = text[-400:]  # the view shows the end of it
+            self._attempt = event.attempt
+            self._live.update(self._status())
 
     def _status(self) -> str:
         agent, run = self.agent, self.agent.run_state
@@ -85,6 +101,11 @@ class LiveView:
             f"{usage.input_tokens} in / {usage.output_tokens} out tokens{cost} · "
             f"{usage.tool_calls} tool calls"
         )
+        if self._text:
+            from rich.markup import escape
+
+            flat = " ".join(self._text.split())
+            status += "\n" + escape(flat if len(flat) <= 100 else "…" + flat[-99:])
         plan = getattr(agent, "plan", None)  # a flow's plan, with each step's status
         if plan is not None:
             from rich.markup import escape

@@ -30,6 +30,7 @@ __all__ = [
     "format_result",
     "format_transition",
     "print_result",
+    "summary_line",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_PAUSED = 0, 1, 3, 4
@@ -74,14 +75,18 @@ def print_result(result: RunResult, as_json: bool, out: TextIO, err: TextIO | No
 def format_result(result: RunResult) -> str:
     """The output text, then one summary line: state, stop_reason, steps, tokens, cost (the error,
     if any, is `print_result`'s to write to stderr)."""
+    return "\n".join([result.output or "(no output)", summary_line(result)])
+
+
+def summary_line(result: RunResult) -> str:
+    """The one line that sums a run up: state, stop_reason, steps, tokens, calls, cost."""
     usage = result.usage
     cost = "n/a" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
-    summary = (
+    return (
         f"{result.state}  stop_reason={result.stop_reason}  steps={result.steps}  "
         f"tokens={usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)  "
         f"llm_calls={usage.llm_calls}  tool_calls={usage.tool_calls}  cost={cost}"
     )
-    return "\n".join([result.output or "(no output)", summary])
 
 
 def _short(text: str, width: int = _WIDTH) -> str:

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append the run to FILE (a journal) after every transition, for `resume`",
     )
+    run.add_argument(
+        "--stream",
+        action="store_const",
+        const=True,
+        help="stream the model's replies: their text on stdout as it comes, nothing else there "
+        "(the summary goes to stderr); [llm] stream = true streams without printing",
+    )
     _output_options(run)
 
     resume = commands.add_parser(

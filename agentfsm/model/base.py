@@ -1,7 +1,9 @@
 """The contract between the engine and a chat model.
 
 `LLM` (litellm) and the test models in `agentfsm.testing` implement
-`ChatModel`; the engine depends only on this protocol.
+`ChatModel`; the engine depends only on this protocol. A model that can
+stream (its `stream` is True) also takes a `DeltaSink` (`StreamingChatModel`):
+the reply it returns is the same either way, the sink only sees it arrive.
 """
 
 from __future__ import annotations
@@ -10,13 +12,22 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from ..serde import Serializable
 
-__all__ = ["ChatModel", "LLMResponse", "ToolChoice", "Usage", "log_call"]
+__all__ = [
+    "ChatModel",
+    "DeltaSink",
+    "LLMResponse",
+    "StreamingChatModel",
+    "ToolChoice",
+    "Usage",
+    "log_call",
+    "streams",
+]
 
 ToolChoice = Literal["auto", "required", "none"]
 
@@ -99,6 +110,53 @@ class ChatModel(Protocol):
     ) -> LLMResponse:
         """Ask for the next reply. Raises `TokenLimitExceeded` when the request does not fit."""
         ...
+
+
+class DeltaSink(Protocol):
+    """Where a streaming model puts each piece of a reply as it arrives.
+
+    `attempt` counts the tries of one call (1, then 2 after a retry): the pieces of an attempt
+    that failed mid-stream were not the reply, and the next attempt's pieces start it again.
+    Called on the event loop, between chunks: a sink must return at once.
+    """
+
+    def text(self, piece: str, attempt: int) -> None:
+        """A piece of the reply's text."""
+        ...
+
+    def tool_call(
+        self, index: int, call_id: str | None, name: str | None, arguments: str, attempt: int
+    ) -> None:
+        """A piece of the tool call at `index`: its id and name when they first come, then
+        fragments of its arguments' JSON (`arguments`, possibly empty)."""
+        ...
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A `ChatModel` that streams when its `stream` is True, putting the pieces into `sink`."""
+
+    @property
+    def stream(self) -> bool:
+        """Whether requests stream (`ask_tool` then takes a `sink`)."""
+        ...
+
+    async def ask_tool(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: ToolChoice = "auto",
+        sink: DeltaSink | None = None,
+    ) -> LLMResponse:
+        """As `ChatModel.ask_tool`; while streaming, each piece goes to `sink` as it arrives."""
+        ...
+
+
+def streams(model: ChatModel) -> StreamingChatModel | None:
+    """`model` if it streams its replies (its `stream` is True), else None."""
+    return cast(StreamingChatModel, model) if getattr(model, "stream", False) is True else None
 
 
 def log_call(reply: LLMResponse, *, model: str, attempts: int, started: float) -> None:

@@ -20,6 +20,11 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   thinking blocks with their signatures, provider-specific fields) is kept on
   the reply as plain JSON (`provider_fields`), so the next request sends it
   back: Claude with thinking and DeepSeek's reasoner reject a history without it.
+- with `stream` on, the reply is streamed (usage included) and each piece
+  handed to the caller's `DeltaSink`; litellm's own `stream_chunk_builder`
+  puts the chunks back together into the response a request without
+  streaming gets, read by the same code (a stream cut short or garbled is
+  one of litellm's transient errors, and retried whole);
 - what litellm knows of the model (its input window, vision, reasoning, whether
   it takes a temperature) is looked up once per adapter, with `api_base` and the
   provider, in a thread of its own and bounded in time: for some providers
@@ -46,7 +51,7 @@ from typing import Any
 from ..errors import LLMError
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
-from .base import LLMResponse, ToolChoice, Usage, log_call
+from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
 from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
 from .reach import connect_once, probe_target
@@ -273,12 +278,14 @@ class LLM(LLMOptions):
         system_msgs: Sequence[Message] = (),
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
+        sink: DeltaSink | None = None,
     ) -> LLMResponse:
         """Ask for the next reply (text, tool calls, or both).
 
         Raises `TokenLimitExceeded` when the request is over the input window
         (nothing is sent) or the provider reports a context-window error, and
-        `LLMError` when the call fails for good.
+        `LLMError` when the call fails for good. With `stream` on, each piece
+        of the reply goes to `sink` as it arrives.
         """
         await self._reach_first()
         litellm = await _load_litellm_async()
@@ -288,8 +295,13 @@ class LLM(LLMOptions):
         tool_list = [dict(t) for t in tools]
         self._check_fits(messages, system_msgs, tools)
         request = self._request(wire, tool_list, tool_choice)
+        attempt = 0
 
         async def call() -> Any:
+            nonlocal attempt
+            attempt += 1
+            if self.stream:
+                return await _streamed(litellm, request, sink, attempt)
             return await litellm.acompletion(**request)
 
         response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
@@ -333,6 +345,9 @@ class LLM(LLMOptions):
             request["temperature"] = self.temperature
         if self.api_version is not None:
             request["api_version"] = self.api_version
+        if self.stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}  # the usage comes in the last chunk
         request.update(self.extra or {})
         return request
 
@@ -358,6 +373,38 @@ class LLM(LLMOptions):
             finish_reason=getattr(choice, "finish_reason", None),
             provider_fields=_provider_fields(message, _MESSAGE_KEYS),
         )
+
+
+async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | None, attempt: int) -> Any:
+    """One streamed attempt: each chunk's pieces to `sink`, then the chunks put back together
+    (litellm's `stream_chunk_builder`) into the response a request without streaming gets. The
+    stream is closed however the attempt ends, so a cancelled run leaves no connection open."""
+    chunks = []
+    stream = await litellm.acompletion(**request)
+    try:
+        async for chunk in stream:
+            chunks.append(chunk)
+            choices = getattr(chunk, "choices", None)
+            delta = getattr(choices[0], "delta", None) if choices else None
+            if sink is None or delta is None:
+                continue
+            text = getattr(delta, "content", None)
+            if text:
+                sink.text(text, attempt)
+            for piece in getattr(delta, "tool_calls", None) or ():
+                function = getattr(piece, "function", None)
+                sink.tool_call(
+                    getattr(piece, "index", 0) or 0,
+                    getattr(piece, "id", None) or None,
+                    getattr(function, "name", None) or None,
+                    getattr(function, "arguments", None) or "",
+                    attempt,
+                )
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    return litellm.stream_chunk_builder(chunks, messages=request["messages"])
 
 
 def _provider_fields(item: Any, own: frozenset[str]) -> ProviderFields | None:

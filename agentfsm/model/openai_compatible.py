@@ -15,7 +15,10 @@ from the same options as `LLM` (`LLMOptions`) and keeps the same promises:
   importing litellm: see `agentfsm.model.catalog`), and a provider's
   context-window error becomes `TokenLimitExceeded`, never retried;
 - tool-call arguments travel exactly as the model sent them; images go as
-  image parts where the model accepts them (`to_wire`).
+  image parts where the model accepts them (`to_wire`);
+- with `stream` on, the reply comes as server-sent events, handed piece by
+  piece to the caller's `DeltaSink` and put back together into the body a
+  request without streaming gets (`agentfsm.model.stream`), so both read alike.
 
 One aiohttp session per model per event loop, made on first use there, with a
 connection pool sized for `POOL_SIZE` concurrent requests: a session belongs to
@@ -47,11 +50,12 @@ from ..errors import (
     ProviderTimeoutError,
 )
 from ..messages import Message, ToolCall
-from .base import LLMResponse, ToolChoice, Usage, log_call
+from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
 from .catalog import ModelCard, card_for, is_reasoning_name
 from .encoding import char_bound, load_encoding, message_tokens, request_tokens, tokenizer
 from .options import LLMOptions
 from .retry import RetryPolicy
+from .stream import ChunkAssembler, EventData
 from .tokens import TokenCounter, check_window
 from .wire import to_wire
 
@@ -183,12 +187,15 @@ class OpenAICompatible(LLMOptions):
         system_msgs: Sequence[Message] = (),
         tools: Sequence[dict[str, Any]] = (),
         tool_choice: ToolChoice = "auto",
+        sink: DeltaSink | None = None,
     ) -> LLMResponse:
         """Ask for the next reply (text, tool calls, or both).
 
         Raises `TokenLimitExceeded` when the request is over the input window
         (nothing is sent) or the provider reports a context-window error, and
-        `LLMError` when the call fails for good.
+        `LLMError` when the call fails for good. With `stream` on, the reply is
+        streamed and put back together (`ChunkAssembler`), each piece going to
+        `sink` as it arrives; a stream cut or garbled mid-way is retried whole.
         """
         started = time.perf_counter()
         if "card" not in self.__dict__:  # litellm's map is read once (~40 ms), off the event loop
@@ -196,10 +203,19 @@ class OpenAICompatible(LLMOptions):
         wire = to_wire(messages, system_msgs, vision=self.supports_vision)
         tool_list = [dict(t) for t in tools]
         await self._check_fits(messages, system_msgs, tools)  # the caller's dicts: counted while unchanged
-        payload = json.dumps(self._body(wire, tool_list, tool_choice), ensure_ascii=False).encode()
+        body = self._body(wire, tool_list, tool_choice)
+        if self.stream:
+            body["stream"] = True
+            body.setdefault("stream_options", {"include_usage": True})  # the usage comes last
+        payload = json.dumps(body, ensure_ascii=False).encode()
         session = await self._session()
+        attempt = 0
 
         async def call() -> dict[str, Any]:
+            nonlocal attempt
+            attempt += 1
+            if self.stream:
+                return await self._post_streamed(session, payload, ChunkAssembler(sink, attempt, self.url))
             return await self._post(session, payload)
 
         data, attempts = await self._retry.run(call, model=self.model, url=self.url)
@@ -310,6 +326,36 @@ class OpenAICompatible(LLMOptions):
                 url=self.url,
             )
         return data
+
+    async def _post_streamed(
+        self, session: aiohttp.ClientSession, payload: bytes, chunks: ChunkAssembler
+    ) -> dict[str, Any]:
+        """One streamed attempt: the chunks put back together into the body `_post` would return."""
+        import aiohttp
+
+        events = EventData()
+        try:
+            async with session.post(
+                self.url, data=payload, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            ) as response:
+                if response.status >= 400:
+                    raise _status_error(response.status, response.headers, await response.read(), self.url)
+                async for line in response.content:
+                    data = events.feed(line)
+                    if data is not None:
+                        chunks.add_data(data)
+                last = events.end()
+                if last is not None:
+                    chunks.add_data(last)
+        except TimeoutError as exc:
+            raise ProviderTimeoutError(
+                f"timeout: the stream did not end within {self.timeout:g} s from {self.url}", url=self.url
+            ) from exc
+        except aiohttp.ClientError as exc:  # refused, reset, cut short
+            raise ProviderConnectionError(
+                f"connection error: {exc or type(exc).__name__} ({self.url})", url=self.url
+            ) from exc
+        return chunks.completion()
 
     def _reply(self, data: dict[str, Any]) -> LLMResponse:
         choices = data.get("choices")

@@ -26,7 +26,6 @@ _NOT_IN_EXTRA = {
     "num_retries": "`max_attempts` (retries are LLM's own)",
     "max_retries": "`max_attempts` (retries are LLM's own)",
     "max_completion_tokens": "`max_tokens`",
-    "stream": "nothing: LLM does not stream",
 }
 
 
@@ -77,6 +76,10 @@ class LLMOptions(Options):
     retry_timeout: Annotated[float | None, Spec(gt=0, none="no bound", traced=False)] = 300.0
     """Seconds one call may spend in all, retries and waits included: no retry starts past it, and
     a Retry-After longer than what is left ends the retries (the error says so)."""
+    stream: Annotated[bool, Spec(traced=False)] = False
+    """Stream each reply: its text and tool-call arguments reach the run's events (`TextDelta`,
+    `ToolCallDelta`) as they arrive. The assembled reply is the one a request without streaming
+    gets, so memory, traces, checkpoints and replay are the same either way (and it is not traced)."""
     extra: Annotated[dict[str, Any] | None, Spec(traced=False)] = None
     """Passed to ``litellm.acompletion`` as is (headers, provider options); `OpenAICompatible` reads it
     the same way (``extra_headers`` as headers, ``extra_body`` and the rest into the body). Never traced."""

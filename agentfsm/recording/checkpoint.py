@@ -68,7 +68,7 @@ from typing import Any, get_args
 
 from ..errors import CheckpointError, RecordingError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
-from ..run.events import AgentEvent, LLMCall, Transition
+from ..run.events import AgentEvent, LLMCall, TextDelta, ToolCallDelta, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
@@ -316,7 +316,7 @@ class Checkpointer:
         self.lease.release()
 
     def _on_event(self, event: AgentEvent) -> _Writer | None:
-        if isinstance(event, LLMCall):
+        if isinstance(event, LLMCall | TextDelta | ToolCallDelta):  # nothing of the run's state changed
             return None
         initial = self.agent.table.initial
         if isinstance(event, Transition) and event.dest == initial:

@@ -1,4 +1,5 @@
-"""The events of a run: `Transition`, `LLMCall`, `ToolCallStarted`, `ToolCallCompleted` and `Edit`.
+"""The events of a run: `Transition`, `LLMCall`, `ToolCallStarted`, `ToolCallCompleted`, `Edit`,
+and, while a streaming model writes its reply, `TextDelta` and `ToolCallDelta`.
 
 The run's driver builds one `Transition` per fired edge, in one place
 (`RunDriver.fire`); the log line, `iter()`, `on_transition` callbacks, traces
@@ -6,7 +7,10 @@ and checkpoints all read the same object. `LLMCall` (what was sent to the
 model and what came back), the start and completion of each tool call, and
 `Edit` (a caller's change between steps) are the rest of what a tracer, a
 checkpointer or an exporter needs; `on_event` delivers them all, in the
-order they happen, through one mechanism.
+order they happen, through one mechanism. The deltas come between the edge
+into THINKING and the edge out of it; they are the reply arriving, not a
+record of the run (the `LLMCall` after them has the whole reply), so traces
+and checkpoints skip them.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from .state import Decision, Observation
 
 __all__ = [
     "AgentEvent",
+    "Delta",
     "Edit",
     "EditKind",
     "EventListener",
     "GuardOutcome",
     "LLMCall",
+    "TextDelta",
     "ToolCallCompleted",
+    "ToolCallDelta",
     "ToolCallStarted",
     "Transition",
     "TransitionListener",
@@ -121,6 +128,42 @@ class ToolCallCompleted:
     observation: Observation
 
 
+@dataclass(slots=True, kw_only=True)
+class TextDelta:
+    """A piece of the model's text as it streams in (a model with `stream` on, in THINKING)."""
+
+    agent: str
+    run_id: str
+    step: int
+    text: str
+    attempt: int = 1
+    """The try of this call it belongs to: when a stream failed mid-way and the call was retried,
+    the pieces of the earlier attempts were not the reply; this attempt's start it again."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call as it streams in: its id and name first, then its arguments' JSON
+    in fragments (join the `arguments` of one `index` for the whole)."""
+
+    agent: str
+    run_id: str
+    step: int
+    index: int
+    """The call's place in the reply (0, 1, ...)."""
+    call_id: str | None = None
+    """Given by the piece that starts the call, else None."""
+    name: str | None = None
+    """Given by the piece that starts the call, else None."""
+    arguments: str = ""
+    attempt: int = 1
+    """As `TextDelta.attempt`."""
+
+
+Delta = TextDelta | ToolCallDelta
+"""A piece of a reply as it streams in."""
+
+
 EditKind = Literal["pending_calls", "observation", "approval", "answer"]
 
 
@@ -145,7 +188,7 @@ class Edit:
     call_id: str | None = None
 
 
-AgentEvent = Transition | LLMCall | ToolCallStarted | ToolCallCompleted | Edit
+AgentEvent = Transition | LLMCall | ToolCallStarted | ToolCallCompleted | Edit | TextDelta | ToolCallDelta
 """Everything `on_event` delivers."""
 
 EventListener = Callable[[AgentEvent], Awaitable[object] | None]
