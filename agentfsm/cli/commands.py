@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from ..agent.approval import with_approval
 from ..agent.awaiting_input import with_input
@@ -46,7 +47,7 @@ from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
 from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
-from .live import LiveView
+from .live import LiveView, Watched
 from .output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -151,12 +152,17 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
         return _interrupted()
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    view = None if args.command == "debug" else _terminal_view(agent, args.json)
+    with log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    ):
         if args.command == "debug":
             from .debugger import debug_command
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
-        return _drive(agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint)
+        return _drive(
+            agent, args.task, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint, view=view
+        )
 
 
 FLOW_EXECUTORS = ("toolcall", "manus")
@@ -206,16 +212,17 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
 
     reviewer = TerminalPlanReviewer() if review else None
     flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
-    live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
-    if not args.json and sys.stderr.isatty():
-        with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
-            live = LiveView(flow, steps=agents.values())
+    view = _terminal_view(flow, args.json, steps=agents.values())
+    live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
     for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
-        if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
-            asker.quiet = live.suspended  # the questions are not drawn over
+        if asker is not None and view is not None and hasattr(asker, "quiet"):
+            asker.quiet = view.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
-    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
+    logs = log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=secrets, level=_log_level(args)
+    )
+    with logs, contextlib.redirect_stdout(sys.stderr), live:
         try:
             result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
         except KeyboardInterrupt:
@@ -299,7 +306,7 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return _usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
-    with log_setup.configured(args.log_format, secrets=secrets):
+    with log_setup.configured(args.log_format, secrets=secrets, level=_log_level(args)):
         try:
             if http is None:
                 _run_async(server.serve_stdio())
@@ -385,9 +392,12 @@ def _resume(args: argparse.Namespace) -> int:
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    view = _terminal_view(agent, args.json)
+    with log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    ):
         try:
-            return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
+            return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint, view=view)
         except CheckpointError as exc:  # the agent rebuilt is not the one that wrote it (`restore`)
             return _usage_error(_about(args.checkpoint, exc))
 
@@ -562,8 +572,10 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"task: {TASK}\nsandbox: {described}\n", file=out)
         # A blank line after the last edge (the only ones with a stop reason) sets the result apart.
         agent.on_transition(lambda t: print(format_transition(t) + "\n" * bool(t.stop_reason), file=out))
-    with log_setup.configured(args.log_format):
-        return _drive(agent, TASK, as_json=args.json)
+    # Each transition is shown once: printed above, so not logged too (unless -v), and no live view.
+    default = logging.INFO if args.json else logging.WARNING
+    with log_setup.configured(args.log_format, level=_log_level(args, default)):
+        return _drive(agent, TASK, as_json=args.json, view=None)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -573,7 +585,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     if args.step:
         return _replay_step(args)
-    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+    with (
+        log_setup.configured(args.log_format, level=_log_level(args)),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         try:
             replayed = _run_async(replay(args.trace))
         except ReplayError as exc:
@@ -601,7 +616,7 @@ def _replay_step(args: argparse.Namespace) -> int:
 
     try:
         replayer = Replayer(args.trace)
-        with log_setup.configured(args.log_format):
+        with log_setup.configured(args.log_format, level=_log_level(args)):
             status = debug_command(
                 replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
             )
@@ -622,6 +637,7 @@ def _drive(
     as_json: bool,
     trace: str | None = None,
     checkpoint: str | None = None,
+    view: LiveView | None = None,
 ) -> int:
     """Run to the end (`task` None: resume `checkpoint`); print the result; map it to the exit status.
 
@@ -631,10 +647,10 @@ def _drive(
     """
     out = sys.stdout
     interrupted, refused = False, ""
-    live = _live_view(agent) if not as_json and sys.stderr.isatty() else contextlib.nullcontext()
+    live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
     for asker in (getattr(agent, "approver", None), getattr(agent, "input_handler", None)):
-        if asker is not None and hasattr(live, "suspended") and hasattr(asker, "quiet"):
-            asker.quiet = live.suspended  # the questions are not drawn over
+        if asker is not None and view is not None and hasattr(asker, "quiet"):
+            asker.quiet = view.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))
@@ -656,12 +672,27 @@ def _drive(
     return exit_code(result)
 
 
-def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
-    """Progress on the terminal (stderr), or nothing when rich (the `live` extra) is missing."""
+def _terminal_view(agent: Watched, as_json: bool, steps: Iterable[Watched] = ()) -> LiveView | None:
+    """Progress on the terminal (stderr), or None: not a terminal, `--json`, or rich (the `live`
+    extra) missing. Made before the logs are set up, which then go through its console."""
+    if as_json or not sys.stderr.isatty():
+        return None
     try:
-        return LiveView(agent)
+        return LiveView(agent, steps=steps)
     except ImportError:
-        return contextlib.nullcontext()
+        return None
+
+
+def _log_stream(view: LiveView | None) -> TextIO | None:
+    """Where log lines go: through the live view's console while there is one (else stderr)."""
+    return view.log_stream if view is not None else None
+
+
+def _log_level(args: argparse.Namespace, default: int = logging.INFO) -> int:
+    """The engine's log level from `-q` / `-v` (see `log_setup.level_of`)."""
+    from .log_setup import level_of
+
+    return level_of(getattr(args, "quiet", 0), getattr(args, "verbose", 0), default)
 
 
 async def _run_then_close(

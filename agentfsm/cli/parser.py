@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(debug)
     _break_option(debug)
     debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
+    _verbosity_options(debug)
 
     serve = commands.add_parser(
         "mcp-serve",
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
+    _verbosity_options(serve)
 
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
@@ -238,6 +240,21 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
         choices=("console", "json"),
         default="console",
         help="log lines on stderr (default: console)",
+    )
+    _verbosity_options(parser)
+
+
+def _verbosity_options(parser: argparse.ArgumentParser) -> None:
+    """`-q` and `-v`: how much the log on stderr says (default: a line per transition)."""
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="fewer log lines: warnings and errors only (-qq: errors only)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log lines: the engine's debug events too"
     )
 
 
