@@ -20,20 +20,29 @@ import subprocess
 import termios
 import time
 from collections.abc import Mapping, Sequence
+from typing import IO
 
 _CUT = re.compile(rb"\r\n|\r|\n|\x1b\[2K|\x1b\[\d*A|\x1b\[\d*F")
 _ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 class Terminal:
-    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None):
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stderr: IO[bytes] | None = None,
+    ):
+        """`stderr`: a file to redirect the command's stderr to (`2>file`) instead of the terminal."""
         self.main, child = pty.openpty()
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self.proc = subprocess.Popen(
             list(argv),
             stdin=child,
             stdout=child,
-            stderr=child,
+            stderr=stderr if stderr is not None else child,
             env={**(env if env is not None else os.environ), "COLUMNS": "120", "LINES": "40"},
             cwd=cwd,
             start_new_session=True,  # the pty becomes its controlling terminal: /dev/tty is the pty

@@ -70,6 +70,10 @@ class LiveView:
         self._live = Live(self._status_view, console=self.console, transient=True, refresh_per_second=8)
         self.log_stream = cast("TextIO", FileProxy(self.console, self.console.file))
         """A stream for log lines: each complete line is printed above the status, never into it."""
+        steps = list(steps)
+        self._tables = {getattr(w, "name", ""): w.table for w in (*steps, agent)}
+        self._shown: set[str] = set()
+        """The ids of the tool calls shown (or asked about) so far."""
         self._unsubscribe = [_subscribe(agent, self), *(_subscribe(other, self) for other in steps)]
 
     def __enter__(self) -> LiveView:
@@ -96,10 +100,18 @@ class LiveView:
         if isinstance(event, Transition):
             if event.agent == getattr(self.agent, "name", event.agent):
                 self.state = event.dest
+            # Each call once: the edge out of a pause carries the calls again, and on the edge into
+            # one the question shows them (an approval), so only a call not seen yet is printed,
+            # and not on its way into a pause.
+            into_pause = self._is_pause(event.agent, event.dest)
             for call in event.tool_calls:
-                self.console.print(
-                    f"[cyan]→[/] {call.name}({_escaped(call.arguments, 100)})", highlight=False
-                )
+                if call.id in self._shown:
+                    continue
+                self._shown.add(call.id)
+                if not into_pause:
+                    self.console.print(
+                        f"[cyan]→[/] {call.name}({_escaped(call.arguments, 100)})", highlight=False
+                    )
             for obs in event.observations:
                 mark = "[red]✗[/]" if obs.is_error else "[green]✓[/]"
                 self.console.print(
@@ -109,6 +121,11 @@ class LiveView:
         elif isinstance(event, LLMCall):
             self.model_calls_seen += 1
         self._live.refresh()
+
+    def _is_pause(self, agent: str, state: str) -> bool:
+        table = self._tables.get(agent, self.agent.table)
+        spec = table.by_name.get(state)
+        return spec is not None and spec.pause
 
     def _status(self) -> str:
         """The status line (rich markup): state, step of max, elapsed, tokens, cost, tool calls;
