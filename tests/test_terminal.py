@@ -72,3 +72,93 @@ def test_demo_shows_each_transition_once() -> None:
     pieces = terminal.pieces()
     assert sum(p.startswith("THINKING -> ACTING  think_done") for p in pieces) == 4
     assert "transition" not in terminal.text() and STATUS not in terminal.text()
+
+
+def test_a_key_typed_before_the_approval_prompt_does_not_approve(llmock: Any) -> None:
+    llmock.delay(1.5).call_tool("terminate", {"status": "success"})
+    terminal = Terminal(agentfsm(llmock, "run", "--require-approval", "terminate"))
+    try:
+        terminal.read_until("THINKING")
+        terminal.type("y\n")  # while the model thinks, nothing is asked yet
+        terminal.read_until("approve? [y]es")
+        terminal.read_for(1.0)
+        assert terminal.proc.poll() is None  # still asking: the early y was thrown away
+        assert "FINISHED" not in terminal.text()
+        mark = len(terminal.seen)
+        terminal.type("y\n")
+        assert terminal.wait() == 0
+        assert "stop_reason=terminated" in terminal.text()[mark:]
+    finally:
+        terminal.close()
+    pieces = terminal.pieces()
+    assert sum("terminate(" in p for p in pieces) == 1, pieces  # the call is shown once: in the question
+    assert any(p.startswith("Approval needed: terminate(") for p in pieces)
+
+
+def test_with_stderr_redirected_the_question_is_asked_on_the_terminal(llmock: Any, tmp_path: Any) -> None:
+    llmock.call_tool("terminate", {"status": "success"})
+    with open(tmp_path / "log", "wb") as log:
+        terminal = Terminal(agentfsm(llmock, "run", "--require-approval", "terminate"), stderr=log)
+        try:
+            terminal.read_until("approve? [y]es")
+            terminal.type("y\n")
+            assert terminal.wait() == 0
+        finally:
+            terminal.close()
+    assert "Approval needed: terminate(" in terminal.text()
+    assert "stop_reason=terminated" in terminal.text()  # stdout: the result
+    logged = (tmp_path / "log").read_text()
+    assert "approve?" not in logged and "] transition " in logged  # the log went to the file
+
+
+UP = "\x1b[A"
+
+
+def test_the_debugger_edits_lines_recalls_commands_and_quits_with_130(llmock: Any) -> None:
+    llmock.delay(2.5).call_tool("terminate", {"status": "success"})
+    terminal = Terminal(agentfsm(llmock, "debug"))
+    try:
+        terminal.read_until("(agentfsm) ")
+        for command, expect in (("stat\n", "unknown command 'stat'"), ("step\n", "IDLE -> THINKING")):
+            mark = len(terminal.seen)
+            terminal.type(command)
+            terminal.read_until(expect, since=mark)
+            terminal.read_until("(agentfsm) ", since=mark)
+        mark = len(terminal.seen)
+        terminal.type("state" + "\x7f" * 5 + UP + "\n")  # typed, erased, then the last command again
+        terminal.read_until("waiting for the model (THINKING, step 1)", since=mark)  # it was `step`
+        terminal.read_until("THINKING -> ACTING  think_done  step 1", since=mark)
+        terminal.read_until("(agentfsm) ", since=mark)
+        mark = len(terminal.seen)
+        terminal.type(UP + UP + "\n")  # two back: the misspelt command, recalled as it was typed
+        terminal.read_until("unknown command 'stat'", since=mark)
+        terminal.read_until("(agentfsm) ", since=mark)
+        mark = len(terminal.seen)
+        terminal.type("quit\n")
+        assert terminal.wait() == 130
+    finally:
+        terminal.close()
+    after_quit = terminal.pieces(since=mark)
+    assert after_quit[-1].startswith("ERROR  stop_reason=cancelled  steps=1")
+    assert not [p for p in after_quit if p.startswith(("agentfsm: error", "error:"))]  # no error line
+
+
+def test_the_debugger_takes_a_number_of_steps(llmock: Any) -> None:
+    llmock.call_tool("terminate", {"status": "success"})
+    terminal = Terminal(agentfsm(llmock, "debug"))
+    try:
+        terminal.read_until("(agentfsm) ")
+        mark = len(terminal.seen)
+        terminal.type("step 3\n")
+        terminal.read_until("ACTING -> OBSERVING  act_done  step 1", since=mark)
+        terminal.read_until("(agentfsm) ", since=mark)
+        shown = terminal.text()[mark:]
+        assert "IDLE -> THINKING" in shown and "THINKING -> ACTING" in shown
+        assert "OBSERVING -> FINISHED" not in shown  # three transitions, not four
+        mark = len(terminal.seen)
+        terminal.type("step x\n")
+        terminal.read_until("usage: step [N]", since=mark)
+        terminal.type("continue\n")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
