@@ -93,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _resume(args)
     if args.command == "mcp-serve":
         return _mcp_serve(args)
+    if args.command == "sandbox":
+        from .sandbox import sandbox_command
+
+        return sandbox_command(args)
     return _run(args)
 
 

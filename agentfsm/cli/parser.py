@@ -116,6 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
     _break_option(replay)
     _output_options(replay)
 
+    sandbox = commands.add_parser(
+        "sandbox",
+        help="the Docker sandbox's image",
+        description="The image the Docker sandbox ([sandbox] mode = \"docker\") runs tools in.",
+    )
+    sandbox_actions = sandbox.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
+    build = sandbox_actions.add_parser(
+        "build",
+        help="build the sandbox image without a registry (needs root, debootstrap, docker)",
+        description="Build agentfsm-sandbox:bookworm without any image registry: a minimal Debian root "
+        "with Python, made by debootstrap from the mirror apt uses, imported into Docker (about a "
+        "minute; kept, so later runs are instant). Needs root, debootstrap and a Docker engine.",
+    )
+    build.add_argument("--force", action="store_true", help="build it again even if it exists")
+    build.add_argument("--name", action="store_true", help="only print the image's name")
+
     diagram = commands.add_parser(
         "diagram",
         help="draw an agent's state machine",
@@ -331,10 +347,7 @@ def _tool_names(text: str) -> list[str]:
 
 
 def package_version() -> str:
-    """The installed distribution's version (`--version`, and what `mcp-serve` tells its clients)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The package's version (`--version`, and what `mcp-serve` tells its clients)."""
+    from .. import __version__
 
-    try:
-        return version("agentfsm")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
