@@ -131,6 +131,11 @@ def _run(args: argparse.Namespace) -> int:
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
+    if not args.task.strip():  # nothing to ask: refused before a model is called
+        return _usage_error(
+            f"TASK is empty: say what the agent should do, e.g. {PROG} {args.command} "
+            '"list the files in this folder"'
+        )
     try:  # a path a recorder cannot write is bad usage, refused before the run
         for what, path in (("trace", args.trace), ("checkpoint", getattr(args, "checkpoint", None))):
             if path is not None:
@@ -474,6 +479,8 @@ def _build_agent(
             f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
             f"its tools: {', '.join(agent.tools.names)}"
         )
+    if name == "manus" and settings.sandbox.mode == "docker":
+        _check_docker_sandbox(settings.sandbox.image)
     if agent.approval_names and terminal:
         agent.approver = TerminalApprover()
     if servers:  # an MCP server may ask for input: the person at the terminal answers
@@ -481,7 +488,26 @@ def _build_agent(
     return agent
 
 
+def _check_docker_sandbox(image: str) -> None:
+    """`[sandbox] mode = "docker"` asks for the Docker sandbox: without an engine or the image the
+    run is refused before it starts (`ConfigError`), rather than run with every tool failing."""
+    from ..sandbox.session import docker_unavailable
+
+    problem = docker_unavailable(image)
+    if problem is not None:
+        raise ConfigError(f'[sandbox] mode = "docker", but {problem}')
+
+
+BINARY_FORMATS = ("png",)
+"""Diagram formats that are not text: written to a file or a pipe, never to a terminal."""
+
+
 def _diagram(args: argparse.Namespace) -> int:
+    if args.format in BINARY_FORMATS and not args.output and sys.stdout.isatty():
+        return _usage_error(
+            f"--format {args.format} is binary and stdout is a terminal: write it to a file with "
+            f"-o diagram.{args.format}, or redirect stdout"
+        )
     table = _agent_class(args.agent).table
     flow = args.agent == "planning"
     if flow and args.approvals:
@@ -526,8 +552,14 @@ def _diagram(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         return _usage_error(str(exc))
     if args.output:
-        with open(args.output, "wb") as out:
-            out.write(data)
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            return _usage_error(
+                f"cannot write the diagram {args.output}: {exc.strerror or exc}; "
+                "name a file in an existing folder you may write"
+            )
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -500,6 +500,14 @@ def read_checkpoint(path: RecordPath) -> dict[str, Any]:
     return data
 
 
+def _cancellation(record: dict[str, Any]) -> bool:
+    """The record of a run's edge into a final state on `cancelled`: replay leaves it out, so a
+    cancelled run is resumed from where it was when it was cancelled (as if it had been killed
+    there) rather than reported finished; a resume that follows appends records after it."""
+    run_state = record.get("run_state")
+    return isinstance(run_state, dict) and run_state.get("stop_reason") == StopReason.CANCELLED.value
+
+
 def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
@@ -514,7 +522,7 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, 
         if not line.strip():
             continue
         record = _parse(name, number, line)
-        if record.get("kind") != "checkpoint":
+        if record.get("kind") != "checkpoint" or _cancellation(record):
             continue
         records += 1
         run_state, written_at = record.get("run_state"), record.get("written_at")
