@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox = commands.add_parser(
         "sandbox",
         help="the Docker sandbox's image",
-        description="The image the Docker sandbox ([sandbox] mode = \"docker\") runs tools in.",
+        description='The image the Docker sandbox ([sandbox] mode = "docker") runs tools in.',
     )
     sandbox_actions = sandbox.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
     build = sandbox_actions.add_parser(
