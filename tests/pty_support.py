@@ -34,19 +34,21 @@ class Terminal:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: IO[bytes] | None = None,
+        stdin: IO[bytes] | None = None,
     ):
-        """`stderr`: a file to redirect the command's stderr to (`2>file`) instead of the terminal."""
+        """`stderr`, `stdin`: files to redirect the command's stderr (`2>file`) or stdin (`<file`)
+        to instead of the terminal, which stays its controlling terminal (`/dev/tty`)."""
         self.main, child = pty.openpty()
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self.proc = subprocess.Popen(
             list(argv),
-            stdin=child,
+            stdin=stdin if stdin is not None else child,
             stdout=child,
             stderr=stderr if stderr is not None else child,
             env={**(env if env is not None else os.environ), "COLUMNS": "120", "LINES": "40"},
             cwd=cwd,
             start_new_session=True,  # the pty becomes its controlling terminal: /dev/tty is the pty
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+            preexec_fn=lambda: fcntl.ioctl(child, termios.TIOCSCTTY, 0),
         )
         os.close(child)
         self.seen = bytearray()

@@ -162,3 +162,22 @@ def test_the_debugger_takes_a_number_of_steps(llmock: Any) -> None:
         assert terminal.wait() == 0
     finally:
         terminal.close()
+
+
+def test_with_stdin_redirected_ask_human_asks_on_the_terminal(llmock: Any, tmp_path: Any) -> None:
+    llmock.call_tool("ask_human", {"inquire": "Which number?"})
+    llmock.call_tool("terminate", {"status": "success"})
+    env = {**os.environ, "AGENTFSM_SANDBOX__MODE": "local"}
+    with open(os.devnull, "rb") as nothing:
+        terminal = Terminal(
+            agentfsm(llmock, "run", "--agent", "manus"), env=env, cwd=str(tmp_path), stdin=nothing
+        )
+        try:
+            terminal.read_until("Bot: Which number?")
+            terminal.read_until("You: ")
+            terminal.type("forty-two\n")
+            assert terminal.wait() == 0
+        finally:
+            terminal.close()
+    answered = [m["content"] for m in llmock.requests[1].body["messages"] if m["role"] == "tool"]
+    assert answered == ["Observed output of cmd `ask_human` executed:\nforty-two"]

@@ -440,13 +440,13 @@ def _build_agent(
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents)."""
     from ..agent.manus import Manus
-    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal
+    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
     agent: ToolCallAgent
     servers = dict(mcp_servers or {})
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
-        ask = ask_on_terminal if terminal and sys.stdin.isatty() else None
+        ask = ask_on_terminal if terminal and terminal_available() else None
         agent = Manus(
             llm=llm,
             sandbox=settings.sandbox,

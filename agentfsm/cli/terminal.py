@@ -46,6 +46,7 @@ __all__ = [
     "ask_on_terminal",
     "read_line",
     "say",
+    "terminal_available",
 ]
 
 
@@ -83,6 +84,17 @@ def _tty(opened: contextlib.ExitStack, mode: str) -> TextIO | None:
         return cast(TextIO, opened.enter_context(tty))
     except OSError:  # no controlling terminal: a script, CI
         return None
+
+
+def terminal_available() -> bool:
+    """Whether a person can be asked: stdin is a terminal, or it is redirected and the process
+    has a terminal all the same (`/dev/tty`, where the question then goes)."""
+    if _isatty(sys.stdin):
+        return True
+    if not _redirected(sys.stdin):
+        return False
+    with contextlib.ExitStack() as opened:
+        return _tty(opened, "r") is not None
 
 
 def say(text: str) -> None:
