@@ -441,7 +441,8 @@ async def test_a_cancelled_run_resumes_from_where_it_was_cancelled(tmp_path: Pat
         await run
     assert first.last_result is not None and first.last_result.stop_reason == "cancelled"
     assert json.loads(path.read_text().splitlines()[-1])["run_state"]["stop_reason"] == "cancelled"
-    assert read_checkpoint(path)["run_state"]["state"] == "THINKING"  # as it was when cancelled
+    assert read_checkpoint(path)["run_state"]["state"] == "ERROR"  # the journal as it ends
+    assert read_checkpoint(path, resuming=True)["run_state"]["state"] == "THINKING"  # when cancelled
 
     done = reply(tool_calls=[("terminate", {"status": "success"})])
     again = ToolCallAgent(llm=FunctionLLM(lambda request: done), tools=[Terminate()])

@@ -377,7 +377,7 @@ def _resume(args: argparse.Namespace) -> int:
     if flow_data is not None:
         return _run_flow(args, flow_data)
     try:
-        data = read_checkpoint(args.checkpoint)
+        data = read_checkpoint(args.checkpoint, resuming=True)
         kind = _recorded_kind(data["agent_class"])
         options = _options_class(kind).from_json(data["config"])
     except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
