@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .toolbox.editor import StrReplaceEditor
     from .toolbox.python_execute import PythonExecute
 
+__version__ = "0.1.0"
+"""The distribution's version (the wheel's metadata is built from this line)."""
+
 __all__ = [
     "LLM",
     "AgentState",

@@ -308,6 +308,7 @@ def agentfsm_with_input(stdin: str, *args: str) -> subprocess.CompletedProcess[s
         capture_output=True,
         text=True,
         timeout=120,
+        start_new_session=True,  # no terminal: the questions are asked on the pipes
         env={
             k: v
             for k, v in os.environ.items()

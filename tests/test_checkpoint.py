@@ -424,6 +424,33 @@ async def test_a_finished_checkpoint_gives_back_its_result(tmp_path: Path) -> No
     assert tools.ran == [1, 2]
 
 
+async def test_a_cancelled_run_resumes_from_where_it_was_cancelled(tmp_path: Path) -> None:
+    """Its cancellation is the journal's last record; a resume leaves it out and thinks again."""
+    path = tmp_path / "run.jsonl"
+    thinking = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> Any:
+        thinking.set()
+        await asyncio.sleep(60)
+
+    first = ToolCallAgent(llm=FunctionLLM(slow), tools=[Terminate()])
+    run = asyncio.ensure_future(first.run("go", checkpoint=path))
+    await thinking.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert first.last_result is not None and first.last_result.stop_reason == "cancelled"
+    assert json.loads(path.read_text().splitlines()[-1])["run_state"]["stop_reason"] == "cancelled"
+    assert read_checkpoint(path)["run_state"]["state"] == "ERROR"  # the journal as it ends
+    assert read_checkpoint(path, resuming=True)["run_state"]["state"] == "THINKING"  # when cancelled
+
+    done = reply(tool_calls=[("terminate", {"status": "success"})])
+    again = ToolCallAgent(llm=FunctionLLM(lambda request: done), tools=[Terminate()])
+    result = await again.resume(path)
+    assert (result.state, result.stop_reason, result.steps) == ("FINISHED", "terminated", 1)
+    assert read_checkpoint(path)["run_state"]["stop_reason"] == "terminated"  # appended after it
+
+
 async def test_this_process_cannot_resume_a_checkpoint_it_is_still_running(tmp_path: Path) -> None:
     """Nor start a new run on it: the run in progress owns the journal until it ends."""
     path = tmp_path / "run.json"

@@ -71,7 +71,8 @@ def test_debug_with_piped_commands_and_quit(llmock):
     assert "IDLE -> THINKING  start  step 1" in proc.stdout
     assert "state RUNNING, phase THINKING, step 1 of 30" in proc.stdout
     assert "stop_reason=cancelled" in proc.stdout
-    assert proc.returncode == 1  # the run ended in ERROR (cancelled by quit)
+    assert proc.returncode == 130  # the person ended it: interrupted, not failed
+    assert "agentfsm: error" not in proc.stderr  # and no error line
 
 
 def test_debug_refuses_an_unknown_breakpoint(llmock):
@@ -88,7 +89,14 @@ def test_debug_manus_with_an_approval_on_piped_input(llmock, tmp_path):
     args = cli(llmock, "--agent", "manus", "--break", "OBSERVING", "--require-approval", "python_execute")
     answers = "continue\ny\nstate\ncontinue\ncontinue\n"
     proc = subprocess.run(
-        args, input=answers, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+        args,
+        input=answers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,  # no terminal: the approval is asked on the pipes
     )
     assert proc.returncode == 0, proc.stderr
     assert "source=THINKING dest=AWAITING_APPROVAL" in proc.stderr  # the transition log line

@@ -46,9 +46,13 @@ def test_dot_draws_the_group_as_a_cluster_and_every_edge():
     text = to_dot(AGENT_TABLE, highlight="OBSERVING")
     assert 'subgraph cluster_0 { label="RUNNING";' in text
     assert '"OBSERVING" [label="OBSERVING", fillcolor="#ffd54f", penwidth=3];' in text
-    assert '"THINKING" -> "ERROR" [label="fail / error", ltail=cluster_0];' in text
+    # The group's edges leave its border: from an invisible point after its last member.
+    assert '"__RUNNING_exit__" -> "ERROR" [label="fail / error", ltail=cluster_0];' in text
+    assert '"OBSERVING" -> "__RUNNING_exit__" [style=invis];' in text
     assert '"OBSERVING" -> "FINISHED" [label="observe_done [terminated] / terminated"];' in text
-    assert text.count(" -> ") == len(AGENT_TABLE.edges) + 1  # plus the start arrow
+    # Edges back to the start do not rank the states, so the machine reads from IDLE onwards.
+    assert '"FINISHED" -> "IDLE" [label="reset", constraint=false];' in text
+    assert text.count(" -> ") == len(AGENT_TABLE.edges) + 2  # plus the start arrow and the exit point
 
 
 def test_diagram_command(tmp_path, capsysbinary):
@@ -96,7 +100,9 @@ async def test_a_traces_path_is_drawn_over_its_agents_machine(tmp_path, capsysbi
     assert main(["diagram", "--trace", str(trace), "--format", "dot"]) == 0
     dot = capsysbinary.readouterr().out.decode()
     assert '"ACTING" -> "OBSERVING" [label="act_done (3×)", color="#e65100", penwidth=2.5];' in dot
-    assert '"FINISHED" -> "IDLE" [label="reset", color="#9e9e9e", fontcolor="#9e9e9e"];' in dot
+    assert (
+        '"FINISHED" -> "IDLE" [label="reset", color="#9e9e9e", fontcolor="#9e9e9e", constraint=false];' in dot
+    )
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(trace.read_text().replace('"dest": "OBSERVING"', '"dest": "NAPPING"', 1))

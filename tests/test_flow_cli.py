@@ -120,7 +120,11 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
         *flow_args(llmock, "--review", "--checkpoint", str(checkpoint)),
     ]
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # no terminal: the question is asked on the pipes
     )
     try:  # the terminal's question waits for an answer that never comes
         deadline = time.monotonic() + 30

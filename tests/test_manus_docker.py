@@ -186,7 +186,7 @@ async def test_a_missing_image_is_an_observation_naming_it_and_the_run_goes_on()
     assert seen.startswith(
         "Error: ⚠️ Tool 'bash' encountered a problem: the sandbox image 'agentfsm-no-such-image:0'"
     )
-    assert "tools/build-sandbox-image" in seen
+    assert "agentfsm sandbox build" in seen
 
 
 async def test_cancelling_run_mid_exec_removes_the_container() -> None:

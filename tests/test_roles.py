@@ -58,7 +58,7 @@ def test_every_final_state_gets_the_reset_edge_and_is_drawn_final():
     mermaid = to_mermaid(table)
     assert "HANDED_OFF --> [*]" in mermaid and "FINISHED --> [*]" in mermaid
     assert "THINKING --> HANDED_OFF: think_done [handoff] / handed_off" in mermaid
-    assert '"HANDED_OFF" -> "IDLE" [label="reset"]' in to_dot(table)
+    assert '"HANDED_OFF" -> "IDLE" [label="reset", constraint=false]' in to_dot(table)
 
 
 async def test_a_users_final_state_is_where_stepping_ends():

@@ -343,7 +343,7 @@ async def test_missing_image_names_the_image_and_the_build_script() -> None:
     with pytest.raises(SandboxError) as info:
         await sandbox.start()
     assert "agentfsm-no-such-image:never" in str(info.value)
-    assert "tools/build-sandbox-image" in str(info.value)
+    assert "agentfsm sandbox build" in str(info.value)
     assert not exists("volumes", sandbox.container_name)
 
 

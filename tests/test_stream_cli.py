@@ -16,7 +16,7 @@ from llmock.scenarios import Reply, StreamFault
 from llmock.scenarios import ToolCall as MockCall
 from rich.console import Console
 
-from agentfsm import TextDelta, ToolCallAgent
+from agentfsm import TextDelta, ToolCallAgent, Transition
 from agentfsm.cli.config import Settings, build_llm
 from agentfsm.cli.debugger import Debugger
 from agentfsm.cli.live import LiveView
@@ -123,7 +123,7 @@ async def test_the_live_view_shows_the_model_s_text_as_it_arrives(toolbox) -> No
     while_streaming: list[str] = []
     after_edges: list[str] = []
     agent.on_event(lambda e: while_streaming.append(view._status()) if isinstance(e, TextDelta) else None)
-    agent.on_transition(lambda t: after_edges.append(view._status()))
+    agent.on_event(lambda e: after_edges.append(view._status()) if isinstance(e, Transition) else None)
 
     with view:
         await agent.run("add")

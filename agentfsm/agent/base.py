@@ -299,7 +299,7 @@ class BaseAgent(EventSource, ABC):
             return self._run
         lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
         try:
-            restore(self, read_checkpoint(checkpoint))
+            restore(self, read_checkpoint(checkpoint, resuming=True))
             driver = self._new_run(checkpoint, lease)
         except BaseException:
             lease.release()

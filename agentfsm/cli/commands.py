@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from ..agent.approval import with_approval
 from ..agent.awaiting_input import with_input
@@ -46,7 +47,7 @@ from ..fsm.diagram import path_of, render
 from ..model.base import ChatModel
 from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
-from .live import LiveView
+from .live import LiveView, Watched
 from .output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -92,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _resume(args)
     if args.command == "mcp-serve":
         return _mcp_serve(args)
+    if args.command == "sandbox":
+        from .sandbox import sandbox_command
+
+        return sandbox_command(args)
     return _run(args)
 
 
@@ -126,6 +131,11 @@ def _run(args: argparse.Namespace) -> int:
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
+    if not args.task.strip():  # nothing to ask: refused before a model is called
+        return _usage_error(
+            f"TASK is empty: say what the agent should do, e.g. {PROG} {args.command} "
+            '"list the files in this folder"'
+        )
     try:  # a path a recorder cannot write is bad usage, refused before the run
         for what, path in (("trace", args.trace), ("checkpoint", getattr(args, "checkpoint", None))):
             if path is not None:
@@ -155,7 +165,12 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
         return _interrupted()
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    stream = bool(getattr(args, "stream", None))
+    # Streamed text is the progress: no live view beside it (nor in the debugger, which prints its own).
+    view = None if args.command == "debug" or stream else _terminal_view(agent, args.json)
+    with log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    ):
         if args.command == "debug":
             from .debugger import debug_command
 
@@ -166,7 +181,8 @@ def _run(args: argparse.Namespace) -> int:
             as_json=args.json,
             trace=args.trace,
             checkpoint=args.checkpoint,
-            stream=bool(getattr(args, "stream", None)),
+            stream=stream,
+            view=view,
         )
 
 
@@ -217,16 +233,17 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
 
     reviewer = TerminalPlanReviewer() if review else None
     flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
-    live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
-    if not args.json and sys.stderr.isatty():
-        with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
-            live = LiveView(flow, steps=agents.values())
+    view = _terminal_view(flow, args.json, steps=agents.values())
+    live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
     for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
-        if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
-            asker.quiet = live.suspended  # the questions are not drawn over
+        if asker is not None and view is not None and hasattr(asker, "quiet"):
+            asker.quiet = view.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
-    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
+    logs = log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=secrets, level=_log_level(args)
+    )
+    with logs, contextlib.redirect_stdout(sys.stderr), live:
         try:
             result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
         except KeyboardInterrupt:
@@ -310,7 +327,7 @@ def _mcp_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return _usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
-    with log_setup.configured(args.log_format, secrets=secrets):
+    with log_setup.configured(args.log_format, secrets=secrets, level=_log_level(args)):
         try:
             if http is None:
                 _run_async(server.serve_stdio())
@@ -372,7 +389,7 @@ def _resume(args: argparse.Namespace) -> int:
     if flow_data is not None:
         return _run_flow(args, flow_data)
     try:
-        data = read_checkpoint(args.checkpoint)
+        data = read_checkpoint(args.checkpoint, resuming=True)
         kind = _recorded_kind(data["agent_class"])
         options = _options_class(kind).from_json(data["config"])
     except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
@@ -396,9 +413,12 @@ def _resume(args: argparse.Namespace) -> int:
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    view = _terminal_view(agent, args.json)
+    with log_setup.configured(
+        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    ):
         try:
-            return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
+            return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint, view=view)
         except CheckpointError as exc:  # the agent rebuilt is not the one that wrote it (`restore`)
             return _usage_error(_about(args.checkpoint, exc))
 
@@ -432,13 +452,13 @@ def _build_agent(
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents)."""
     from ..agent.manus import Manus
-    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal
+    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
     agent: ToolCallAgent
     servers = dict(mcp_servers or {})
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
-        ask = ask_on_terminal if terminal and sys.stdin.isatty() else None
+        ask = ask_on_terminal if terminal and terminal_available() else None
         agent = Manus(
             llm=llm,
             sandbox=settings.sandbox,
@@ -471,6 +491,8 @@ def _build_agent(
             f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
             f"its tools: {', '.join(agent.tools.names)}"
         )
+    if name == "manus" and settings.sandbox.mode == "docker":
+        _check_docker_sandbox(settings.sandbox.image)
     if agent.approval_names and terminal:
         agent.approver = TerminalApprover()
     if servers:  # an MCP server may ask for input: the person at the terminal answers
@@ -478,7 +500,26 @@ def _build_agent(
     return agent
 
 
+def _check_docker_sandbox(image: str) -> None:
+    """`[sandbox] mode = "docker"` asks for the Docker sandbox: without an engine or the image the
+    run is refused before it starts (`ConfigError`), rather than run with every tool failing."""
+    from ..sandbox.session import docker_unavailable
+
+    problem = docker_unavailable(image)
+    if problem is not None:
+        raise ConfigError(f'[sandbox] mode = "docker", but {problem}')
+
+
+BINARY_FORMATS = ("png",)
+"""Diagram formats that are not text: written to a file or a pipe, never to a terminal."""
+
+
 def _diagram(args: argparse.Namespace) -> int:
+    if args.format in BINARY_FORMATS and not args.output and sys.stdout.isatty():
+        return _usage_error(
+            f"--format {args.format} is binary and stdout is a terminal: write it to a file with "
+            f"-o diagram.{args.format}, or redirect stdout"
+        )
     table = _agent_class(args.agent).table
     flow = args.agent == "planning"
     if flow and args.approvals:
@@ -523,8 +564,14 @@ def _diagram(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         return _usage_error(str(exc))
     if args.output:
-        with open(args.output, "wb") as out:
-            out.write(data)
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as exc:
+            return _usage_error(
+                f"cannot write the diagram {args.output}: {exc.strerror or exc}; "
+                "name a file in an existing folder you may write"
+            )
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -573,8 +620,10 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"task: {TASK}\nsandbox: {described}\n", file=out)
         # A blank line after the last edge (the only ones with a stop reason) sets the result apart.
         agent.on_transition(lambda t: print(format_transition(t) + "\n" * bool(t.stop_reason), file=out))
-    with log_setup.configured(args.log_format):
-        return _drive(agent, TASK, as_json=args.json)
+    # Each transition is shown once: printed above, so not logged too (unless -v), and no live view.
+    default = logging.INFO if args.json else logging.WARNING
+    with log_setup.configured(args.log_format, level=_log_level(args, default)):
+        return _drive(agent, TASK, as_json=args.json, view=None)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -584,7 +633,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     if args.step:
         return _replay_step(args)
-    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+    with (
+        log_setup.configured(args.log_format, level=_log_level(args)),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         try:
             replayed = _run_async(replay(args.trace))
         except ReplayError as exc:
@@ -612,7 +664,7 @@ def _replay_step(args: argparse.Namespace) -> int:
 
     try:
         replayer = Replayer(args.trace)
-        with log_setup.configured(args.log_format):
+        with log_setup.configured(args.log_format, level=_log_level(args)):
             status = debug_command(
                 replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
             )
@@ -634,6 +686,7 @@ def _drive(
     trace: str | None = None,
     checkpoint: str | None = None,
     stream: bool = False,
+    view: LiveView | None = None,
 ) -> int:
     """Run to the end (`task` None: resume `checkpoint`); print the result; map it to the exit status.
 
@@ -651,11 +704,10 @@ def _drive(
 
         printer = TokenPrinter(out, sys.stderr)
         agent.on_event(printer)
-    watched = not as_json and not stream and sys.stderr.isatty()
-    live = _live_view(agent) if watched else contextlib.nullcontext()
+    live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
     for asker in (getattr(agent, "approver", None), getattr(agent, "input_handler", None)):
-        if asker is not None and hasattr(live, "suspended") and hasattr(asker, "quiet"):
-            asker.quiet = live.suspended  # the questions are not drawn over
+        if asker is not None and view is not None and hasattr(asker, "quiet"):
+            asker.quiet = view.suspended  # the questions are not drawn over
     with contextlib.redirect_stdout(sys.stderr), live:  # what a dependency prints is not our output
         try:
             result: RunResult | None = _run_async(_run_then_close(agent, task, trace, checkpoint))
@@ -679,12 +731,27 @@ def _drive(
     return exit_code(result)
 
 
-def _live_view(agent: BaseAgent) -> contextlib.AbstractContextManager[object]:
-    """Progress on the terminal (stderr), or nothing when rich (the `live` extra) is missing."""
+def _terminal_view(agent: Watched, as_json: bool, steps: Iterable[Watched] = ()) -> LiveView | None:
+    """Progress on the terminal (stderr), or None: not a terminal, `--json`, or rich (the `live`
+    extra) missing. Made before the logs are set up, which then go through its console."""
+    if as_json or not sys.stderr.isatty():
+        return None
     try:
-        return LiveView(agent)
+        return LiveView(agent, steps=steps)
     except ImportError:
-        return contextlib.nullcontext()
+        return None
+
+
+def _log_stream(view: LiveView | None) -> TextIO | None:
+    """Where log lines go: through the live view's console while there is one (else stderr)."""
+    return view.log_stream if view is not None else None
+
+
+def _log_level(args: argparse.Namespace, default: int = logging.INFO) -> int:
+    """The engine's log level from `-q` / `-v` (see `log_setup.level_of`)."""
+    from .log_setup import level_of
+
+    return level_of(getattr(args, "quiet", 0), getattr(args, "verbose", 0), default)
 
 
 async def _run_then_close(

@@ -11,8 +11,10 @@ so it works on a terminal and with piped input alike; end of input quits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TextIO
 
@@ -22,16 +24,15 @@ from ..fsm.diagram import to_mermaid
 from ..messages import Message
 from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, TextDelta, ToolCallDelta, Transition
-from ..run.result import RunResult
-from .output import EXIT_USAGE, exit_code, format_transition, print_result
-from .terminal import read_line
+from ..run.result import RunResult, StopReason
+from .output import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_result, format_transition, print_result
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
 
 ReadLine = Callable[[str], Awaitable[str | None]]
 
 COMMANDS = {
-    "step": "one transition",
+    "step": "one transition (step N: N transitions)",
     "next": "to the next THINKING (one full think, act, observe step)",
     "continue": "until a breakpoint or the end of the run",
     "break": "break STATE | break SOURCE->DEST | break TRIGGER: pause there (no argument: list)",
@@ -43,18 +44,42 @@ COMMANDS = {
     "usage": "tokens, calls and cost so far",
     "edit": "edit N TEXT: replace pending observation N (in OBSERVING, before it is recorded)",
     "diagram": "the machine in Mermaid, the current state highlighted",
-    "quit": "end the run (it ends cancelled) and leave",
+    "quit": "end the run (it ends cancelled) and leave, with exit status 130",
     "help": "this list",
 }
 _ALIASES = {"s": "step", "n": "next", "c": "continue", "b": "break", "q": "quit", "h": "help", "?": "help"}
 
 
+WAIT_NOTICE_S = 1.0
+"""After this long without a transition, a move that waits for the model says so."""
+
+
 async def read_stdin_line(prompt: str) -> str | None:
-    """Show `prompt` on stdout and read a line of stdin without blocking the loop (None at end of input)."""
-    try:
-        return await read_line(prompt, out=sys.stdout)
-    except EOFError:
-        return None
+    """Show `prompt` on stdout and read a command from stdin without blocking the loop (None at
+    end of input). On a terminal the line is edited with readline, and earlier commands come
+    back with Up (the session's history); piped commands are read as they are."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        with contextlib.suppress(ImportError):  # a Python built without readline: plain lines
+            import readline  # noqa: F401  (input() edits lines and keeps history once it is loaded)
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(line: str | None) -> None:
+        if not answer.done():
+            answer.set_result(line)
+
+    def read() -> None:
+        line: str | None
+        try:
+            line = input(prompt)
+        except (EOFError, OSError, ValueError):  # end of input, or stdin closed
+            line = None
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(deliver, line)
+
+    # A daemon thread, not the default executor, which asyncio.run would wait for (terminal.py).
+    threading.Thread(target=read, name="agentfsm-debugger", daemon=True).start()
+    return await answer
 
 
 class Debugger:
@@ -77,6 +102,8 @@ class Debugger:
         self.last_call: LLMCall | None = None
         self._streaming = 0
         """The attempt whose pieces are being shown (0: none), while a streaming model writes."""
+        self.quit = False
+        """The person ended the session (`quit`, or end of input) before the run's end."""
         agent.on_event(self._on_event)
 
     def _on_event(self, event: object) -> None:
@@ -108,12 +135,18 @@ class Debugger:
                 line = await self.read_line("(agentfsm) ")
                 if line is None:
                     self._say("end of input: quitting")
+                    self.quit = True
                     break
-                words = shlex.split(line) if line.strip() else []
+                try:
+                    words = shlex.split(line) if line.strip() else []
+                except ValueError as exc:  # an unclosed quote
+                    self._say(f"error: {exc}")
+                    continue
                 if not words:
                     continue
                 command = _ALIASES.get(words[0], words[0])
                 if command == "quit":
+                    self.quit = True
                     break
                 await self._dispatch(command, words[1:])
                 if self.stepper.finished:
@@ -128,9 +161,22 @@ class Debugger:
     async def _dispatch(self, command: str, args: list[str]) -> None:
         stepper, run = self.stepper, self.agent.run_state
         if command in ("step", "next", "continue"):
+            times = 1
+            if command == "step" and args:
+                if not args[0].isdigit() or int(args[0]) < 1:
+                    self._say(f"usage: step [N], N a number of transitions from 1 (got {args[0]!r})")
+                    return
+                times = int(args[0])
             move = {"step": stepper.step, "next": stepper.next, "continue": stepper.resume}[command]
             before = len(stepper.history)
-            await move()
+            notice = asyncio.create_task(self._say_while_the_model_thinks())
+            try:
+                for _ in range(times):
+                    if stepper.finished:
+                        break
+                    await move()
+            finally:
+                notice.cancel()
             shown = stepper.history[before:] if command != "continue" else stepper.history[before:][-1:]
             for transition in shown:
                 self._show(transition)
@@ -169,6 +215,18 @@ class Debugger:
                 self._say(f"  {name:<9} {text}")
         else:
             self._say(f"unknown command {command!r}; type help for the list")
+
+    async def _say_while_the_model_thinks(self) -> None:
+        """While a move is under way: once per step, after `WAIT_NOTICE_S` in a phase that asks the
+        model (its role: it produces the reply), say that the prompt is waiting for the model."""
+        said: tuple[str, int] | None = None
+        while True:
+            await asyncio.sleep(WAIT_NOTICE_S)
+            state, step = self.agent.fsm_state, self.agent.run_state.step
+            spec = self.agent.table.by_name.get(state)
+            if spec is not None and "reply" in spec.produces and said != (state, step):
+                said = (state, step)
+                self._say(f"waiting for the model ({state}, step {step})…")
 
     def _request(self) -> None:
         call = self.last_call
@@ -268,7 +326,12 @@ def debug_command(
     except KeyboardInterrupt:
         result = agent.last_result
     if result is None:  # quit before the first transition, or a replay that ended early
-        return 0
+        return EXIT_INTERRUPTED if debugger.quit else 0
+    if debugger.quit and result.stop_reason == StopReason.CANCELLED:
+        # The person ended it: the result says so (cancelled), and no error line is due.
+        sys.stdout.write(format_result(result) + "\n")
+        sys.stdout.flush()
+        return EXIT_INTERRUPTED
     print_result(result, False, sys.stdout)
     return exit_code(result)
 

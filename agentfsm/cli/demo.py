@@ -25,7 +25,7 @@ with open("squares.txt", "w") as out:
 print(f"wrote {len(squares)} squares, the last is {squares[-1]}")
 """
 BUILT_IMAGE = "agentfsm-sandbox:bookworm"
-"""The image `tools/build-sandbox-image` builds without a registry; tried before upstream's."""
+"""The image `agentfsm sandbox build` builds without a registry; tried before upstream's."""
 
 
 def _script() -> ScriptedLLM:

@@ -21,12 +21,18 @@ from typing import Literal, TextIO
 import structlog
 from structlog.typing import EventDict, Processor
 
-__all__ = ["LITELLM_LOGGERS", "LogFormat", "configured"]
+__all__ = ["LITELLM_LOGGERS", "LogFormat", "configured", "level_of"]
 
 LogFormat = Literal["console", "json"]
 
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 """Loggers LiteLLM writes to; only their warnings and errors are shown."""
+
+
+def level_of(quiet: int, verbose: int, default: int = logging.INFO) -> int:
+    """The `agentfsm` logger's level for `-q` / `-v` given `quiet` and `verbose` times: each `-q`
+    one level up from `default` (WARNING, then ERROR), each `-v` one down (DEBUG at most)."""
+    return max(logging.DEBUG, min(logging.CRITICAL, default + 10 * (quiet - verbose)))
 
 
 def _formatter(log_format: LogFormat, stream: TextIO, secrets: list[str]) -> logging.Formatter:
@@ -74,14 +80,18 @@ def _isatty(stream: TextIO) -> bool:
 
 @contextmanager
 def configured(
-    log_format: LogFormat = "console", stream: TextIO | None = None, secrets: Iterable[str] = ()
+    log_format: LogFormat = "console",
+    stream: TextIO | None = None,
+    secrets: Iterable[str] = (),
+    level: int = logging.INFO,
 ) -> Iterator[logging.Handler]:
-    """Route the `agentfsm` logger (INFO) and LiteLLM's (WARNING) to `stream` (stderr) while active.
+    """Route the `agentfsm` logger (at `level`, INFO by default) and LiteLLM's (WARNING) to `stream`
+    (stderr, or the live view's console) while active.
 
     The handler sits on the root logger, at WARNING, so other libraries'
-    warnings show too, in the same format; `agentfsm` alone is lowered to INFO
-    (one line per transition). `secrets` (the API key) are masked in every
-    line. Levels and handlers are restored on exit. (LiteLLM's own handler,
+    warnings show too, in the same format; `agentfsm` alone is set to `level`:
+    INFO is one line per transition, `-q` raises it, `-v` lowers it. `secrets`
+    (the API key) are masked in every line. Levels and handlers are restored on exit. (LiteLLM's own handler,
     which writes to stdout, is detached by `agentfsm.model.llm.load_litellm`, so its
     records reach this handler like any library's.)
     """
@@ -92,7 +102,7 @@ def configured(
     saved = [(logger, logger.level) for logger in (root, library, *litellm)]
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    library.setLevel(logging.INFO)
+    library.setLevel(level)
     for logger in litellm:
         logger.setLevel(logging.WARNING)
     try:

@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_options(debug)
     _break_option(debug)
     debug.add_argument("--log-format", choices=("console", "json"), default="console", help=argparse.SUPPRESS)
+    _verbosity_options(debug)
 
     serve = commands.add_parser(
         "mcp-serve",
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
+    _verbosity_options(serve)
 
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
@@ -120,6 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--step", action="store_true", help="replay under the debugger's prompt")
     _break_option(replay)
     _output_options(replay)
+
+    sandbox = commands.add_parser(
+        "sandbox",
+        help="the Docker sandbox's image",
+        description='The image the Docker sandbox ([sandbox] mode = "docker") runs tools in.',
+    )
+    sandbox_actions = sandbox.add_subparsers(dest="sandbox_action", required=True, metavar="ACTION")
+    build = sandbox_actions.add_parser(
+        "build",
+        help="build the sandbox image without a registry (needs root, debootstrap, docker)",
+        description="Build agentfsm-sandbox:bookworm without any image registry: a minimal Debian root "
+        "with Python, made by debootstrap from the mirror apt uses, imported into Docker (about a "
+        "minute; kept, so later runs are instant). Needs root, debootstrap and a Docker engine.",
+    )
+    build.add_argument("--force", action="store_true", help="build it again even if it exists")
+    build.add_argument("--name", action="store_true", help="only print the image's name")
 
     diagram = commands.add_parser(
         "diagram",
@@ -246,6 +264,21 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
         default="console",
         help="log lines on stderr (default: console)",
     )
+    _verbosity_options(parser)
+
+
+def _verbosity_options(parser: argparse.ArgumentParser) -> None:
+    """`-q` and `-v`: how much the log on stderr says (default: a line per transition)."""
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="fewer log lines: warnings and errors only (-qq: errors only)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log lines: the engine's debug events too"
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -321,10 +354,7 @@ def _tool_names(text: str) -> list[str]:
 
 
 def package_version() -> str:
-    """The installed distribution's version (`--version`, and what `mcp-serve` tells its clients)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The package's version (`--version`, and what `mcp-serve` tells its clients)."""
+    from .. import __version__
 
-    try:
-        return version("agentfsm")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__

@@ -1,11 +1,22 @@
 """Questions to the person at the terminal: `ask_human`'s, approvals of tool calls, and a tool's questions.
 
-Both read a line of stdin in a daemon thread, not `asyncio.to_thread`:
-`asyncio.run` waits for the default executor's threads when it shuts down, so
-a pending `input()` there would make Ctrl-C hang until Enter. A daemon thread
-is left behind instead, and ends with the process. Prompts go to stderr,
-because stdout carries only the command's result. Piped input works the same
-way (one answer a line), which is how the command line is tested.
+Both read a line in a daemon thread, not `asyncio.to_thread`: `asyncio.run`
+waits for the default executor's threads when it shuts down, so a pending
+read there would make Ctrl-C hang until Enter. A daemon thread is left behind
+instead, and ends with the process.
+
+Where a question goes: to the terminal itself. Questions are written to
+stderr (stdout carries only the command's result) and answers read from
+stdin, but when either is redirected (`2>log`, `< file`) and the process has
+a terminal, that side is the terminal (`/dev/tty`) instead, so the person
+sees the question and answers it where they sit. Without any terminal (a
+script, CI, a process started in a session of its own) stdin and stderr are
+used as they are: piped input answers one question a line, which is how the
+command line is tested.
+
+Keys typed before a question is shown are thrown away (the terminal's input
+queue is flushed just before the question is written): a `y` typed while the
+model was thinking must not approve a call nobody has seen.
 """
 
 from __future__ import annotations
@@ -15,9 +26,9 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import EndOfInputError
 from ..messages import ToolCall
@@ -28,15 +39,87 @@ if TYPE_CHECKING:
     from ..flow.plan import Plan
     from ..flow.review import PlanDecision
 
-__all__ = ["TerminalApprover", "TerminalInputHandler", "TerminalPlanReviewer", "ask_on_terminal", "read_line"]
+__all__ = [
+    "TerminalApprover",
+    "TerminalInputHandler",
+    "TerminalPlanReviewer",
+    "ask_on_terminal",
+    "read_line",
+    "say",
+    "terminal_available",
+]
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # detached or closed
+        return False
+
+
+@contextlib.contextmanager
+def _terminal() -> Iterator[tuple[TextIO, TextIO]]:
+    """Where to read the answer and write the question: stdin and stderr, each replaced by the
+    terminal (`/dev/tty`) when it is redirected and the process has one."""
+    with contextlib.ExitStack() as opened:
+        reader = _tty(opened, "r") if _redirected(sys.stdin) else None
+        writer = _tty(opened, "w") if _redirected(sys.stderr) else None
+        yield reader or sys.stdin, writer or sys.stderr
+
+
+def _redirected(stream: TextIO) -> bool:
+    """A file descriptor that is no terminal (`2>log`, `< file`, a pipe). A stream an application
+    put in place of it (an `io.StringIO` of answers) has none, and is used as it is."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
+    return not _isatty(stream)
+
+
+def _tty(opened: contextlib.ExitStack, mode: str) -> TextIO | None:
+    """The process's terminal opened for `mode`, closed with `opened`; None without one."""
+    try:
+        tty = open("/dev/tty", mode, encoding="utf-8", errors="replace")  # noqa: SIM115
+        return cast(TextIO, opened.enter_context(tty))
+    except OSError:  # no controlling terminal: a script, CI
+        return None
+
+
+def terminal_available() -> bool:
+    """Whether a person can be asked: stdin is a terminal, or it is redirected and the process
+    has a terminal all the same (`/dev/tty`, where the question then goes)."""
+    if _isatty(sys.stdin):
+        return True
+    if not _redirected(sys.stdin):
+        return False
+    with contextlib.ExitStack() as opened:
+        return _tty(opened, "r") is not None
+
+
+def say(text: str) -> None:
+    """Write `text` where questions are asked (the terminal, see the module's doc)."""
+    with _terminal() as (_, writer):
+        writer.write(text)
+        writer.flush()
+
+
+def _flush_typeahead(reader: TextIO) -> None:
+    """Throw away what was typed on the terminal `reader` before now (nothing for a pipe)."""
+    if not _isatty(reader):
+        return
+    import termios
+
+    with contextlib.suppress(OSError, ValueError, termios.error):
+        termios.tcflush(reader.fileno(), termios.TCIFLUSH)
 
 
 async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
-    """Write `prompt` on `out` (default stderr) and read one line of stdin without blocking
-    the event loop. Returns the line without its newline; raises `EndOfInputError` (an
-    `EOFError`) when stdin is closed.
+    """Write `prompt` and read one line without blocking the event loop: on the terminal (see
+    the module's doc), or on `out` and stdin when `out` is given. Keys typed before the prompt is
+    shown are discarded. Returns the line without its newline; raises `EndOfInputError` (an
+    `EOFError`) at end of input.
     """
-    stream = out if out is not None else sys.stderr
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
 
@@ -44,11 +127,19 @@ async def read_line(prompt: str, *, out: TextIO | None = None) -> str:
         if not answer.done():  # done: the run was cancelled while the human was typing
             answer.set_result(line)
 
+    def ask(reader: TextIO, writer: TextIO) -> str:
+        _flush_typeahead(reader)
+        writer.write(prompt)
+        writer.flush()
+        return reader.readline()
+
     def read() -> None:
         try:
-            stream.write(prompt)
-            stream.flush()
-            line = sys.stdin.readline()
+            if out is not None:
+                line = ask(sys.stdin, out)
+            else:
+                with _terminal() as (reader, writer):
+                    line = ask(reader, writer)
         except (OSError, ValueError):  # stdin closed or detached: as good as end of file
             line = ""
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
@@ -86,13 +177,13 @@ class TerminalApprover:
                 try:
                     decisions.append(await self._ask(call))
                 except EOFError:
-                    sys.stderr.write("\n(input closed: the remaining calls are rejected)\n")
+                    say("\n(input closed: the remaining calls are rejected)\n")
                     closed = Decision.reject("no answer: nobody was there to approve it")
                     decisions.extend(closed for _ in calls[len(decisions) :])
             return decisions
 
     async def _ask(self, call: ToolCall) -> Decision:
-        sys.stderr.write(f"\nApproval needed: {call.name}({call.arguments})  [{call.id}]\n")
+        say(f"\nApproval needed: {call.name}({call.arguments})  [{call.id}]\n")
         while True:
             choice = (await read_line(self.CHOICES)).strip().lower()
             if choice in ("y", "yes"):
@@ -105,13 +196,13 @@ class TerminalApprover:
                 try:
                     parsed = json.loads(text)
                 except json.JSONDecodeError as exc:
-                    sys.stderr.write(f"not JSON ({exc}); asking again\n")
+                    say(f"not JSON ({exc}); asking again\n")
                     continue
                 if not isinstance(parsed, dict):
-                    sys.stderr.write("the arguments must be a JSON object; asking again\n")
+                    say("the arguments must be a JSON object; asking again\n")
                     continue
                 return Decision.approve(text)
-            sys.stderr.write(f"answer y, n or e (got {choice!r})\n")
+            say(f"answer y, n or e (got {choice!r})\n")
 
 
 class TerminalInputHandler:
@@ -131,24 +222,24 @@ class TerminalInputHandler:
             try:
                 return await self._ask(call, question)
             except EOFError:
-                sys.stderr.write("\n(input closed: the question is cancelled)\n")
+                say("\n(input closed: the question is cancelled)\n")
                 return Answer.cancel()
 
     async def _ask(self, call: ToolCall, question: Question) -> Answer:
-        sys.stderr.write(f"\nInput needed by {call.name} [{call.id}]: {question.message}\n")
+        say(f"\nInput needed by {call.name} [{call.id}]: {question.message}\n")
         if question.url is not None:
-            sys.stderr.write(f"open: {question.url}\n")
+            say(f"open: {question.url}\n")
             while True:
                 choice = (await read_line("done? [y]es / [d]ecline / [c]ancel: ")).strip().lower()
                 if choice in ("y", "yes"):
                     return Answer.accept()
                 if choice in ("d", "c", "decline", "cancel"):
                     return Answer.decline() if choice.startswith("d") else Answer.cancel()
-                sys.stderr.write(f"answer y, d or c (got {choice!r})\n")
+                say(f"answer y, d or c (got {choice!r})\n")
         fields: dict[str, Any] = dict(question.schema.get("properties") or {})
         required = set(question.schema.get("required") or ())
         content: dict[str, Any] = {}
-        sys.stderr.write("(type d to decline, c to cancel)\n")
+        say("(type d to decline, c to cancel)\n")
         for name, spec in fields.items():
             while True:
                 kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
@@ -160,7 +251,7 @@ class TerminalInputHandler:
                     break
                 value = _typed(text, kind)
                 if value is None:
-                    sys.stderr.write(f"not a {kind}: {text!r}; asking again\n")
+                    say(f"not a {kind}: {text!r}; asking again\n")
                     continue
                 content[name] = value
                 break
@@ -195,7 +286,7 @@ class TerminalPlanReviewer:
         from ..flow.review import PlanDecision
 
         with self.quiet() if self.quiet is not None else contextlib.nullcontext():
-            print(f"\n{plan.render()}\n", file=sys.stderr, flush=True)
+            say(f"\n{plan.render()}\n\n")
             try:
                 while True:
                     choice = (await read_line(self.CHOICES)).strip().lower()
@@ -206,12 +297,12 @@ class TerminalPlanReviewer:
                     if choice in ("e", "edit"):
                         return PlanDecision(kind="edit", steps=tuple(await self._steps()))
             except EndOfInputError:
-                print("no answer: the plan is cancelled", file=sys.stderr, flush=True)
+                say("no answer: the plan is cancelled\n")
                 return PlanDecision(kind="cancel")
 
     async def _steps(self) -> list[str]:
         """Steps to run instead of those not yet completed, one a line ([agent] tags), until an empty line."""
-        print("the steps still to do, one a line ([agent] first), then an empty line:", file=sys.stderr)
+        say("the steps still to do, one a line ([agent] first), then an empty line:\n")
         steps: list[str] = []
         while line := (await read_line("> ")).strip():
             steps.append(line)

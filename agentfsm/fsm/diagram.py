@@ -129,6 +129,10 @@ def to_dot(table: MachineTable, *, highlight: str | None = None, path: EdgePath 
         style = 'style="rounded,filled"; fillcolor="#fff3c4";' if group == highlight else "style=rounded;"
         lines.append(f'    subgraph cluster_{index} {{ label="{group}"; {style}')
         lines.extend(node(member, "        ") for member in members)
+        # Where the group's own edges start: an invisible point after its last member, so they
+        # leave the group's border on the side the machine moves on to, not one member's box.
+        lines.append(f'        "{_exit(group)}" [shape=point, style=invis, width=0, label=""];')
+        lines.append(f'        "{members[-1]}" -> "{_exit(group)}" [style=invis];')
         lines.append("    }")
     lines.extend(node(state.name, "    ") for state in table.states if state.name not in grouped)
     lines.append(f'    __start__ -> "{table.initial}";')
@@ -138,15 +142,22 @@ def to_dot(table: MachineTable, *, highlight: str | None = None, path: EdgePath 
             times = taken[edge]
             style = ', color="#e65100", penwidth=2.5' if times else ', color="#9e9e9e", fontcolor="#9e9e9e"'
             label += _times(times)
+        if edge.trigger == table.reset:  # back to the start: drawn, but it does not rank the states,
+            style += ", constraint=false"  # so the machine reads from its initial state onwards
         if edge.source in clusters:  # one edge leaving the group's box, not one per member
-            first = table.groups[edge.source][0]
+            source = _exit(edge.source)
             lines.append(
-                f'    "{first}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}{style}];'
+                f'    "{source}" -> "{edge.dest}" [label="{label}", ltail={clusters[edge.source]}{style}];'
             )
         else:
             lines.append(f'    "{edge.source}" -> "{edge.dest}" [label="{label}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _exit(group: str) -> str:
+    """The invisible node a group's own edges start from (see `to_dot`)."""
+    return f"__{group}_exit__"
 
 
 def render(

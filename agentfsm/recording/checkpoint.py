@@ -444,14 +444,15 @@ def _parse(name: str, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def read_checkpoint(path: RecordPath) -> dict[str, Any]:
+def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, Any]:
     """The run in the journal at `path` as of its last whole record; `CheckpointError` otherwise.
 
     The journal is replayed into one snapshot: ``schema``, ``agent``,
     ``agent_class``, ``config`` (the one in force), ``run_state`` (the last
     record's), ``memory`` (the `MemorySnapshot` dump that memory's changes
     add up to) and ``written_at``. A last line without its newline (a write
-    cut short) is ignored.
+    cut short) is ignored. `resuming`: the state a resume continues from, where
+    the record of a cancellation is left out (see `_cancellation`).
     """
     name = os.fspath(path)
     try:
@@ -480,7 +481,7 @@ def read_checkpoint(path: RecordPath) -> dict[str, Any]:
     if not lines:
         raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
     try:
-        data = _replayed(name, header, lines)
+        data = _replayed(name, header, lines, resuming)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         if isinstance(exc, CheckpointError):
             raise
@@ -500,7 +501,15 @@ def read_checkpoint(path: RecordPath) -> dict[str, Any]:
     return data
 
 
-def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+def _cancellation(record: dict[str, Any]) -> bool:
+    """The record of a run's edge into a final state on `cancelled`: a resume's replay leaves it
+    out, so a cancelled run is resumed from where it was when it was cancelled (as if it had been
+    killed there) rather than reported finished; the resume appends its records after it."""
+    run_state = record.get("run_state")
+    return isinstance(run_state, dict) and run_state.get("stop_reason") == StopReason.CANCELLED.value
+
+
+def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: bool) -> dict[str, Any]:
     """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
     run_state: Any = None
@@ -514,7 +523,7 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str]) -> dict[str, 
         if not line.strip():
             continue
         record = _parse(name, number, line)
-        if record.get("kind") != "checkpoint":
+        if record.get("kind") != "checkpoint" or (resuming and _cancellation(record)):
             continue
         records += 1
         run_state, written_at = record.get("run_state"), record.get("written_at")

@@ -79,7 +79,7 @@ def connect(timeout: float = 60.0) -> DockerClient:
 def image_missing(image: str) -> str:
     return (
         f"the sandbox image {image!r} is not on this Docker engine: run `docker pull {image}` where a "
-        "registry is reachable, or build a local image without one with tools/build-sandbox-image "
+        "registry is reachable, or build a local image without one with `agentfsm sandbox build` "
         "and set [sandbox] image = 'agentfsm-sandbox:bookworm'"
     )
 

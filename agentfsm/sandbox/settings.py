@@ -18,7 +18,7 @@ from ..errors import ConfigError
 __all__ = ["DEFAULT_IMAGE", "SandboxSettings", "memory_bytes"]
 
 DEFAULT_IMAGE = "python:3.12-slim"
-"""The image upstream uses. Where no registry is reachable, build one with `tools/build-sandbox-image`."""
+"""The image upstream uses. Where no registry is reachable, build one with `agentfsm sandbox build`."""
 
 _MEMORY = re.compile(r"^(\d+)([bkmg]?)$")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}

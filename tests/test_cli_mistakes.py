@@ -1,0 +1,137 @@
+"""A person's mistakes at the command line: each is one line on stderr naming the fix, exit 2, and
+nothing runs; and a run they cancelled can be resumed from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pty_support import Terminal
+from sandbox_support import docker_problem
+
+KEY = "test-key-9c3b1e"
+NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
+
+def agentfsm(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
+def model(llmock: Any) -> list[str]:
+    return ["--model", "openai/test-model", "--api-base", llmock.base_url("openai"), "--api-key", KEY]
+
+
+def one_line(proc: Any, *wanted: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("agentfsm: error: "), proc.stderr
+    for text in wanted:
+        assert text in proc.stderr
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("task", ["", "   "])
+def test_an_empty_task_is_refused_before_the_model_is_called(llmock: Any, task: str) -> None:
+    one_line(agentfsm("run", task, *model(llmock)), "TASK is empty: say what the agent should do")
+    one_line(agentfsm("debug", task, *model(llmock)), "TASK is empty")
+    assert llmock.requests == []
+
+
+@pytest.mark.parametrize(
+    ("path", "wanted"),
+    [
+        (".", "cannot write the checkpoint .: it is a directory; name a file in it"),
+        ("/nonexistent/c.json", "no such folder /nonexistent; create it first"),
+    ],
+)
+def test_a_checkpoint_that_cannot_be_written_is_one_line(path: str, wanted: str) -> None:
+    one_line(agentfsm("run", "t", "--model", "openai/m", "--api-key", KEY, "--checkpoint", path), wanted)
+
+
+def test_a_diagram_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    one_line(agentfsm("diagram", "-o", "/nonexistent/x.mmd"), "cannot write the diagram /nonexistent/x.mmd")
+    one_line(agentfsm("diagram", "-o", str(tmp_path)), f"cannot write the diagram {tmp_path}: Is a directory")
+
+
+def test_a_png_is_not_written_to_a_terminal_but_to_a_pipe() -> None:
+    terminal = Terminal([sys.executable, "-m", "agentfsm", "diagram", "--format", "png"])
+    try:
+        assert terminal.wait() == 2
+    finally:
+        terminal.close()
+    assert terminal.pieces() == [
+        "agentfsm: error: --format png is binary and stdout is a terminal: write it to a file with "
+        "-o diagram.png, or redirect stdout"
+    ]
+    piped = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "diagram", "--format", "png"], capture_output=True, timeout=60
+    )
+    assert piped.returncode == 0 and piped.stdout.startswith(b"\x89PNG")
+
+
+@pytest.mark.http
+def test_the_docker_sandbox_asked_for_without_an_engine_is_refused_before_the_run(
+    llmock: Any, tmp_path: Path
+) -> None:
+    env = {**NO_DOCKER, "AGENTFSM_SANDBOX__MODE": "docker"}
+    proc = agentfsm("run", "t", "--agent", "manus", *model(llmock), env=env, cwd=tmp_path)
+    one_line(proc, '[sandbox] mode = "docker", but cannot reach the Docker engine at unix:///nonexistent')
+    assert llmock.requests == []
+
+
+@pytest.mark.http
+def test_the_docker_sandbox_without_its_image_is_refused_before_the_run(llmock: Any, tmp_path: Path) -> None:
+    if docker_problem() is not None:
+        pytest.skip(f"no Docker engine to ask about images: {docker_problem()}")
+    env = {"AGENTFSM_SANDBOX__MODE": "docker", "AGENTFSM_SANDBOX__IMAGE": "agentfsm-no-such-image:0"}
+    proc = agentfsm("run", "t", "--agent", "manus", *model(llmock), env=env, cwd=tmp_path)
+    one_line(proc, "the sandbox image 'agentfsm-no-such-image:0' is not on this Docker engine")
+    assert "agentfsm sandbox build" in proc.stderr
+    assert llmock.requests == []
+
+
+@pytest.mark.http
+def test_a_cancelled_run_is_resumed_from_where_it_was(llmock: Any, tmp_path: Path) -> None:
+    """Ctrl-C while the model thinks; `resume` asks the model again and the run finishes."""
+    checkpoint = tmp_path / "run.jsonl"
+    llmock.delay(8).call_tool("terminate", {"status": "success"})  # the first think: interrupted
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "run", "do the task", *model(llmock), "--json",
+         "--checkpoint", str(checkpoint)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (checkpoint.exists() and "THINKING" in checkpoint.read_text()):  # asking the model
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        time.sleep(1.0)  # well inside the model's 8 s
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert json.loads(out)["stop_reason"] == "cancelled"
+
+    llmock.call_tool("terminate", {"status": "success"})
+    resumed = agentfsm("resume", str(checkpoint), *model(llmock)[2:], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 1)
+    assert "already finished" not in resumed.stderr
+    assert result["usage"]["llm_calls"] == 1  # the interrupted think was asked again
