@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import (
     AgentBusyError,
+    CheckpointError,
     IndexOutOfRangeError,
     KeyNotFoundError,
     WrongPhaseError,
@@ -282,6 +283,19 @@ class BaseAgent(EventSource, ABC):
             raise
         driver.restarted()
         return driver
+
+    def restore_paused(self, run_state: RunState) -> None:
+        """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's
+        checkpoint holds its step's agent so): `resume()` then continues it from that pause."""
+        self._check_startable()
+        spec = self.table.by_name.get(run_state.state)
+        if spec is None or not spec.pause:
+            raise CheckpointError(
+                f"the saved run of agent {self.name!r} is in {run_state.state!r}, not a pause of "
+                f"{type(self).__qualname__}'s machine; build the agent as the one that paused"
+            )
+        self.run_state = run_state
+        self._new_run(None).restarted()
 
     def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
         """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""

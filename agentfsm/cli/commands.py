@@ -184,10 +184,17 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     except RecordingError as exc:
         return _usage_error(str(exc))
     flagged = _flagged(args, LLMSettings.model_fields)
-    overrides = {
-        "llm": dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged),
-        "agent": _flagged(args, AgentSettings.model_fields),
-    }
+    llm_flags = dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged)
+    recorded: dict[str, Any] = resumed["config"] if resumed is not None else {}
+    if resumed is not None and "model" not in flagged:  # each model as recorded, as `resume` of an agent
+        models = {flow_name: recorded.get("llm") or {}} | {
+            name: (agent.get("config") or {}).get("llm") or {}
+            for name, agent in (recorded.get("agents") or {}).items()
+        }
+        for name, model in models.items():
+            if name in llm_flags and model.get("model"):
+                llm_flags[name] = {**flagged, "model": model["model"]}
+    overrides = {"llm": llm_flags, "agent": _flagged(args, AgentSettings.model_fields)}
     try:
         settings = Settings.load(args.config, overrides)
         planner = build_llm(settings.llm_for(flow_name))
@@ -196,8 +203,12 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
         for name in FLOW_EXECUTORS:
             llm = build_llm(settings.llm_for(name))
             _check_credentials(llm)
-            agents[name] = _build_agent(name, settings, llm, settings.agent.agent_kwargs())
-    except ValueError as exc:
+            options = settings.agent.agent_kwargs()
+            saved = (recorded.get("agents") or {}).get(name)
+            if saved is not None:  # the options the checkpoint records, not the file's `[agent]`
+                options = _options_class(name).from_json(saved.get("config") or {}).to_dict()
+            agents[name] = _build_agent(name, settings, llm, options)
+    except (ValueError, TypeError) as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
         return _interrupted()

@@ -140,13 +140,17 @@ class PlanningFlow(EventSource):
         return self.flow_state.plan
 
     def trace_config(self) -> dict[str, Any]:
-        """What a trace's header records of the flow: its limits, review, executors and models."""
+        """What a trace's header and a checkpoint record of the flow: its limits, review, executors,
+        the planner's model, and each agent's class and `trace_config()` (options and model)."""
         return {
             "max_replans": self.max_replans,
             "max_attempts": self.max_attempts,
             "reviewing": self.reviewing,
             "executors": list(self.executors),
-            "agents": {name: type(agent).__qualname__ for name, agent in self.agents.items()},
+            "agents": {
+                name: {"agent_class": _class_name(agent), "config": agent.trace_config()}
+                for name, agent in self.agents.items()
+            },
             "llm": describe_model(self.planner_llm),
         }
 
@@ -280,6 +284,7 @@ class PlanningFlow(EventSource):
         assert flow.plan is not None
         step = flow.plan.next_step
         assert step is not None  # the edges into EXECUTING make sure of it
+        await self.recorded()  # the steps done so far are checkpointed before this one's agent acts
         step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
         flow.finished_early = False
         run.step += 1
@@ -454,6 +459,11 @@ class PlanningFlow(EventSource):
 
     async def on_run_end(self, result: RunResult) -> None:
         """Nothing to release: the agents keep what they hold between runs, as they do alone."""
+
+
+def _class_name(agent: object) -> str:
+    cls = type(agent)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _said(agent: BaseAgent, prompt: str) -> list[str]:
