@@ -55,6 +55,34 @@ def test_a_review_pause_survives_a_sigkill_and_the_approved_plan_runs(tmp_path: 
     assert final["run_state"]["state"] == "DONE"
 
 
+def test_a_step_paused_for_approval_survives_a_sigkill_and_its_call_runs_once_after(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, str(CHILD), "step-run", str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "paused"
+        process.kill()  # SIGKILL while the step's agent waits for approval
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == -9
+    saved = json.loads((tmp_path / "flow.checkpoint.json").read_text())
+    assert saved["run_state"]["state"] == "AWAITING_AGENT"
+    assert saved["agents"]["coder"]["run_state"]["state"] == "AWAITING_APPROVAL"
+    assert not (tmp_path / "ran").exists()
+
+    done = child("step-approve", tmp_path)
+    assert done.returncode == 0, done.stderr
+    waiting, final = (json.loads(line) for line in done.stdout.splitlines())
+    assert [(c["name"], c["arguments"]) for c in waiting] == [("record", '{"n": 1}')]
+    assert (final["state"], final["stop_reason"]) == ("FINISHED", "completed")
+    assert [(s["status"], s["attempts"], s["notes"]) for s in final["plan"]["steps"]] == [
+        ("completed", 1, "recorded after the restart")
+    ]
+    assert (tmp_path / "ran").read_text() == "1\n"  # the approved call ran once, after the restart
+    assert final["summary"] == "summary after the restart"
+
+
 def test_a_flow_killed_inside_a_step_runs_that_step_again_and_keeps_the_one_before(tmp_path: Path) -> None:
     killed = child("run-kill", tmp_path)
     assert killed.returncode == -9, killed.stderr

@@ -216,12 +216,27 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     from .terminal import TerminalPlanReviewer
 
     reviewer = TerminalPlanReviewer() if review else None
-    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
+    # The terminal's approver and input handler ask for the flow, in AWAITING_AGENT: a step's
+    # agent pauses, so the wait is the flow's state (and its checkpoint's), as a plan review is.
+    approver: Any = None
+    input_handler: Any = None
+    for agent in agents.values():
+        if isinstance(agent, ToolCallAgent):
+            approver, agent.approver = approver or agent.approver, None
+            input_handler, agent.input_handler = input_handler or agent.input_handler, None
+    flow = PlanningFlow(
+        agents=agents,
+        planner_llm=planner,
+        reviewer=reviewer,
+        approver=approver,
+        input_handler=input_handler,
+        name=flow_name,
+    )
     live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if not args.json and sys.stderr.isatty():
         with contextlib.suppress(ImportError):  # rich (the `live` extra) is missing: no view
             live = LiveView(flow, steps=agents.values())
-    for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
+    for asker in (reviewer, approver, input_handler):
         if asker is not None and isinstance(live, LiveView) and hasattr(asker, "quiet"):
             asker.quiet = live.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]

@@ -14,6 +14,16 @@ fails `max_attempts` times is blocked, and the flow replans, at most
 With `review` on (or a `reviewer`), the flow waits for a decision on each plan, made or revised,
 in AWAITING_PLAN_REVIEW (`agentfsm.flow.review`).
 
+A step's agent that pauses (AWAITING_APPROVAL for a call that needs approval,
+AWAITING_INPUT for a tool's question) pauses the flow with it, in
+AWAITING_AGENT: the flow's `approver` or `input_handler` answers it there
+(the terminal's, on the command line), or else `execute()` returns a paused
+result whose `pending_approval` / `pending_input` the app answers through the
+flow (`approve`, `reject`, `answer`) before `resume()`. The agent then goes
+on from its pause (the calls approved run, once), and the flow after it.
+With a checkpoint, the paused agent's run is saved with the flow, so the
+pause survives a restart.
+
 An agent ends the whole flow early by beginning a line of its final message
 with ``TASK COMPLETE`` (the step prompt tells it so): the flow then goes
 straight to FINALIZING with `finished_early`.
@@ -28,14 +38,17 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from ..agent.approval import Approver, Decision
 from ..agent.base import BaseAgent
 from ..agent.event_source import EventSource
+from ..agent.toolcall import ToolCallAgent
 from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
-from ..messages import Message, Role
+from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
+from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
@@ -49,7 +62,7 @@ from .planning import PlanningTool
 from .result import FlowResult, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
-from .table import FLOW_TABLE
+from .table import AWAITING_AGENT, FLOW_TABLE
 
 __all__ = ["TASK_COMPLETE", "PlanningFlow"]
 
@@ -84,11 +97,15 @@ class PlanningFlow(EventSource):
         max_attempts: int = 2,
         review: bool = False,
         reviewer: Reviewer | None = None,
+        approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str = "planning",
     ) -> None:
         """`max_attempts`: runs of a step before it is blocked; `max_replans`: revisions after blocked
         steps before the flow ends with `replan_limit`; `review`: wait in AWAITING_PLAN_REVIEW for a
-        decision on each plan; `reviewer`: a coroutine that makes it (turns `review` on)."""
+        decision on each plan; `reviewer`: a coroutine that makes it (turns `review` on).
+        `approver`, `input_handler`: what decides the calls, and answers the questions, a step's
+        agent pauses for (AWAITING_AGENT); without them the flow pauses and the app answers."""
         if not agents:
             raise WrongValueError("`agents` is empty; give PlanningFlow at least one agent, by name")
         names = list(executors) if executors is not None else list(agents)
@@ -104,6 +121,8 @@ class PlanningFlow(EventSource):
         EventSource.__init__(self)
         self.reviewing = review or reviewer is not None
         self.reviewer = reviewer
+        self.approver = approver
+        self.input_handler = input_handler
         if self.reviewing:
             self.table = with_review(FLOW_TABLE)
         self.name = name
@@ -139,6 +158,25 @@ class PlanningFlow(EventSource):
     def plan(self) -> Plan | None:
         return self.flow_state.plan
 
+    @property
+    def paused_agent(self) -> BaseAgent | None:
+        """The agent of the step the flow waits for in AWAITING_AGENT, or None."""
+        flow = self.flow_state
+        step = flow.plan.step(flow.paused_step) if flow.plan and flow.paused_step is not None else None
+        return self.agents[step.agent] if step is not None else None
+
+    @property
+    def pending_approval(self) -> list[ToolCall]:
+        """While the flow waits for its step's agent: the agent's calls waiting for a decision."""
+        agent = self.paused_agent
+        return agent.pending_approval if agent is not None else []
+
+    @property
+    def pending_input(self) -> list[tuple[ToolCall, Question]]:
+        """While the flow waits for its step's agent: the agent's unanswered questions, with their calls."""
+        agent = self.paused_agent
+        return agent.pending_input if agent is not None else []
+
     def trace_config(self) -> dict[str, Any]:
         """What a trace's header and a checkpoint record of the flow: its limits, review, executors,
         the planner's model, and each agent's class and `trace_config()` (options and model)."""
@@ -168,7 +206,7 @@ class PlanningFlow(EventSource):
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
         if self.state is AgentState.RUNNING:
             raise AgentBusyError(
-                f"flow {self.name!r} waits for a plan review; decide and `resume()` it, or `cancel_plan()`"
+                f"flow {self.name!r} waits in {self.fsm_state}; answer it and `resume()` the flow first"
             )
         self._run = self._new_run(checkpoint)
         with self._trace(trace):
@@ -179,9 +217,10 @@ class PlanningFlow(EventSource):
         return nullcontext() if path is None else TraceWriter(path, self)
 
     async def resume(self, checkpoint: RecordPath | None = None) -> FlowResult:
-        """Continue the flow paused for plan review, with the decision made meanwhile (none: it
-        pauses again); or, given `checkpoint`, the flow saved there (by a process that may have
-        been killed), from the state it was in: the flow must be built as the one that wrote it."""
+        """Continue the paused flow (plan review, or its step's agent), with the decision or
+        answers made meanwhile (none: it pauses again); or, given `checkpoint`, the flow saved
+        there (by a process that may have been killed), from the state it was in: the flow must
+        be built as the one that wrote it."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is running; await it before resuming")
         if checkpoint is not None:
@@ -193,7 +232,7 @@ class PlanningFlow(EventSource):
                 lease.release()
                 raise
             self._run.restarted()
-        elif self._run is None or self.fsm_state != AWAITING_PLAN_REVIEW:
+        elif self._run is None or not self.table.by_name[self.fsm_state].pause:
             raise AgentBusyError(
                 f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
                 "pass the checkpoint of the flow to continue"
@@ -232,6 +271,40 @@ class PlanningFlow(EventSource):
             )
         self.flow_state.decision = decision
 
+    # -- a step's agent paused (while the flow waits in AWAITING_AGENT) ---------------------
+
+    def approve(self, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None) -> None:
+        """Approve the paused agent's call `call_id` (None: every one waiting), then `resume()`."""
+        self._waiting_agent("approve").approve(call_id, arguments=arguments)
+
+    def reject(self, call_id: str | None = None, reason: str | None = None) -> None:
+        """Reject the paused agent's call `call_id` (None: every one waiting); its model reads `reason`."""
+        self._waiting_agent("reject").reject(call_id, reason)
+
+    def answer(
+        self,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> None:
+        """Answer the paused agent's question (as `ToolCallAgent.answer`), then `resume()`."""
+        self._waiting_agent("answer").answer(call_id, content, action=action, key=key)
+
+    def _waiting_agent(self, what: str, *, by_handler: bool = False) -> ToolCallAgent:
+        """The paused step's agent, while the app may answer it (the flow paused), or `by_handler`
+        (the flow's approver or input handler, inside AWAITING_AGENT's action)."""
+        agent = self.paused_agent
+        running = self._run is not None and self._run.active and not by_handler
+        if self.fsm_state != AWAITING_AGENT or agent is None or running:
+            raise WrongPhaseError(
+                f"`{what}` answers a step's agent only while flow {self.name!r} waits in {AWAITING_AGENT} "
+                f"(it is {self.fsm_state}); call it on the paused result"
+            )
+        assert isinstance(agent, ToolCallAgent)  # only tool-calling agents pause for a person
+        return agent
+
     def flow_result(self, result: RunResult) -> FlowResult:
         """The `FlowResult` of the run that ended with `result`."""
         flow = self.flow_state
@@ -245,6 +318,8 @@ class PlanningFlow(EventSource):
             error=result.error,
             replans=flow.replans,
             usage=result.usage,
+            pending_approval=tuple(self.pending_approval) if result.paused else (),
+            pending_input=tuple(self.pending_input) if result.paused else (),
         )
 
     # -- the phases -------------------------------------------------------------------
@@ -279,29 +354,40 @@ class PlanningFlow(EventSource):
         self.flow_state.plan = plan
 
     async def execute_step(self) -> None:
-        """Run the next step with its agent, and mark it from the agent's `RunResult`."""
+        """Run the next step with its agent (or let the paused one go on), and mark it from the
+        agent's `RunResult`; an agent that paused leaves the step in progress (AWAITING_AGENT)."""
         flow, run = self.flow_state, self.run_state
         assert flow.plan is not None
-        step = flow.plan.next_step
-        assert step is not None  # the edges into EXECUTING make sure of it
         await self.recorded()  # the steps done so far are checkpointed before this one's agent acts
-        step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
-        flow.finished_early = False
-        run.step += 1
-        agent = self.agents[step.agent]
-        prompt = (
-            f"CURRENT PLAN STATUS:\n{flow.plan.render()}\n\nYOUR CURRENT TASK:\n"
-            f'You are now working on step {step.id}: "{step.text}"\n\n'
-            "Please only execute this current step using the appropriate tools. When you're done, "
-            "provide a summary of what you accomplished. If this step completes the whole task so that "
-            f"no other step is needed, begin your final message with {TASK_COMPLETE}."
-        )
-        result = await agent.run(prompt)
-        if result.paused:  # a step's agent waits for a person the flow cannot ask: that attempt fails
-            result = await agent.cancel()
+        if flow.paused_step is not None:  # answered in AWAITING_AGENT: the agent goes on from its pause
+            step = flow.plan.step(flow.paused_step)
+            assert step is not None
+            flow.paused_step = None
+            agent = self.agents[step.agent]
+            result = await agent.resume()
+        else:
+            step = flow.plan.next_step
+            assert step is not None  # the edges into EXECUTING make sure of it
+            step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
+            flow.finished_early = False
+            run.step += 1
+            agent = self.agents[step.agent]
+            if agent.phase is not None:  # paused in a flow that ended meanwhile: that run is over
+                await agent.cancel()
+            prompt = (
+                f"CURRENT PLAN STATUS:\n{flow.plan.render()}\n\nYOUR CURRENT TASK:\n"
+                f'You are now working on step {step.id}: "{step.text}"\n\n'
+                "Please only execute this current step using the appropriate tools. When you're done, "
+                "provide a summary of what you accomplished. If this step completes the whole task so "
+                f"that no other step is needed, begin your final message with {TASK_COMPLETE}."
+            )
+            result = await agent.run(prompt)
+        if result.paused:  # it waits for a person: so does the flow
+            flow.paused_step = step.id
+            return
         run.usage.add(result.usage)
         flow.runs.append(StepRun(step_id=step.id, agent=step.agent, attempt=step.attempts, result=result))
-        said = _said(agent, prompt)
+        said = _said(agent, agent.run_state.request or "")
         if result.ok:
             step.status = StepStatus.COMPLETED
             step.notes = (said[-1] if said else result.output) or ""
@@ -315,6 +401,40 @@ class PlanningFlow(EventSource):
             step.status, flow.blocked = StepStatus.BLOCKED, step.id
         else:
             step.status = StepStatus.NOT_STARTED
+
+    async def await_agent(self) -> None:
+        """Answer the paused step's agent with the flow's `approver` or `input_handler`; with none
+        for what it waits for, pause (`execute()` returns the paused result, the app answers)."""
+        agent = self.paused_agent
+        assert agent is not None
+        calls, questions = agent.pending_approval, agent.pending_input
+        if calls and self.approver is not None:
+            decisions = list(await self.approver(calls))
+            if len(decisions) != len(calls) or not all(isinstance(d, Decision) for d in decisions):
+                raise WrongTypeError(
+                    f"the approver must return one Decision per call ({len(calls)}), in order; "
+                    f"got {decisions!r}"
+                )
+            waiting = self._waiting_agent("approve", by_handler=True)
+            for call, decision in zip(calls, decisions, strict=True):
+                if decision.approved:
+                    waiting.approve(call.id, arguments=decision.arguments)
+                else:
+                    waiting.reject(call.id, decision.reason)
+        elif questions and self.input_handler is not None:
+            waiting = self._waiting_agent("answer", by_handler=True)
+            for call, question in questions:
+                reply = await self.input_handler(call, question)
+                if not isinstance(reply, Answer):
+                    raise WrongTypeError(
+                        f"the input handler must return an Answer for {question.key!r} of {call.name}; "
+                        f"got {reply!r}"
+                    )
+                waiting.answer(call.id, reply.content, action=reply.action, key=question.key)
+        elif calls:
+            raise PauseRun(StopReason.AWAITING_APPROVAL.value)
+        elif questions:
+            raise PauseRun(StopReason.AWAITING_INPUT.value)
 
     async def revise_plan(self) -> None:
         """Ask the planner for the steps still to do; the completed ones stay, with their notes.
