@@ -94,6 +94,13 @@ def test_the_flow_traces_and_a_reviewer_on_the_terminal_edits_the_plan(
     edges = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition"]
     assert ("PLANNING", "AWAITING_PLAN_REVIEW") in edges and ("AWAITING_PLAN_REVIEW", "EXECUTING") in edges
 
+    # replayed offline: the edited plan again, from the recorded decision and replies, no request sent
+    sent = len(llmock.requests)
+    assert cli_main.main(["replay", str(trace), "--json"]) == 0
+    replayed = json.loads(capfd.readouterr().out)
+    assert (replayed["plan"], replayed["summary"]) == (result["plan"], result["summary"])
+    assert len(llmock.requests) == sent
+
 
 def test_review_without_a_flow_is_bad_usage(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     args = ["run", "t", "--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", KEY]

@@ -528,7 +528,10 @@ def _diagram(args: argparse.Namespace) -> int:
         if config.get("require_approval"):
             table = with_approval(table)
         try:
-            path = path_of(table, [r for r in records if r["kind"] == "transition"])
+            own = [
+                r for r in records if r["kind"] == "transition" and "agent" not in r
+            ]  # a flow's agents' are theirs
+            path = path_of(table, own)
         except ValueError as exc:
             return _usage_error(f"{args.trace}: {exc}")
     elif args.approvals:
@@ -599,6 +602,8 @@ def _replay(args: argparse.Namespace) -> int:
 
     if args.step:
         return _replay_step(args)
+    if _is_flow_trace(args.trace):
+        return _replay_flow(args)
     with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
         try:
             replayed = _run_async(replay(args.trace))
@@ -617,6 +622,54 @@ def _replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print_result(replayed.result, args.json, out)
     return exit_code(replayed.result)
+
+
+def _is_flow_trace(path: str) -> bool:
+    """Whether the trace at `path` is a flow's (one that cannot be read is the agent replay's to refuse)."""
+    from ..recording.trace import read_header
+
+    try:
+        header = read_header(path)
+    except TraceError:
+        return False
+    return str(header.get("agent_class", "")).endswith(".PlanningFlow")
+
+
+def _replay_flow(args: argparse.Namespace) -> int:
+    """`replay` of a flow's trace: the flow's replayed transitions, its plan and its result, as
+    `run --flow` prints them; exit status as `run --flow`'s."""
+    from ..flow.replay import replay_flow
+    from . import log_setup
+
+    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+        try:
+            replayed = _run_async(replay_flow(args.trace))
+        except ReplayError as exc:
+            return _usage_error(str(exc))
+    out = sys.stdout
+    result = replayed.result
+    if not args.json:
+        for t in replayed.transitions:
+            print(format_transition(t) + "\n" * bool(t.stop_reason), file=out)
+    if result is None:
+        out.flush()
+        print(
+            f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+    else:
+        if result.plan is not None:
+            print(result.plan.render() + "\n", file=out)
+        if result.summary:
+            print(result.summary, file=out)
+        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=out)
+    out.flush()
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    return 0 if result.ok or result.paused else EXIT_LIMIT
 
 
 def _replay_step(args: argparse.Namespace) -> int:

@@ -51,7 +51,6 @@ from ..model.options import describe_model
 from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, LLMCall
 from ..run.result import AgentState, RunResult, StopReason
@@ -63,6 +62,7 @@ from .result import FlowResult, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
 from .table import AWAITING_AGENT, FLOW_TABLE
+from .trace import FlowTraceWriter
 
 __all__ = ["TASK_COMPLETE", "PlanningFlow"]
 
@@ -200,8 +200,8 @@ class PlanningFlow(EventSource):
         """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
         pause for plan review (`result.paused`). `checkpoint`: a file the whole flow is written to
         after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`).
-        `trace`: a JSON Lines trace of the flow (its transitions, the planner's calls, its result;
-        each agent's run is in the flow's `runs`), as `agentfsm.recording.trace` writes an agent's."""
+        `trace`: a JSON Lines trace of the flow and, tagged, of its agents' runs
+        (`agentfsm.flow.trace`), which `agentfsm replay` re-drives offline."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
         if self.state is AgentState.RUNNING:
@@ -213,14 +213,21 @@ class PlanningFlow(EventSource):
             result = await self._run.run(request)
         return self.flow_result(result)
 
-    def _trace(self, path: RecordPath | None) -> AbstractContextManager[object]:
-        return nullcontext() if path is None else TraceWriter(path, self)
+    def _trace(self, path: RecordPath | None, *, append: bool = False) -> AbstractContextManager[object]:
+        return nullcontext() if path is None else FlowTraceWriter(path, self, append=append)
 
-    async def resume(self, checkpoint: RecordPath | None = None) -> FlowResult:
+    async def resume(
+        self, checkpoint: RecordPath | None = None, *, trace: RecordPath | None = None
+    ) -> FlowResult:
         """Continue the paused flow (plan review, or its step's agent), with the decision or
         answers made meanwhile (none: it pauses again); or, given `checkpoint`, the flow saved
         there (by a process that may have been killed), from the state it was in: the flow must
-        be built as the one that wrote it."""
+        be built as the one that wrote it. `trace`: the paused flow's trace, appended to (the
+        answers given meanwhile first); a flow resumed from a checkpoint has none."""
+        if checkpoint is not None and trace is not None:
+            raise WrongValueError(
+                "`trace` continues a paused flow's trace; a flow resumed from a checkpoint has none"
+            )
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is running; await it before resuming")
         if checkpoint is not None:
@@ -237,7 +244,8 @@ class PlanningFlow(EventSource):
                 f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
                 "pass the checkpoint of the flow to continue"
             )
-        return self.flow_result(await self._run.run(None))
+        with self._trace(trace, append=True):
+            return self.flow_result(await self._run.run(None))
 
     def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
         closers: tuple[Callable[[], None], ...] = ()
