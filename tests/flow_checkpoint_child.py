@@ -1,6 +1,6 @@
 """The process `test_flow_checkpoint.py` kills: a flow with plan review and a checkpoint.
 
-    python flow_checkpoint_child.py run|resume|approve|run-kill|resume-kill|step-run|step-approve WORKDIR
+    python flow_checkpoint_child.py ACTION WORKDIR
 
 ``run`` executes the flow until it pauses for plan review, prints ``paused``, and waits to
 be killed. ``resume`` restores the checkpoint in a new process and prints the result as a JSON
@@ -10,8 +10,9 @@ agent run; ``resume-kill`` restores that checkpoint and prints the final result.
 runs a flow whose step's agent calls a tool that needs approval, prints ``paused`` once the flow
 waits in AWAITING_AGENT, and waits to be killed; ``step-approve`` restores it, prints the calls
 waiting (a JSON line), approves them, resumes, and prints the final result. The tool appends
-to ``WORKDIR/ran`` each time it runs. Each process builds its scripted models for the calls it
-makes.
+to ``WORKDIR/ran`` each time it runs. ``write-kill`` (no review) SIGKILLs itself in the middle
+of the checkpoint's third write, half of the document written. Each process builds its
+scripted models for the calls it makes.
 """
 
 from __future__ import annotations
@@ -66,7 +67,32 @@ def build_step(action: str, workdir: Path) -> PlanningFlow:
     return PlanningFlow(agents={"coder": coder}, planner_llm=planner)
 
 
+def kill_in_third_write() -> None:
+    """The checkpoint's writer thread writes half of its third document, then the process dies."""
+    from agentfsm.flow import checkpoint
+
+    replace, writes = checkpoint._replace, [0]
+
+    def half_then_die(path: Path, batch: list[tuple[str, bool]]) -> None:
+        writes[0] += 1
+        if writes[0] < 3:
+            replace(path, batch)
+            return
+        text = batch[-1][0]
+        with open(f"{path}.tmp", "w", encoding="utf-8") as out:
+            out.write(text[: len(text) // 2])
+            out.flush()
+            os.fsync(out.fileno())
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    checkpoint._replace = half_then_die  # type: ignore[assignment]
+
+
 async def main(action: str, workdir: Path) -> None:
+    if action == "write-kill":
+        kill_in_third_write()
+        await build("run-write-kill").execute("two steps", checkpoint=workdir / "flow.checkpoint.json")
+        return  # not reached
     if action.startswith("step-"):
         flow = build_step(action, workdir)
         path = workdir / "flow.checkpoint.json"

@@ -83,6 +83,17 @@ def test_a_step_paused_for_approval_survives_a_sigkill_and_its_call_runs_once_af
     assert final["summary"] == "summary after the restart"
 
 
+def test_a_kill_in_the_middle_of_a_checkpoint_write_leaves_the_one_before(tmp_path: Path) -> None:
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+
+    killed = child("write-kill", tmp_path)
+    assert killed.returncode == -9, killed.stderr
+    assert (tmp_path / "flow.checkpoint.json.tmp").exists()  # the write cut short
+    saved = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")  # whole, and the one before
+    assert saved["run_state"]["state"] == "EXECUTING"
+    assert [s["status"] for s in saved["flow_state"]["plan"]["steps"]] == ["not_started", "not_started"]
+
+
 def test_a_flow_killed_inside_a_step_runs_that_step_again_and_keeps_the_one_before(tmp_path: Path) -> None:
     killed = child("run-kill", tmp_path)
     assert killed.returncode == -9, killed.stderr
