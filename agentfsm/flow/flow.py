@@ -38,7 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..agent.approval import Approver, Decision
+from ..agent.approval import Approver, Decision, decide
+from ..agent.awaiting_input import answer
 from ..agent.base import BaseAgent
 from ..agent.event_source import EventSource
 from ..agent.toolcall import ToolCallAgent
@@ -424,11 +425,8 @@ class PlanningFlow(EventSource):
                     f"got {decisions!r}"
                 )
             waiting = self._waiting_agent("approve", by_handler=True)
-            for call, decision in zip(calls, decisions, strict=True):
-                if decision.approved:
-                    waiting.approve(call.id, arguments=decision.arguments)
-                else:
-                    waiting.reject(call.id, decision.reason)
+            for call, decision in zip(calls, decisions, strict=True):  # traced now: not paused edits
+                decide(waiting, call.id, decision, by_approver=True)
         elif questions and self.input_handler is not None:
             waiting = self._waiting_agent("answer", by_handler=True)
             for call, question in questions:
@@ -438,7 +436,7 @@ class PlanningFlow(EventSource):
                         f"the input handler must return an Answer for {question.key!r} of {call.name}; "
                         f"got {reply!r}"
                     )
-                waiting.answer(call.id, reply.content, action=reply.action, key=question.key)
+                answer(waiting, call.id, reply, key=question.key, by_handler=True)
         elif calls:
             raise PauseRun(StopReason.AWAITING_APPROVAL.value)
         elif questions:
