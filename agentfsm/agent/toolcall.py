@@ -24,7 +24,7 @@ from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
-from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
+from ..run.events import Edit, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
 from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.terminate import Terminate
@@ -283,20 +283,11 @@ class ToolCallAgent(ReActAgent):
         if tools is not self._tools_seen:  # the tool set changed (a new list): re-check approvals
             self._tools_seen = tools
             self._sync_table()
-        started = time.perf_counter()
         try:
-            reply = await self.llm.ask_tool(
-                messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
-            )
-        except Exception as exc:
-            if self.listening:
-                self._emit_llm_call(messages, system, tools, started, error=exc)
-            if not isinstance(exc, TokenLimitExceeded):
-                raise
+            reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
+        except TokenLimitExceeded as exc:
             run.token_limit = str(exc)
             return
-        if self.listening:  # the reply as the model sent it: replay gives it back to this same code
-            self._emit_llm_call(messages, system, tools, started, reply=reply)
         if self.tool_choice != "none" and reply.tool_calls:
             reply = self._with_distinct_ids(reply)
         run.reply = reply
@@ -351,33 +342,6 @@ class ToolCallAgent(ReActAgent):
             ),
         )
         return replace(reply, tool_calls=calls)
-
-    def _emit_llm_call(
-        self,
-        messages: Sequence[Message],
-        system: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
-        started: float,
-        *,
-        reply: LLMResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        run = self.run_state
-        self.emit(
-            LLMCall(
-                agent=self.name,
-                run_id=run.run_id,
-                step=run.step,
-                messages=tuple(messages),
-                system_msgs=tuple(system),
-                tools=tuple(tools),
-                tool_choice=self.tool_choice,
-                reply=reply,
-                error_type=type(error).__name__ if error is not None else None,
-                error=str(error) if error is not None else None,
-                duration_s=time.perf_counter() - started,
-            )
-        )
 
     def trace_config(self) -> dict[str, Any]:
         config = {

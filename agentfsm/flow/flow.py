@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -41,19 +40,18 @@ from typing import Any
 from ..agent.approval import Approver, Decision, decide
 from ..agent.awaiting_input import answer
 from ..agent.base import BaseAgent
-from ..agent.event_source import EventSource
+from ..agent.driven import DrivenModel
 from ..agent.toolcall import ToolCallAgent
 from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
-from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..model.base import ChatModel, LLMResponse
 from ..model.options import describe_model
 from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..run.driver import RunDriver
-from ..run.events import Edit, LLMCall
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
@@ -77,7 +75,7 @@ PLANNER_SYSTEM = (
 SUMMARY_SYSTEM = "You are a planning assistant. Your task is to summarize the completed plan."
 
 
-class PlanningFlow(EventSource):
+class PlanningFlow(DrivenModel):
     """Plan `request` with `planner_llm`, run each step with one of `agents`, replan, summarize.
 
     `agents` maps a name (what a step's ``[name]`` tag says) to an agent; `executors` are the names
@@ -85,8 +83,6 @@ class PlanningFlow(EventSource):
     """
 
     table: MachineTable = FLOW_TABLE
-    paused_edits: tuple[Edit, ...] = ()
-    """A flow makes no edits (a trace writer reads this of whatever it records)."""
 
     def __init__(
         self,
@@ -119,41 +115,26 @@ class PlanningFlow(EventSource):
             raise WrongValueError(
                 f"`max_replans` ({max_replans!r}) must be >= 0 and `max_attempts` ({max_attempts!r}) >= 1"
             )
-        EventSource.__init__(self)
         self.reviewing = review or reviewer is not None
         self.reviewer = reviewer
         self.approver = approver
         self.input_handler = input_handler
         if self.reviewing:
             self.table = with_review(FLOW_TABLE)
+        self._init_driven()
         self.name = name
         self.agents = dict(agents)
         self.executors = tuple(names)
         self.planner_llm = planner_llm
         self.max_replans = max_replans
         self.max_attempts = max_attempts
-        self.run_state = RunState(state=self.table.initial)
         self.flow_state = FlowState()
         self.planning = PlanningTool(self.executors)
         self.memory = Memory()
         """Empty: the flow holds no conversation of its own (each agent has its memory, and a
         trace's ``llm`` records hold each planner request whole)."""
-        self.last_result: RunResult | None = None
-        self._run: RunDriver | None = None
 
     # -- what callers read ---------------------------------------------------------
-
-    @property
-    def fsm_state(self) -> str:
-        return self.run_state.state
-
-    @fsm_state.setter
-    def fsm_state(self, value: str) -> None:
-        self.run_state.state = value
-
-    @property
-    def state(self) -> AgentState:
-        return AgentState.in_table(self.table, self.run_state.state)
 
     @property
     def plan(self) -> Plan | None:
@@ -252,9 +233,7 @@ class PlanningFlow(EventSource):
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
             closers = (FlowCheckpointer(checkpoint, self, lease=lease).close,)
-        if self._run is not None:
-            self._run.release()
-        return RunDriver(self, closers=closers)
+        return self._start_driver(closers)
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
 
@@ -491,38 +470,12 @@ class PlanningFlow(EventSource):
     # -- the planner --------------------------------------------------------------------
 
     async def _ask(self, messages: list[Message], system: str, *, tools: bool) -> LLMResponse:
-        """One planner call; an `LLMCall` event for it (a trace's ``llm`` record) when someone listens."""
-        system_msgs = [Message.system_message(system)]
+        """One planner call (an `LLMCall` event, a trace's ``llm`` record); its usage counts."""
         declared = [self.planning.to_param()] if tools else []
-        choice: ToolChoice = "auto" if tools else "none"
-        started = time.perf_counter()
-        reply: LLMResponse | None = None
-        error: Exception | None = None
-        try:
-            reply = await self.planner_llm.ask_tool(
-                messages, system_msgs=system_msgs, tools=declared, tool_choice=choice
-            )
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            if self.listening:
-                run = self.run_state
-                self.emit(
-                    LLMCall(
-                        agent=self.name,
-                        run_id=run.run_id,
-                        step=run.step,
-                        messages=tuple(messages),
-                        system_msgs=tuple(system_msgs),
-                        tools=tuple(declared),
-                        tool_choice=choice,
-                        reply=reply,
-                        error_type=type(error).__name__ if error is not None else None,
-                        error=str(error) if error is not None else None,
-                        duration_s=time.perf_counter() - started,
-                    )
-                )
+        system_msgs = [Message.system_message(system)]
+        reply = await self.ask_model(
+            self.planner_llm, messages, system_msgs, declared, "auto" if tools else "none"
+        )
         self.run_state.usage.add(reply.usage)
         return reply
 
@@ -582,9 +535,6 @@ class PlanningFlow(EventSource):
             error=run.error,
             usage=run.usage.copy(),
         )
-
-    async def on_run_end(self, result: RunResult) -> None:
-        """Nothing to release: the agents keep what they hold between runs, as they do alone."""
 
 
 def _class_name(agent: object) -> str:
