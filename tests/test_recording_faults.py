@@ -338,3 +338,24 @@ def test_cli_diagram_of_a_trace_whose_config_is_not_a_table(
     status = cli_main.main(["diagram", "--trace", str(trace)])
     _, err = capfd.readouterr()
     assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_the_writers_threads_end_with_the_last_checkpointed_run(tmp_path: Path) -> None:
+    """The threads checkpoints are written in belong to the open checkpoints: they run while one
+    is open, and none is left once the last run that had one has ended (no pool outlives them)."""
+    import asyncio
+    import threading
+
+    def writer_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("agentfsm-recording")]
+
+    first = ToolCallAgent(llm=ScriptedLLM([reply("one")]))
+    second = ToolCallAgent(llm=ScriptedLLM([reply("two")]))
+    await first.run("go", checkpoint=tmp_path / "one.json")
+    await second.run("go", checkpoint=tmp_path / "two.json")
+    for _ in range(100):  # a thread leaves once it has seen the shutdown
+        if not writer_threads():
+            break
+        await asyncio.sleep(0.01)
+    assert writer_threads() == []
+    assert read_checkpoint(tmp_path / "two.json")["run_state"]["state"] == "FINISHED"

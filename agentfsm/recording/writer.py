@@ -10,9 +10,14 @@ agent's journal appends its records (`agentfsm.recording.checkpoint`), a
 flow's checkpoint replaces its document with the last one
 (`agentfsm.flow.checkpoint`).
 
-Each writer owns its thread: made on the first job, ended by `close()` once
-what was handed over is written. So nothing outlives the recording that
-needed it, and no pool is shared behind the runs' backs.
+The threads are a few, shared by the process's writers (`_Threads`), apart
+from asyncio's default executor (which a model's client may keep busy): a
+thread per writer would be made on the loop (a thread's start waits for it
+to run) and would compete for the GIL fifty ways with fifty runs, which
+doubled the loop's longest stall in `tools/bench.py`'s concurrent
+checkpointed runs. Their lifetime is the writers': made when a writer first
+needs one, ended when the last writer that used them closes, so nothing
+lingers once no recording is open.
 
 Awaiting the writer waits (in the loop, without blocking it) until every
 record handed over so far is written; it raises `RecordingError` once a
@@ -34,14 +39,45 @@ from .files import RecordPath, write_failed
 
 __all__ = ["Batch", "BatchWrite", "RecordWriter"]
 
+_WORKERS = 4
+"""Threads shared by the writers: one job at a time per writer, a few writers at once."""
+
 Batch = list[tuple[str, bool]]
 """Records handed over since the last job, in order: each text, and whether it begins the file."""
 BatchWrite = Callable[[RecordPath, Batch], None]
 """Writes a batch to the file at the path and makes it durable (raises `OSError` when it cannot)."""
 
 
+class _Threads:
+    """The writers' threads: made for the first writer that needs one, ended with the last one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._users = 0
+
+    def take(self) -> ThreadPoolExecutor:
+        """The threads, for a writer until it gives them back."""
+        with self._lock:
+            self._users += 1
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="agentfsm-recording")
+            return self._pool
+
+    def give_back(self) -> None:
+        """A writer is done with them; the last one ends them (the jobs queued still run)."""
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+
+_THREADS = _Threads()
+
+
 class RecordWriter:
-    """The writes of one recording at `path`, made by `write` in a thread of the writer's own."""
+    """The writes of one recording at `path`, made by `write` in the writers' threads, in order."""
 
     def __init__(self, path: RecordPath, write: BatchWrite, *, what: str = "checkpoint") -> None:
         self.path = path
@@ -52,7 +88,7 @@ class RecordWriter:
         self._added = 0
         self._written = 0
         self._job: Future[int] | None = None
-        self._thread: ThreadPoolExecutor | None = None
+        self._threads: ThreadPoolExecutor | None = None
         self.error: RecordingError | None = None
 
     def add(self, text: str, *, new: bool) -> None:
@@ -66,17 +102,17 @@ class RecordWriter:
                 self._start()
 
     def close(self) -> None:
-        """End the writer's thread once the jobs handed to it are done (the loop does not wait)."""
+        """Give the threads back (the jobs handed over still run; the loop does not wait)."""
         with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.shutdown(wait=False)
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            _THREADS.give_back()
 
     def _start(self) -> None:
         batch, self._waiting = self._waiting, []
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agentfsm-{self.what}")
-        job = self._job = self._thread.submit(self._run, batch, self._written + len(batch))
+        if self._threads is None:
+            self._threads = _THREADS.take()
+        job = self._job = self._threads.submit(self._run, batch, self._written + len(batch))
         job.add_done_callback(self._done)
 
     def _run(self, batch: Batch, written: int) -> int:
