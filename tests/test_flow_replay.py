@@ -156,3 +156,5 @@ def test_agentfsm_replay_replays_a_flow_trace(tmp_path: Path, capfd: pytest.Capt
     assert cli_main.main(["replay", str(path), "--json"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert result["summary"] == recorded.summary == "summary"  # type: ignore[attr-defined]
+    assert cli_main.main(["replay", str(path), "--step"]) == 2
+    assert "--step replays an agent's: drop --step" in capfd.readouterr().err

@@ -600,10 +600,12 @@ def _replay(args: argparse.Namespace) -> int:
     from ..agent.replay import replay
     from . import log_setup
 
+    if _is_flow_trace(args.trace):
+        if args.step:
+            return _usage_error(f"{args.trace} is a flow's trace; --step replays an agent's: drop --step")
+        return _replay_flow(args)
     if args.step:
         return _replay_step(args)
-    if _is_flow_trace(args.trace):
-        return _replay_flow(args)
     with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
         try:
             replayed = _run_async(replay(args.trace))
