@@ -158,3 +158,35 @@ def test_agentfsm_replay_replays_a_flow_trace(tmp_path: Path, capfd: pytest.Capt
     assert result["summary"] == recorded.summary == "summary"  # type: ignore[attr-defined]
     assert cli_main.main(["replay", str(path), "--step"]) == 2
     assert "--step replays an agent's: drop --step" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("who", ["flow", "agent"])
+async def test_approvals_by_the_flow_s_or_the_agent_s_approver_replay(tmp_path: Path, who: str) -> None:
+    from collections.abc import Sequence
+
+    from agentfsm.agent.approval import Decision
+    from agentfsm.messages import ToolCall
+
+    async def approver(calls: Sequence[ToolCall]) -> list[Decision]:
+        return [Decision.reject("no") for _ in calls]
+
+    path = tmp_path / "flow.jsonl"
+    record, ran = counting_tool()
+    coder = ToolCallAgent(
+        llm=ScriptedLLM([reply("recording", [("record", {"n": 1})]), reply("it was refused")]),  # type: ignore[list-item]
+        tools=[record],  # type: ignore[list-item]
+        name="coder",
+        require_approval=["record"],
+        approver=approver if who == "agent" else None,
+    )
+    planner = ScriptedLLM([create("[coder] record"), reply("summary")])
+    flow = PlanningFlow(
+        agents={"coder": coder}, planner_llm=planner, approver=approver if who == "flow" else None
+    )
+    result = await flow.execute("task", trace=path)
+    assert result.ok and ran == []
+
+    replayed = await replay_flow(path)
+    assert replayed.result is not None and replayed.result.plan == result.plan
+    waited = ("EXECUTING", "AWAITING_AGENT") in [(t.source, t.dest) for t in replayed.transitions]
+    assert waited is (who == "flow")
