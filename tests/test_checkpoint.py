@@ -31,7 +31,7 @@ from agentfsm.cli import config
 from agentfsm.errors import CheckpointError, CheckpointLeasedError
 from agentfsm.memory import Memory
 from agentfsm.messages import Role, ToolCall
-from agentfsm.recording import checkpoint
+from agentfsm.recording import checkpoint, writer
 from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 from agentfsm.toolbox import Terminate
@@ -306,7 +306,7 @@ async def checkpoints_by_write(
     original = checkpoint.append_record
     before = [""]
     expected: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    add = checkpoint._Writer.add
+    add = writer.RecordWriter.add
 
     def handed(writer: Any, text: str, *, new: bool) -> None:
         expected.append(
@@ -328,7 +328,7 @@ async def checkpoints_by_write(
         assert seen[-1]["memory"] == memory
 
     monkeypatch.setattr(checkpoint, "append_record", write_and_read)
-    monkeypatch.setattr(checkpoint._Writer, "add", handed)
+    monkeypatch.setattr(writer.RecordWriter, "add", handed)
     agent = Tools().agent(**options)
     async for transition in agent.iter("go", checkpoint=tmp_path / "run.json"):
         assert seen[-1]["run_state"]["state"] == transition.dest  # written before the edge is yielded

@@ -26,8 +26,8 @@ from agentfsm.errors import AgentfsmError
 
 # Exception classes that must not inherit AgentfsmError, each with the reason.
 NOT_ERRORS = {
-    "agentfsm.agent.replay._Stop": (
-        "a private BaseException for control flow: replay leaves the run with it, and no "
+    "agentfsm.agent.replay.ReplayStop": (
+        "a BaseException for control flow: replay (an agent's, a flow's) leaves the run with it, and no "
         "`except AgentfsmError` or `except Exception` may catch it"
     ),
 }

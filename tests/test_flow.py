@@ -72,6 +72,7 @@ async def test_a_three_step_plan_completed_by_two_agents():
         ("FINALIZING", "DONE"),
     ]
     assert seen[4].guards == (
+        ("step_paused", False),
         ("finished_early", False),
         ("replans_spent", False),
         ("step_blocked", False),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,45 @@ def test_a_review_pause_survives_a_sigkill_and_the_approved_plan_runs(tmp_path: 
     assert final["run_state"]["state"] == "DONE"
 
 
+def test_a_step_paused_for_approval_survives_a_sigkill_and_its_call_runs_once_after(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, str(CHILD), "step-run", str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "paused"
+        process.kill()  # SIGKILL while the step's agent waits for approval
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == -9
+    saved = json.loads((tmp_path / "flow.checkpoint.json").read_text())
+    assert saved["run_state"]["state"] == "AWAITING_AGENT"
+    assert saved["agents"]["coder"]["run_state"]["state"] == "AWAITING_APPROVAL"
+    assert not (tmp_path / "ran").exists()
+
+    done = child("step-approve", tmp_path)
+    assert done.returncode == 0, done.stderr
+    waiting, final = (json.loads(line) for line in done.stdout.splitlines())
+    assert [(c["name"], c["arguments"]) for c in waiting] == [("record", '{"n": 1}')]
+    assert (final["state"], final["stop_reason"]) == ("FINISHED", "completed")
+    assert [(s["status"], s["attempts"], s["notes"]) for s in final["plan"]["steps"]] == [
+        ("completed", 1, "recorded after the restart")
+    ]
+    assert (tmp_path / "ran").read_text() == "1\n"  # the approved call ran once, after the restart
+    assert final["summary"] == "summary after the restart"
+
+
+def test_a_kill_in_the_middle_of_a_checkpoint_write_leaves_the_one_before(tmp_path: Path) -> None:
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+
+    killed = child("write-kill", tmp_path)
+    assert killed.returncode == -9, killed.stderr
+    assert (tmp_path / "flow.checkpoint.json.tmp").exists()  # the write cut short
+    saved = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")  # whole, and the one before
+    assert saved["run_state"]["state"] == "EXECUTING"
+    assert [s["status"] for s in saved["flow_state"]["plan"]["steps"]] == ["not_started", "not_started"]
+
+
 def test_a_flow_killed_inside_a_step_runs_that_step_again_and_keeps_the_one_before(tmp_path: Path) -> None:
     killed = child("run-kill", tmp_path)
     assert killed.returncode == -9, killed.stderr
@@ -102,5 +142,83 @@ def test_a_document_that_is_not_a_flow_s_is_refused(tmp_path: Path) -> None:
 
     path = tmp_path / "x.json"
     path.write_text('{"schema": 1, "agent_class": "x"}')
-    with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 1"):
+    with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 2"):
         read_flow_checkpoint(path)
+
+
+async def test_flow_checkpoint_writes_run_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write and fsync of a flow's checkpoint happens in a thread other than the event loop's
+    (an fsync takes a millisecond, or hundreds under load: the loop's other runs never wait on it),
+    and each one leaves the whole document of a transition."""
+    import threading
+
+    from agentfsm.flow import checkpoint
+
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    states: list[str] = []
+    replace = checkpoint._replace
+
+    def replacing(path: object, batch: list[tuple[str, bool]]) -> None:
+        threads.append(threading.get_ident())
+        replace(path, batch)  # type: ignore[arg-type]
+        states.append(json.loads(Path(str(path)).read_text())["run_state"]["state"])
+
+    monkeypatch.setattr(checkpoint, "_replace", replacing)
+    plan = reply(
+        tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a", "[coder] b"]})]
+    )
+    flow = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=ScriptedLLM([reply("a done"), reply("b done")]), name="coder")},
+        planner_llm=ScriptedLLM([plan, reply("sum")]),
+    )
+    result = await flow.execute("task", checkpoint=tmp_path / "flow.json")
+    assert result.ok
+    assert threads and loop_thread not in threads
+    assert states[-1] == "DONE" and set(states) <= {"PLANNING", "EXECUTING", "FINALIZING", "DONE"}
+    assert json.loads((tmp_path / "flow.json").read_text())["run_state"]["state"] == "DONE"
+
+
+async def test_resume_refuses_a_flow_whose_agents_or_limits_differ_and_takes_another_model(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "flow.json"
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+
+    def build(planner: ScriptedLLM, *, max_steps: int = 5, max_replans: int = 3) -> PlanningFlow:
+        coder = ToolCallAgent(llm=ScriptedLLM([reply("a done")]), name="coder", max_steps=max_steps)
+        return PlanningFlow(
+            agents={"coder": coder}, planner_llm=planner, review=True, max_replans=max_replans
+        )
+
+    first = build(ScriptedLLM([plan]))
+    assert (await first.execute("task", checkpoint=tmp_path / "held.json")).paused
+    shutil.copy(tmp_path / "held.json", path)  # as a process killed in the pause left it: nobody holds it
+    saved = json.loads(path.read_text())
+    assert saved["config"]["llm"]["class"] == "ScriptedLLM"
+    assert saved["config"]["agents"]["coder"]["agent_class"] == "agentfsm.agent.toolcall.ToolCallAgent"
+    assert saved["config"]["agents"]["coder"]["config"]["max_steps"] == 5
+    assert saved["config"]["agents"]["coder"]["config"]["llm"]["class"] == "ScriptedLLM"
+
+    with pytest.raises(CheckpointError) as refused:
+        await build(ScriptedLLM([]), max_steps=9).resume(checkpoint=path)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "coder.max_steps is 5 in the checkpoint, 9 here" in message and "agentfsm resume" in message
+    with pytest.raises(CheckpointError, match="max_replans is 3 in the checkpoint, 1 here"):
+        await build(ScriptedLLM([]), max_replans=1).resume(checkpoint=path)
+
+    from agentfsm.testing import FunctionLLM
+
+    other_model = FunctionLLM(lambda request: reply("summed by another model"))  # type: ignore[arg-type,return-value]
+    again = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=ScriptedLLM([reply("a done")]), name="coder", max_steps=5)},
+        planner_llm=other_model,
+        review=True,
+    )
+    assert (await again.resume(checkpoint=path)).paused
+    again.approve_plan()
+    result = await again.resume()
+    assert result.ok and result.summary == "summed by another model"

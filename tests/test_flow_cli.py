@@ -94,6 +94,13 @@ def test_the_flow_traces_and_a_reviewer_on_the_terminal_edits_the_plan(
     edges = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition"]
     assert ("PLANNING", "AWAITING_PLAN_REVIEW") in edges and ("AWAITING_PLAN_REVIEW", "EXECUTING") in edges
 
+    # replayed offline: the edited plan again, from the recorded decision and replies, no request sent
+    sent = len(llmock.requests)
+    assert cli_main.main(["replay", str(trace), "--json"]) == 0
+    replayed = json.loads(capfd.readouterr().out)
+    assert (replayed["plan"], replayed["summary"]) == (result["plan"], result["summary"])
+    assert len(llmock.requests) == sent
+
 
 def test_review_without_a_flow_is_bad_usage(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     args = ["run", "t", "--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", KEY]
@@ -166,3 +173,28 @@ def test_diagram_draws_the_flow_with_review_and_refuses_approvals(
     assert cli_main.main(["diagram", "--agent", "planning", "--approvals"]) == 2
     assert b"has no approvals; try --review" in capfdbinary.readouterr().err
     assert cli_main.main(["diagram", "--review"]) == 2
+
+
+def test_a_step_s_call_that_needs_approval_is_asked_on_the_terminal_for_the_flow(
+    llmock: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for name, value in NO_DOCKER.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": ["[toolcall] finish"]})
+    llmock.call_tool("terminate", {"status": "success"})
+    llmock.reply("Finished after the approval.")
+    trace = tmp_path / "flow.jsonl"
+
+    args = flow_args(llmock, "--require-approval", "terminate", "--json", "--trace", str(trace))
+    assert cli_main.main(args) == 0
+
+    captured = capfd.readouterr()
+    result = json.loads(captured.out)
+    assert result["stop_reason"] == "completed" and result["summary"] == "Finished after the approval."
+    assert [r["result"]["stop_reason"] for r in result["runs"]] == ["terminated"]
+    assert "approve? [y]es" in captured.err
+    _, records = read_trace(trace)
+    flow_edges = [r for r in records if r["kind"] == "transition" and r.get("agent") is None]
+    edges = [(r["source"], r["dest"]) for r in flow_edges]
+    assert ("EXECUTING", "AWAITING_AGENT") in edges and ("AWAITING_AGENT", "EXECUTING") in edges

@@ -32,7 +32,7 @@ async def test_a_paused_plan_edited_runs_the_edited_steps():
     paused = await flow.execute("task")
     assert paused.paused and paused.stop_reason == "awaiting_plan_review"
     assert flow.fsm_state == "AWAITING_PLAN_REVIEW" and paused.state is AgentState.RUNNING
-    with pytest.raises(AgentBusyError, match="waits for a plan review"):
+    with pytest.raises(AgentBusyError, match="waits in AWAITING_PLAN_REVIEW"):
         await flow.execute("another")
     flow.edit_plan(["[writer] my own step"])
     result = await flow.resume()

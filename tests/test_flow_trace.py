@@ -26,14 +26,24 @@ async def test_a_flow_trace_holds_its_transitions_planner_calls_and_result(tmp_p
     header, records = read_trace(path)
     assert header["agent_class"] == "agentfsm.flow.flow.PlanningFlow" and header["request"] == "task"
     assert header["config"]["executors"] == ["coder"] and header["config"]["max_replans"] == 3
-    kinds = [r["kind"] for r in records]
+    own = [r for r in records if "agent" not in r]
+    kinds = [r["kind"] for r in own]
     assert kinds == ["transition", "llm", "transition", "transition", "llm", "transition", "result"]
-    edges = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition"]
+    # the step's agent run is there too, in order, each record tagged with the agent and the step
+    assert [(r["kind"], r["agent"], r["flow_step"]) for r in records if "agent" in r] == [
+        ("transition", "coder", 1),
+        ("llm", "coder", 1),
+        ("transition", "coder", 1),
+    ]
+    assert [r["kind"] for r in records].index("llm", 2) == 4  # the agent's call, between the flow's edges
+    assert header["agents"] == {"coder": {"history": []}}
+    assert records[-1]["flow"]["plan"]["steps"][0]["status"] == "completed"
+    edges = [(r["source"], r["dest"]) for r in own if r["kind"] == "transition"]
     assert edges == [("IDLE", "PLANNING"), ("PLANNING", "EXECUTING"), ("EXECUTING", "FINALIZING"),
                      ("FINALIZING", "DONE")]  # fmt: skip
-    finalizing = [r for r in records if r["kind"] == "transition"][2]
+    finalizing = [r for r in own if r["kind"] == "transition"][2]
     assert finalizing["guards"][-1] == {"name": "plan_done", "held": True}
-    llm = [r for r in records if r["kind"] == "llm"]
+    llm = [r for r in own if r["kind"] == "llm"]
     assert llm[0]["request"]["tools"][0]["function"]["name"] == "planning"
     assert llm[1]["reply"]["content"] == "the summary"
     assert (

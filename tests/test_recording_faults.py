@@ -338,3 +338,45 @@ def test_cli_diagram_of_a_trace_whose_config_is_not_a_table(
     status = cli_main.main(["diagram", "--trace", str(trace)])
     _, err = capfd.readouterr()
     assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_the_writers_threads_end_with_the_last_writer_that_used_them(tmp_path: Path) -> None:
+    """The threads checkpoints are written in belong to the open writers: each checkpointed run
+    gives them back when it ends, and the last writer to give them back ends them (no pool
+    outlives the recordings that used it)."""
+    import asyncio
+    import threading
+
+    from agentfsm.recording import writer
+
+    users = writer._THREADS._users  # other tests' paused runs may hold them still
+    first = ToolCallAgent(llm=ScriptedLLM([reply("one")]))
+    second = ToolCallAgent(llm=ScriptedLLM([reply("two")]))
+    await first.run("go", checkpoint=tmp_path / "one.json")
+    await second.run("go", checkpoint=tmp_path / "two.json")
+    assert writer._THREADS._users == users
+    assert read_checkpoint(tmp_path / "two.json")["run_state"]["state"] == "FINISHED"
+
+    threads = writer._Threads()  # one of their own, to see them end
+    written: list[str] = []
+    a = writer.RecordWriter(tmp_path / "a", lambda path, batch: written.append(batch[-1][0]))
+    b = writer.RecordWriter(tmp_path / "b", lambda path, batch: written.append(batch[-1][0]))
+    for w in (a, b):
+        w._threads = threads.take()
+        w.add(f"to {w.path}", new=True)
+        await w
+    named = {t.name for t in threading.enumerate()}
+    assert any(name.startswith("agentfsm-recording") for name in named)
+    pool = threads._pool
+    assert pool is not None
+    a._threads, b._threads = None, None
+    threads.give_back()
+    assert threads._pool is pool  # b still holds them
+    threads.give_back()
+    assert threads._pool is None
+    for _ in range(100):  # each thread leaves once it has seen the shutdown
+        if not any(t.is_alive() for t in pool._threads):
+            break
+        await asyncio.sleep(0.01)
+    assert not any(t.is_alive() for t in pool._threads)
+    assert sorted(written) == [f"to {tmp_path / 'a'}", f"to {tmp_path / 'b'}"]

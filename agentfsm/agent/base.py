@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import (
     AgentBusyError,
+    CheckpointError,
     IndexOutOfRangeError,
     KeyNotFoundError,
     WrongPhaseError,
@@ -36,9 +37,9 @@ from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
-from ..run.result import AgentState, RunResult, StopReason
+from ..run.result import RunResult, StopReason
 from ..run.state import RunState
-from .event_source import EventSource
+from .driven import DrivenModel
 from .options import AgentOptions
 from .streaming import stream_run
 from .table import AGENT_TABLE
@@ -48,7 +49,7 @@ __all__ = ["BaseAgent"]
 RUN_ENDED = "Error: the run ended before this tool call produced a result"
 
 
-class BaseAgent(EventSource, ABC):
+class BaseAgent(DrivenModel, ABC):
     """An agent whose life is the machine in `table`.
 
     Subclasses implement the three phases (`think`, `act`, `observe`) and may
@@ -57,8 +58,6 @@ class BaseAgent(EventSource, ABC):
 
     table: MachineTable = AGENT_TABLE
     """The machine; an instance may switch to an extension of its class's table (approvals do)."""
-    paused_edits: tuple[Edit, ...] = ()
-    """Edits made while the run was paused (approvals), for the trace `resume(trace=...)` appends to."""
 
     def __init__(
         self,
@@ -83,15 +82,11 @@ class BaseAgent(EventSource, ABC):
         """The constructor's work once the options are a checked record. A subclass with options
         of its own builds its record (a subclass of `AgentOptions`) and calls this instead of
         `BaseAgent.__init__`, so each option is checked once, where it is declared."""
-        EventSource.__init__(self)
+        self._init_driven()
         self.options = options
         """The agent's options; `trace_config()`, checkpoints, replay and resume read them."""
         self.name = name or type(self).__name__.removesuffix("Agent").lower() or "agent"
         self.memory = memory if memory is not None else Memory()
-        self.run_state = RunState(state=self.table.initial)
-        self.last_result: RunResult | None = None
-        self._run: RunDriver | None = None
-        """The current run's driver, or the paused run's (None between runs)."""
 
     # -- the options, by name (read-only: replace `options` to change them) ----------------
 
@@ -114,23 +109,9 @@ class BaseAgent(EventSource, ABC):
     # -- what callers read ------------------------------------------------------
 
     @property
-    def fsm_state(self) -> str:
-        """The machine's leaf state (``"THINKING"``, ...); `transitions` reads and writes this."""
-        return self.run_state.state
-
-    @fsm_state.setter
-    def fsm_state(self, value: str) -> None:
-        self.run_state.state = value
-
-    @property
     def state_spec(self) -> StateSpec:
         """The current state's declaration in the table (its role, action, trigger)."""
         return self.table.by_name[self.run_state.state]
-
-    @property
-    def state(self) -> AgentState:
-        """The top-level state: IDLE, RUNNING, FINISHED or ERROR (a final state's declared one)."""
-        return AgentState.in_table(self.table, self.run_state.state)
 
     @property
     def phase(self) -> str | None:
@@ -281,11 +262,9 @@ class BaseAgent(EventSource, ABC):
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
             closers = (Checkpointer(checkpoint, self, lease=lease).close,)
-        if self._run is not None:
-            self._run.release()  # a paused run replaced by a restored one stops being recorded
-        self._run = RunDriver(self, closers=closers)
+        driver = self._start_driver(closers)
         self.paused_edits = ()
-        return self._run
+        return driver
 
     def _resumed_run(self, checkpoint: RecordPath | None) -> RunDriver:
         """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
@@ -306,6 +285,19 @@ class BaseAgent(EventSource, ABC):
             raise
         driver.restarted()
         return driver
+
+    def restore_paused(self, run_state: RunState) -> None:
+        """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's
+        checkpoint holds its step's agent so): `resume()` then continues it from that pause."""
+        self._check_startable()
+        spec = self.table.by_name.get(run_state.state)
+        if spec is None or not spec.pause:
+            raise CheckpointError(
+                f"the saved run of agent {self.name!r} is in {run_state.state!r}, not a pause of "
+                f"{type(self).__qualname__}'s machine; build the agent as the one that paused"
+            )
+        self.run_state = run_state
+        self._new_run(None).restarted()
 
     def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
         """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
@@ -397,9 +389,6 @@ class BaseAgent(EventSource, ABC):
     @abstractmethod
     async def observe(self) -> None:
         """Record `run.observations` in memory and update stuck detection."""
-
-    async def on_run_end(self, result: RunResult) -> None:
-        """Hook awaited after every run, however it ended (release per-run resources here)."""
 
     def trace_config(self) -> dict[str, Any]:
         """What a trace's header and a checkpoint record of the agent (JSON values, never secrets):

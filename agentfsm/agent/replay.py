@@ -38,7 +38,18 @@ from .approval import decide
 from .awaiting_input import answer, with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
-__all__ = ["Replay", "ReplayError", "Replayer", "replay"]
+__all__ = [
+    "Replay",
+    "ReplayAgent",
+    "ReplayError",
+    "ReplayLLM",
+    "ReplayScript",
+    "ReplayStop",
+    "Replayer",
+    "apply_edit",
+    "compare_transition",
+    "replay",
+]
 
 _COMPARED = ("source", "dest", "trigger", "step", "guards")
 
@@ -55,15 +66,16 @@ class Replay:
     """Why the replay stopped before the run's end (a trace cut short), or None."""
 
 
-class _Stop(BaseException):
+class ReplayStop(BaseException):
     """Leaves the run from inside a phase. A BaseException so the engine does not turn it into a
     `fail` edge: the trace ending is not something that happened in the recorded run. (The
     engine ends the replayed run `cancelled` on its way out, as for any exit from a phase that
     is not the phase's failure; that edge is not compared with the trace.)
 
-    Control flow, not an error: it stays here, private, and does not inherit `AgentfsmError`,
-    so no ``except AgentfsmError`` (or ``except Exception``) can swallow it; `ReplayError`, the
-    error it may carry out of the run, is the one callers see."""
+    Control flow, not an error: it stays inside the replays (this one, and a flow's,
+    `agentfsm.flow.replay`), and does not inherit `AgentfsmError`, so no ``except
+    AgentfsmError`` (or ``except Exception``) can swallow it; `ReplayError`, the error it may
+    carry out of the run, is the one callers see."""
 
     def __init__(self, error: ReplayError | None, reason: str = "") -> None:
         super().__init__(reason)
@@ -78,10 +90,12 @@ def _dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return [m.model_dump(mode="json") for m in messages]
 
 
-class _Script:
+class ReplayScript:
     """The recorded inputs, consumed in order: LLM replies, and tool results by (step, call id)."""
 
-    def __init__(self, records: list[dict[str, Any]]) -> None:
+    def __init__(self, records: list[dict[str, Any]], *, name: str | None = None) -> None:
+        self.name = name
+        """Whose inputs these are, named in a divergence (a flow's replay has one script per agent)."""
         self.llm = [r for r in records if r["kind"] == "llm"]
         self.tools: dict[tuple[int, str], list[dict[str, Any]]] = {}
         """Each call's records in order: a call that asked for input has one per round."""
@@ -93,12 +107,16 @@ class _Script:
         self.cancelled = bool(transitions) and transitions[-1]["trigger"] == "cancel"
         self.calls = 0
 
-    def stop(self, problem: str) -> _Stop:
+    def stop(self, problem: str) -> ReplayStop:
         if not self.complete:
-            return _Stop(None, f"the trace ends early: {problem}")
+            return ReplayStop(None, f"the trace ends early: {problem}")
         if self.cancelled:
-            return _Stop(None, f"the recorded run was cancelled here: {problem}")
-        return _Stop(ReplayError(problem))
+            return ReplayStop(None, f"the recorded run was cancelled here: {problem}")
+        return ReplayStop(ReplayError(self.at(problem)))
+
+    def at(self, problem: str) -> str:
+        """`problem`, naming whose replay it is when that is not the trace's only model."""
+        return f"{self.name}: {problem}" if self.name else problem
 
     def peek(self) -> dict[str, Any] | None:
         return self.llm[self.calls] if self.calls < len(self.llm) else None
@@ -110,8 +128,10 @@ class _Script:
         record = rounds.pop(0)
         if (record["name"], record["arguments"]) != (call.name, call.arguments):
             replayed, traced = f"{call.name}({call.arguments})", f"{record['name']}({record['arguments']})"
-            raise _Stop(
-                ReplayError(f"step {step}: call {call.id!r} is {replayed} on replay, {traced} in the trace")
+            raise ReplayStop(
+                ReplayError(
+                    self.at(f"step {step}: call {call.id!r} is {replayed} on replay, {traced} in the trace")
+                )
             )
         asked = record.get("input_required")
         return Observation(
@@ -124,10 +144,10 @@ class _Script:
         )
 
 
-class _ReplayLLM:
+class ReplayLLM:
     """A model that answers with the recorded replies, after checking each request is the recorded one."""
 
-    def __init__(self, script: _Script, token_budget: int | None) -> None:
+    def __init__(self, script: ReplayScript, token_budget: int | None) -> None:
         self.script = script
         self.token_budget = token_budget
 
@@ -147,8 +167,10 @@ class _ReplayLLM:
                 "tool_choice": tool_choice}  # fmt: skip
         for key, value in sent.items():
             if record["request"][key] != value:
-                raise _Stop(ReplayError(f"llm call {self.script.calls} (step {record['step']}): "
-                                        f"the request's {key} differ from the trace's"))  # fmt: skip
+                where = f"llm call {self.script.calls} (step {record['step']})"
+                raise ReplayStop(
+                    ReplayError(self.script.at(f"{where}: the request's {key} differ from the trace's"))
+                )
         error = record.get("error")
         if error is not None:
             if error["type"] == "TokenLimitExceeded":
@@ -168,8 +190,8 @@ class _RecordedTools(ToolCollection):
         return self.params
 
 
-class _ReplayAgent(ToolCallAgent):
-    def __init__(self, header: dict[str, Any], script: _Script) -> None:
+class ReplayAgent(ToolCallAgent):
+    def __init__(self, header: dict[str, Any], script: ReplayScript) -> None:
         config = header.get("config", {})
         missing = [key for key in ("llm", "tools") if key not in config]
         if missing:
@@ -185,7 +207,7 @@ class _ReplayAgent(ToolCallAgent):
         self.recorded_tools = _RecordedTools()
         self._init_tool_agent(
             options,
-            llm=_ReplayLLM(script, config["llm"].get("token_budget")),
+            llm=ReplayLLM(script, config["llm"].get("token_budget")),
             tools=self.recorded_tools,
             memory=Memory(config.get("max_messages", 100)),
             approver=None,
@@ -228,8 +250,8 @@ class Replayer:
             self.header, records = read_trace(path)  # each request whole, as the engine sends it
         except TraceError as exc:
             raise ReplayError(str(exc)) from None
-        self.script = _Script(records)
-        self.agent: ToolCallAgent = _ReplayAgent(self.header, self.script)
+        self.script = ReplayScript(records)
+        self.agent: ToolCallAgent = ReplayAgent(self.header, self.script)
         self.recorded: list[dict[str, Any]] = []
         self.edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits right after it
         for record in records:
@@ -253,11 +275,11 @@ class Replayer:
                 async for transition in steps:
                     index = len(self.replayed)
                     self.replayed.append(transition)
-                    _compare(transition, self.recorded, index, self.script.complete)
+                    compare_transition(transition, self.recorded, index, self.script.complete)
                     for edit in self.edits.get(index, ()):
-                        _apply(self.agent, edit)
+                        apply_edit(self.agent, edit)
                     yield transition
-        except _Stop as stop:
+        except ReplayStop as stop:
             if stop.error is not None:
                 raise stop.error from None
             self.ended_early = stop.reason
@@ -282,7 +304,9 @@ async def replay(trace: RecordPath) -> Replay:
     return await Replayer(trace).run()
 
 
-def _compare(transition: Transition, recorded: list[dict[str, Any]], index: int, complete: bool) -> None:
+def compare_transition(
+    transition: Transition, recorded: list[dict[str, Any]], index: int, complete: bool
+) -> None:
     if index >= len(recorded):
         if complete:
             raise ReplayError(f"the replay went on past the trace's last transition ({len(recorded)})")
@@ -294,7 +318,7 @@ def _compare(transition: Transition, recorded: list[dict[str, Any]], index: int,
         raise ReplayError(f"transition {index + 1} differs: replayed {replayed}, traced {traced}")
 
 
-def _apply(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
+def apply_edit(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
     try:
         if edit["edit"] == "pending_calls":
             agent.replace_pending_calls(ToolCall.model_validate(call) for call in edit["after"])

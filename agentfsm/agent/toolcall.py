@@ -20,11 +20,11 @@ from ..errors import TokenLimitExceeded, WrongTypeError
 from ..log import event
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
-from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
+from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
-from ..run.events import Edit, LLMCall, ToolCallCompleted, ToolCallStarted
+from ..run.events import Edit, ToolCallCompleted, ToolCallStarted
 from ..run.state import Decision, Observation
 from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.terminate import Terminate
@@ -34,7 +34,6 @@ from .approval import Approver, decide, rejection_text, undecided, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
-from .deltas import DeltaEmitter
 from .options import AgentOptions
 from .react import ReActAgent
 
@@ -284,31 +283,11 @@ class ToolCallAgent(ReActAgent):
         if tools is not self._tools_seen:  # the tool set changed (a new list): re-check approvals
             self._tools_seen = tools
             self._sync_table()
-        started = time.perf_counter()
-        streaming, sink = streams(self.llm), None
         try:
-            if streaming is None:
-                reply = await self.llm.ask_tool(
-                    messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice
-                )
-            else:  # the pieces become events as they arrive; the reply is the same whole
-                sink = DeltaEmitter(self)
-                reply = await streaming.ask_tool(
-                    messages, system_msgs=system, tools=tools, tool_choice=self.tool_choice, sink=sink
-                )
-        except Exception as exc:
-            if self.listening:
-                self._emit_llm_call(messages, system, tools, started, error=exc)
-            if not isinstance(exc, TokenLimitExceeded):
-                raise
+            reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
+        except TokenLimitExceeded as exc:
             run.token_limit = str(exc)
             return
-        except BaseException:  # cancelled mid-stream: the result counts what streamed so far
-            if sink is not None and sink.attempt:
-                run.usage.add(sink.partial_usage())
-            raise
-        if self.listening:  # the reply as the model sent it: replay gives it back to this same code
-            self._emit_llm_call(messages, system, tools, started, reply=reply)
         if self.tool_choice != "none" and reply.tool_calls:
             reply = self._with_distinct_ids(reply)
         run.reply = reply
@@ -363,33 +342,6 @@ class ToolCallAgent(ReActAgent):
             ),
         )
         return replace(reply, tool_calls=calls)
-
-    def _emit_llm_call(
-        self,
-        messages: Sequence[Message],
-        system: Sequence[Message],
-        tools: Sequence[dict[str, Any]],
-        started: float,
-        *,
-        reply: LLMResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        run = self.run_state
-        self.emit(
-            LLMCall(
-                agent=self.name,
-                run_id=run.run_id,
-                step=run.step,
-                messages=tuple(messages),
-                system_msgs=tuple(system),
-                tools=tuple(tools),
-                tool_choice=self.tool_choice,
-                reply=reply,
-                error_type=type(error).__name__ if error is not None else None,
-                error=str(error) if error is not None else None,
-                duration_s=time.perf_counter() - started,
-            )
-        )
 
     def trace_config(self) -> dict[str, Any]:
         config = {

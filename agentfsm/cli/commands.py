@@ -211,10 +211,17 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     except RecordingError as exc:
         return _usage_error(str(exc))
     flagged = _flagged(args, LLMSettings.model_fields)
-    overrides = {
-        "llm": dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged),
-        "agent": _flagged(args, AgentSettings.model_fields),
-    }
+    llm_flags = dict.fromkeys((*FLOW_EXECUTORS, flow_name), flagged)
+    recorded: dict[str, Any] = resumed["config"] if resumed is not None else {}
+    if resumed is not None and "model" not in flagged:  # each model as recorded, as `resume` of an agent
+        models = {flow_name: recorded.get("llm") or {}} | {
+            name: (agent.get("config") or {}).get("llm") or {}
+            for name, agent in (recorded.get("agents") or {}).items()
+        }
+        for name, model in models.items():
+            if name in llm_flags and model.get("model"):
+                llm_flags[name] = {**flagged, "model": model["model"]}
+    overrides = {"llm": llm_flags, "agent": _flagged(args, AgentSettings.model_fields)}
     try:
         settings = Settings.load(args.config, overrides)
         planner = build_llm(settings.llm_for(flow_name))
@@ -223,8 +230,12 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
         for name in FLOW_EXECUTORS:
             llm = build_llm(settings.llm_for(name))
             _check_credentials(llm)
-            agents[name] = _build_agent(name, settings, llm, settings.agent.agent_kwargs())
-    except ValueError as exc:
+            options = settings.agent.agent_kwargs()
+            saved = (recorded.get("agents") or {}).get(name)
+            if saved is not None:  # the options the checkpoint records, not the file's `[agent]`
+                options = _options_class(name).from_json(saved.get("config") or {}).to_dict()
+            agents[name] = _build_agent(name, settings, llm, options)
+    except (ValueError, TypeError) as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
         return _interrupted()
@@ -232,10 +243,25 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     from .terminal import TerminalPlanReviewer
 
     reviewer = TerminalPlanReviewer() if review else None
-    flow = PlanningFlow(agents=agents, planner_llm=planner, reviewer=reviewer, name=flow_name)
+    # The terminal's approver and input handler ask for the flow, in AWAITING_AGENT: a step's
+    # agent pauses, so the wait is the flow's state (and its checkpoint's), as a plan review is.
+    approver: Any = None
+    input_handler: Any = None
+    for agent in agents.values():
+        if isinstance(agent, ToolCallAgent):
+            approver, agent.approver = approver or agent.approver, None
+            input_handler, agent.input_handler = input_handler or agent.input_handler, None
+    flow = PlanningFlow(
+        agents=agents,
+        planner_llm=planner,
+        reviewer=reviewer,
+        approver=approver,
+        input_handler=input_handler,
+        name=flow_name,
+    )
     view = _terminal_view(flow, args.json, steps=agents.values())
     live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
-    for asker in (reviewer, *(getattr(a, "approver", None) for a in agents.values())):
+    for asker in (reviewer, approver, input_handler):
         if asker is not None and view is not None and hasattr(asker, "quiet"):
             asker.quiet = view.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
@@ -554,7 +580,10 @@ def _diagram(args: argparse.Namespace) -> int:
         if config.get("require_approval"):
             table = with_approval(table)
         try:
-            path = path_of(table, [r for r in records if r["kind"] == "transition"])
+            own = [
+                r for r in records if r["kind"] == "transition" and "agent" not in r
+            ]  # a flow's agents' are theirs
+            path = path_of(table, own)
         except ValueError as exc:
             return _usage_error(f"{args.trace}: {exc}")
     elif args.approvals:
@@ -631,6 +660,10 @@ def _replay(args: argparse.Namespace) -> int:
     from ..agent.replay import replay
     from . import log_setup
 
+    if _is_flow_trace(args.trace):
+        if args.step:
+            return _usage_error(f"{args.trace} is a flow's trace; --step replays an agent's: drop --step")
+        return _replay_flow(args)
     if args.step:
         return _replay_step(args)
     with (
@@ -654,6 +687,54 @@ def _replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print_result(replayed.result, args.json, out)
     return exit_code(replayed.result)
+
+
+def _is_flow_trace(path: str) -> bool:
+    """Whether the trace at `path` is a flow's (one that cannot be read is the agent replay's to refuse)."""
+    from ..recording.trace import read_header
+
+    try:
+        header = read_header(path)
+    except TraceError:
+        return False
+    return str(header.get("agent_class", "")).endswith(".PlanningFlow")
+
+
+def _replay_flow(args: argparse.Namespace) -> int:
+    """`replay` of a flow's trace: the flow's replayed transitions, its plan and its result, as
+    `run --flow` prints them; exit status as `run --flow`'s."""
+    from ..flow.replay import replay_flow
+    from . import log_setup
+
+    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+        try:
+            replayed = _run_async(replay_flow(args.trace))
+        except ReplayError as exc:
+            return _usage_error(str(exc))
+    out = sys.stdout
+    result = replayed.result
+    if not args.json:
+        for t in replayed.transitions:
+            print(format_transition(t) + "\n" * bool(t.stop_reason), file=out)
+    if result is None:
+        out.flush()
+        print(
+            f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+    else:
+        if result.plan is not None:
+            print(result.plan.render() + "\n", file=out)
+        if result.summary:
+            print(result.summary, file=out)
+        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=out)
+    out.flush()
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    return 0 if result.ok or result.paused else EXIT_LIMIT
 
 
 def _replay_step(args: argparse.Namespace) -> int:

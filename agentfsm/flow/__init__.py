@@ -7,9 +7,10 @@ from .plan import Plan, PlanStep, StepStatus
 from .planning import PlanningTool
 from .result import FlowResult, FlowStopReason, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
-from .table import FLOW_TABLE
+from .table import AWAITING_AGENT, FLOW_TABLE
 
 __all__ = [
+    "AWAITING_AGENT",
     "AWAITING_PLAN_REVIEW",
     "FLOW_TABLE",
     "TASK_COMPLETE",

@@ -4,14 +4,28 @@ Why a snapshot, not the agents' journal: a flow moves on only between agent
 runs (one transition per step, a few per replan), so rewriting its state on
 each is a few writes a run, and the file is always one whole document. It
 holds the flow's `RunState` and `FlowState` (the plan with its statuses, the
-runs so far, a review's decision) and each agent's memory as of that
-transition. A kill loses at most the current phase: `PlanningFlow.resume(
-checkpoint=...)` enters it again, so a step whose agent was killed runs again
-from the memory it started with, and a flow paused for plan review pauses
-again, waiting for the same decision.
+runs so far, a review's decision), each agent's memory as of that
+transition, and the run state of a step's agent that paused (approval,
+input), so that pause survives a restart too. A kill loses at most the
+current phase: `PlanningFlow.resume(checkpoint=...)` enters it again, so a
+step whose agent was killed runs again from the memory it started with, and
+a flow paused for plan review or for its agent pauses again, waiting for the
+same decision or answer.
 
-Each write goes to a temporary file beside the checkpoint, is fsynced, and
-replaces it (`os.replace`), so a kill mid-write leaves the previous one. The
+The document also records how the flow was built (``config``: its
+`trace_config()`: its limits, the planner's model, each agent's class,
+options and model); a resume by a flow built otherwise is refused, naming
+the options that differ, as an agent's checkpoint refuses one
+(`agentfsm.recording.checkpoint.restore`). The models may differ: a flow
+may resume on another server.
+
+Writes leave the event loop, as an agent journal's do: the document is made
+on the loop at the transition and handed to the checkpoint's `RecordWriter`
+(`agentfsm.recording.writer`), whose thread writes it to a temporary file
+beside the checkpoint, fsyncs it and replaces the checkpoint with it
+(`os.replace`), so a kill mid-write leaves the previous one. The flow awaits
+that thread where it matters: before a step's agent runs (so a step marked
+done is never run again), and before `execute()` returns or pauses. The
 checkpoint's `Lease` is held while the flow runs or waits: a second owner is
 refused (`CheckpointLeasedError`).
 """
@@ -26,26 +40,41 @@ from typing import Any, Protocol
 from ..errors import CheckpointError
 from ..fsm.machine import MachineTable
 from ..memory import Memory, MemorySnapshot
-from ..recording.files import RecordPath
+from ..recording.checkpoint import config_differences
+from ..recording.files import RecordPath, check_writable
 from ..recording.lease import Lease
-from ..run.events import Transition, TransitionListener
+from ..recording.writer import Batch, RecordWriter
+from ..run.events import AgentEvent, EventListener, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from .state import FlowState
 
 __all__ = [
     "FLOW_CHECKPOINT_SCHEMA",
+    "CheckpointedAgent",
     "CheckpointedFlow",
     "FlowCheckpointer",
     "read_flow_checkpoint",
     "restore_flow",
 ]
 
-FLOW_CHECKPOINT_SCHEMA = 1
+FLOW_CHECKPOINT_SCHEMA = 2
+"""2: the flow's configuration (``config``) and each agent's paused run (``agents``)."""
 
 
-class _HasMemory(Protocol):
+class CheckpointedAgent(Protocol):
+    """What a flow's checkpoint reads and writes of one of its agents (`BaseAgent` is one)."""
+
     memory: Memory
+    run_state: RunState
+
+    @property
+    def table(self) -> MachineTable: ...
+
+    @property
+    def phase(self) -> str | None: ...
+
+    def restore_paused(self, run_state: RunState) -> None: ...
 
 
 class CheckpointedFlow(Protocol):
@@ -63,43 +92,63 @@ class CheckpointedFlow(Protocol):
     flow_state: FlowState
 
     @property
-    def agents(self) -> Mapping[str, _HasMemory]: ...
+    def agents(self) -> Mapping[str, CheckpointedAgent]: ...
 
-    def on_transition(self, callback: TransitionListener) -> Callable[[], None]: ...
+    def trace_config(self) -> dict[str, Any]: ...
+
+    def on_event(self, callback: EventListener) -> Callable[[], None]: ...
 
 
 class FlowCheckpointer:
-    """Writes `flow` to `path` after each of its transitions, holding the checkpoint's lease."""
+    """Writes `flow` to `path` after each of its transitions (off the event loop), holding the lease."""
 
     def __init__(self, path: RecordPath, flow: CheckpointedFlow, *, lease: Lease | None = None) -> None:
+        check_writable(path, "checkpoint")
         self.path = os.fspath(path)
         self.flow = flow
         self.lease = lease if lease is not None else Lease.acquire(path)
-        self._unsubscribe = flow.on_transition(self._on_transition)
+        self.writer = RecordWriter(self.path, _replace)
+        self._unsubscribe = flow.on_event(self._on_event)
 
     def close(self) -> None:
+        """Stop listening, end the writer's thread once it wrote what it has, release the lease."""
         self._unsubscribe()
+        self.writer.close()
         self.lease.release()
 
-    def _on_transition(self, transition: Transition) -> None:
+    def _on_event(self, event: AgentEvent) -> RecordWriter | None:
+        if not isinstance(event, Transition) or event.agent != self.flow.name:
+            return None
         self.lease.verify()
+        self.writer.add(json.dumps(self.document(), ensure_ascii=False), new=False)
+        return self.writer  # the flow awaits it before a step's agent runs, and at its end or pause
+
+    def document(self) -> dict[str, Any]:
+        """The flow as of now, as the checkpoint holds it."""
         flow = self.flow
-        document = {
+        agents: dict[str, Any] = {}
+        for name, agent in flow.agents.items():
+            saved: dict[str, Any] = {"memory": agent.memory.snapshot().model_dump(mode="json")}
+            if agent.phase is not None:  # paused in the middle of its run: the run goes on after a restart
+                saved["run_state"] = agent.run_state.model_dump(mode="json")
+            agents[name] = saved
+        return {
             "schema": FLOW_CHECKPOINT_SCHEMA,
             "flow": flow.name,
             "executors": list(flow.executors),
             "reviewing": flow.reviewing,
+            "config": flow.trace_config(),
             "run_state": flow.run_state.model_dump(mode="json"),
             "flow_state": flow.flow_state.model_dump(mode="json"),
-            "memories": {
-                name: agent.memory.snapshot().model_dump(mode="json") for name, agent in flow.agents.items()
-            },
+            "agents": agents,
         }
-        _replace(self.path, json.dumps(document, ensure_ascii=False))
 
 
-def _replace(path: str, text: str) -> None:
-    temporary = f"{path}.tmp"
+def _replace(path: RecordPath, batch: Batch) -> None:
+    """Write the last document of `batch` (the ones before it are older states) in place of the
+    checkpoint at `path`: a temporary file, fsynced, renamed over it, and the folder fsynced."""
+    text = batch[-1][0]
+    temporary = f"{os.fspath(path)}.tmp"
     with open(temporary, "w", encoding="utf-8") as out:
         out.write(text)
         out.flush()
@@ -110,6 +159,9 @@ def _replace(path: str, text: str) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+_PARTS = ("flow", "executors", "reviewing", "config", "run_state", "flow_state", "agents")
 
 
 def read_flow_checkpoint(path: RecordPath) -> dict[str, Any]:
@@ -123,11 +175,10 @@ def read_flow_checkpoint(path: RecordPath) -> dict[str, Any]:
         ) from None
     except (ValueError, OSError) as exc:  # not JSON, not text, a directory, unreadable
         raise CheckpointError(f"{os.fspath(path)!r} is not a flow checkpoint ({exc})") from None
-    keys = ("flow", "executors", "reviewing", "run_state", "flow_state", "memories")
     if (
         not isinstance(data, dict)
         or data.get("schema") != FLOW_CHECKPOINT_SCHEMA
-        or not all(k in data for k in keys)
+        or not all(k in data for k in _PARTS)
     ):
         raise CheckpointError(
             f"{os.fspath(path)!r} is not a flow checkpoint of schema {FLOW_CHECKPOINT_SCHEMA}; "
@@ -146,6 +197,13 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
             f"(review {recorded[2]!r}); this flow is {current[0]!r} with {current[1]!r} (review "
             f"{current[2]!r}): build it as the one that wrote it"
         )
+    differ = _differences(flow.trace_config(), data["config"])
+    if differ:
+        raise CheckpointError(
+            f"flow {flow.name!r} is not configured as the one that wrote the checkpoint: "
+            f"{'; '.join(differ)}; build it with the options the checkpoint records "
+            "(`agentfsm resume` does), or start the flow again"
+        )
     run_state = RunState.model_validate(data["run_state"])
     if run_state.state not in flow.table.by_name or run_state.state == flow.table.initial:
         raise CheckpointError(
@@ -155,5 +213,33 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
         run_state.stop_reason = StopReason.of(run_state.stop_reason)
     flow.run_state = run_state
     flow.flow_state = FlowState.model_validate(data["flow_state"])
-    for name, snapshot in data["memories"].items():
-        flow.agents[name].memory = Memory.from_snapshot(MemorySnapshot.model_validate(snapshot))
+    for name, saved in data["agents"].items():
+        agent = flow.agents[name]
+        agent.memory = Memory.from_snapshot(MemorySnapshot.model_validate(saved["memory"]))
+        if "run_state" in saved:
+            agent.restore_paused(RunState.model_validate(saved["run_state"]))
+
+
+def _differences(current: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
+    """Each option of the flow or of one of its agents that differs, with both values; the models
+    are not compared (`config_differences`)."""
+    mine, theirs = dict(current), dict(recorded)
+    agents_now, agents_then = mine.pop("agents", {}), theirs.pop("agents", {})
+    differ = [_both(key, theirs.get(key), mine.get(key)) for key in config_differences(mine, theirs)]
+    for name in sorted(set(agents_now) | set(agents_then)):
+        now, then = agents_now.get(name) or {}, agents_then.get(name) or {}
+        if now.get("agent_class") != then.get("agent_class"):
+            differ.append(_both(f"agent {name!r}", then.get("agent_class"), now.get("agent_class")))
+            continue
+        now_config, then_config = now.get("config") or {}, then.get("config") or {}
+        for key in config_differences(now_config, then_config):
+            differ.append(_both(f"{name}.{key}", then_config.get(key), now_config.get(key)))
+    return differ
+
+
+def _both(what: str, recorded: object, current: object) -> str:
+    def short(value: object) -> str:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return f"{what} is {short(recorded)} in the checkpoint, {short(current)} here"

@@ -14,6 +14,16 @@ fails `max_attempts` times is blocked, and the flow replans, at most
 With `review` on (or a `reviewer`), the flow waits for a decision on each plan, made or revised,
 in AWAITING_PLAN_REVIEW (`agentfsm.flow.review`).
 
+A step's agent that pauses (AWAITING_APPROVAL for a call that needs approval,
+AWAITING_INPUT for a tool's question) pauses the flow with it, in
+AWAITING_AGENT: the flow's `approver` or `input_handler` answers it there
+(the terminal's, on the command line), or else `execute()` returns a paused
+result whose `pending_approval` / `pending_input` the app answers through the
+flow (`approve`, `reject`, `answer`) before `resume()`. The agent then goes
+on from its pause (the calls approved run, once), and the flow after it.
+With a checkpoint, the paused agent's run is saved with the flow, so the
+pause survives a restart.
+
 An agent ends the whole flow early by beginning a line of its final message
 with ``TASK COMPLETE`` (the step prompt tells it so): the flow then goes
 straight to FINALIZING with `finished_early`.
@@ -23,24 +33,25 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from ..agent.approval import Approver, Decision, decide
+from ..agent.awaiting_input import answer
 from ..agent.base import BaseAgent
-from ..agent.event_source import EventSource
+from ..agent.driven import DrivenModel
+from ..agent.toolcall import ToolCallAgent
 from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
-from ..messages import Message, Role
-from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..messages import Message, Role, ToolCall
+from ..model.base import ChatModel, LLMResponse
 from ..model.options import describe_model
+from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
-from ..run.events import Edit, LLMCall
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
@@ -49,7 +60,8 @@ from .planning import PlanningTool
 from .result import FlowResult, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
-from .table import FLOW_TABLE
+from .table import AWAITING_AGENT, FLOW_TABLE
+from .trace import FlowTraceWriter
 
 __all__ = ["TASK_COMPLETE", "PlanningFlow"]
 
@@ -63,7 +75,7 @@ PLANNER_SYSTEM = (
 SUMMARY_SYSTEM = "You are a planning assistant. Your task is to summarize the completed plan."
 
 
-class PlanningFlow(EventSource):
+class PlanningFlow(DrivenModel):
     """Plan `request` with `planner_llm`, run each step with one of `agents`, replan, summarize.
 
     `agents` maps a name (what a step's ``[name]`` tag says) to an agent; `executors` are the names
@@ -71,8 +83,6 @@ class PlanningFlow(EventSource):
     """
 
     table: MachineTable = FLOW_TABLE
-    paused_edits: tuple[Edit, ...] = ()
-    """A flow makes no edits (a trace writer reads this of whatever it records)."""
 
     def __init__(
         self,
@@ -84,11 +94,15 @@ class PlanningFlow(EventSource):
         max_attempts: int = 2,
         review: bool = False,
         reviewer: Reviewer | None = None,
+        approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str = "planning",
     ) -> None:
         """`max_attempts`: runs of a step before it is blocked; `max_replans`: revisions after blocked
         steps before the flow ends with `replan_limit`; `review`: wait in AWAITING_PLAN_REVIEW for a
-        decision on each plan; `reviewer`: a coroutine that makes it (turns `review` on)."""
+        decision on each plan; `reviewer`: a coroutine that makes it (turns `review` on).
+        `approver`, `input_handler`: what decides the calls, and answers the questions, a step's
+        agent pauses for (AWAITING_AGENT); without them the flow pauses and the app answers."""
         if not agents:
             raise WrongValueError("`agents` is empty; give PlanningFlow at least one agent, by name")
         names = list(executors) if executors is not None else list(agents)
@@ -101,52 +115,62 @@ class PlanningFlow(EventSource):
             raise WrongValueError(
                 f"`max_replans` ({max_replans!r}) must be >= 0 and `max_attempts` ({max_attempts!r}) >= 1"
             )
-        EventSource.__init__(self)
         self.reviewing = review or reviewer is not None
         self.reviewer = reviewer
+        self.approver = approver
+        self.input_handler = input_handler
         if self.reviewing:
             self.table = with_review(FLOW_TABLE)
+        self._init_driven()
         self.name = name
         self.agents = dict(agents)
         self.executors = tuple(names)
         self.planner_llm = planner_llm
         self.max_replans = max_replans
         self.max_attempts = max_attempts
-        self.run_state = RunState(state=self.table.initial)
         self.flow_state = FlowState()
         self.planning = PlanningTool(self.executors)
         self.memory = Memory()
         """Empty: the flow holds no conversation of its own (each agent has its memory, and a
         trace's ``llm`` records hold each planner request whole)."""
-        self.last_result: RunResult | None = None
-        self._run: RunDriver | None = None
 
     # -- what callers read ---------------------------------------------------------
-
-    @property
-    def fsm_state(self) -> str:
-        return self.run_state.state
-
-    @fsm_state.setter
-    def fsm_state(self, value: str) -> None:
-        self.run_state.state = value
-
-    @property
-    def state(self) -> AgentState:
-        return AgentState.in_table(self.table, self.run_state.state)
 
     @property
     def plan(self) -> Plan | None:
         return self.flow_state.plan
 
+    @property
+    def paused_agent(self) -> BaseAgent | None:
+        """The agent of the step the flow waits for in AWAITING_AGENT, or None."""
+        flow = self.flow_state
+        step = flow.plan.step(flow.paused_step) if flow.plan and flow.paused_step is not None else None
+        return self.agents[step.agent] if step is not None else None
+
+    @property
+    def pending_approval(self) -> list[ToolCall]:
+        """While the flow waits for its step's agent: the agent's calls waiting for a decision."""
+        agent = self.paused_agent
+        return agent.pending_approval if agent is not None else []
+
+    @property
+    def pending_input(self) -> list[tuple[ToolCall, Question]]:
+        """While the flow waits for its step's agent: the agent's unanswered questions, with their calls."""
+        agent = self.paused_agent
+        return agent.pending_input if agent is not None else []
+
     def trace_config(self) -> dict[str, Any]:
-        """What a trace's header records of the flow: its limits, review, executors and models."""
+        """What a trace's header and a checkpoint record of the flow: its limits, review, executors,
+        the planner's model, and each agent's class and `trace_config()` (options and model)."""
         return {
             "max_replans": self.max_replans,
             "max_attempts": self.max_attempts,
             "reviewing": self.reviewing,
             "executors": list(self.executors),
-            "agents": {name: type(agent).__qualname__ for name, agent in self.agents.items()},
+            "agents": {
+                name: {"agent_class": _class_name(agent), "config": agent.trace_config()}
+                for name, agent in self.agents.items()
+            },
             "llm": describe_model(self.planner_llm),
         }
 
@@ -158,26 +182,34 @@ class PlanningFlow(EventSource):
         """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
         pause for plan review (`result.paused`). `checkpoint`: a file the whole flow is written to
         after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`).
-        `trace`: a JSON Lines trace of the flow (its transitions, the planner's calls, its result;
-        each agent's run is in the flow's `runs`), as `agentfsm.recording.trace` writes an agent's."""
+        `trace`: a JSON Lines trace of the flow and, tagged, of its agents' runs
+        (`agentfsm.flow.trace`), which `agentfsm replay` re-drives offline."""
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
         if self.state is AgentState.RUNNING:
             raise AgentBusyError(
-                f"flow {self.name!r} waits for a plan review; decide and `resume()` it, or `cancel_plan()`"
+                f"flow {self.name!r} waits in {self.fsm_state}; answer it and `resume()` the flow first"
             )
         self._run = self._new_run(checkpoint)
         with self._trace(trace):
             result = await self._run.run(request)
         return self.flow_result(result)
 
-    def _trace(self, path: RecordPath | None) -> AbstractContextManager[object]:
-        return nullcontext() if path is None else TraceWriter(path, self)
+    def _trace(self, path: RecordPath | None, *, append: bool = False) -> AbstractContextManager[object]:
+        return nullcontext() if path is None else FlowTraceWriter(path, self, append=append)
 
-    async def resume(self, checkpoint: RecordPath | None = None) -> FlowResult:
-        """Continue the flow paused for plan review, with the decision made meanwhile (none: it
-        pauses again); or, given `checkpoint`, the flow saved there (by a process that may have
-        been killed), from the state it was in: the flow must be built as the one that wrote it."""
+    async def resume(
+        self, checkpoint: RecordPath | None = None, *, trace: RecordPath | None = None
+    ) -> FlowResult:
+        """Continue the paused flow (plan review, or its step's agent), with the decision or
+        answers made meanwhile (none: it pauses again); or, given `checkpoint`, the flow saved
+        there (by a process that may have been killed), from the state it was in: the flow must
+        be built as the one that wrote it. `trace`: the paused flow's trace, appended to (the
+        answers given meanwhile first); a flow resumed from a checkpoint has none."""
+        if checkpoint is not None and trace is not None:
+            raise WrongValueError(
+                "`trace` continues a paused flow's trace; a flow resumed from a checkpoint has none"
+            )
         if self._run is not None and self._run.active:
             raise AgentBusyError(f"flow {self.name!r} is running; await it before resuming")
         if checkpoint is not None:
@@ -189,20 +221,19 @@ class PlanningFlow(EventSource):
                 lease.release()
                 raise
             self._run.restarted()
-        elif self._run is None or self.fsm_state != AWAITING_PLAN_REVIEW:
+        elif self._run is None or not self.table.by_name[self.fsm_state].pause:
             raise AgentBusyError(
                 f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
                 "pass the checkpoint of the flow to continue"
             )
-        return self.flow_result(await self._run.run(None))
+        with self._trace(trace, append=True):
+            return self.flow_result(await self._run.run(None))
 
     def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
             closers = (FlowCheckpointer(checkpoint, self, lease=lease).close,)
-        if self._run is not None:
-            self._run.release()
-        return RunDriver(self, closers=closers)
+        return self._start_driver(closers)
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
 
@@ -228,6 +259,40 @@ class PlanningFlow(EventSource):
             )
         self.flow_state.decision = decision
 
+    # -- a step's agent paused (while the flow waits in AWAITING_AGENT) ---------------------
+
+    def approve(self, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None) -> None:
+        """Approve the paused agent's call `call_id` (None: every one waiting), then `resume()`."""
+        self._waiting_agent("approve").approve(call_id, arguments=arguments)
+
+    def reject(self, call_id: str | None = None, reason: str | None = None) -> None:
+        """Reject the paused agent's call `call_id` (None: every one waiting); its model reads `reason`."""
+        self._waiting_agent("reject").reject(call_id, reason)
+
+    def answer(
+        self,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> None:
+        """Answer the paused agent's question (as `ToolCallAgent.answer`), then `resume()`."""
+        self._waiting_agent("answer").answer(call_id, content, action=action, key=key)
+
+    def _waiting_agent(self, what: str, *, by_handler: bool = False) -> ToolCallAgent:
+        """The paused step's agent, while the app may answer it (the flow paused), or `by_handler`
+        (the flow's approver or input handler, inside AWAITING_AGENT's action)."""
+        agent = self.paused_agent
+        running = self._run is not None and self._run.active and not by_handler
+        if self.fsm_state != AWAITING_AGENT or agent is None or running:
+            raise WrongPhaseError(
+                f"`{what}` answers a step's agent only while flow {self.name!r} waits in {AWAITING_AGENT} "
+                f"(it is {self.fsm_state}); call it on the paused result"
+            )
+        assert isinstance(agent, ToolCallAgent)  # only tool-calling agents pause for a person
+        return agent
+
     def flow_result(self, result: RunResult) -> FlowResult:
         """The `FlowResult` of the run that ended with `result`."""
         flow = self.flow_state
@@ -241,6 +306,8 @@ class PlanningFlow(EventSource):
             error=result.error,
             replans=flow.replans,
             usage=result.usage,
+            pending_approval=tuple(self.pending_approval) if result.paused else (),
+            pending_input=tuple(self.pending_input) if result.paused else (),
         )
 
     # -- the phases -------------------------------------------------------------------
@@ -275,28 +342,40 @@ class PlanningFlow(EventSource):
         self.flow_state.plan = plan
 
     async def execute_step(self) -> None:
-        """Run the next step with its agent, and mark it from the agent's `RunResult`."""
+        """Run the next step with its agent (or let the paused one go on), and mark it from the
+        agent's `RunResult`; an agent that paused leaves the step in progress (AWAITING_AGENT)."""
         flow, run = self.flow_state, self.run_state
         assert flow.plan is not None
-        step = flow.plan.next_step
-        assert step is not None  # the edges into EXECUTING make sure of it
-        step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
-        flow.finished_early = False
-        run.step += 1
-        agent = self.agents[step.agent]
-        prompt = (
-            f"CURRENT PLAN STATUS:\n{flow.plan.render()}\n\nYOUR CURRENT TASK:\n"
-            f'You are now working on step {step.id}: "{step.text}"\n\n'
-            "Please only execute this current step using the appropriate tools. When you're done, "
-            "provide a summary of what you accomplished. If this step completes the whole task so that "
-            f"no other step is needed, begin your final message with {TASK_COMPLETE}."
-        )
-        result = await agent.run(prompt)
-        if result.paused:  # a step's agent waits for a person the flow cannot ask: that attempt fails
-            result = await agent.cancel()
+        await self.recorded()  # the steps done so far are checkpointed before this one's agent acts
+        if flow.paused_step is not None:  # answered in AWAITING_AGENT: the agent goes on from its pause
+            step = flow.plan.step(flow.paused_step)
+            assert step is not None
+            flow.paused_step = None
+            agent = self.agents[step.agent]
+            result = await agent.resume()
+        else:
+            step = flow.plan.next_step
+            assert step is not None  # the edges into EXECUTING make sure of it
+            step.status, step.attempts = StepStatus.IN_PROGRESS, step.attempts + 1
+            flow.finished_early = False
+            run.step += 1
+            agent = self.agents[step.agent]
+            if agent.phase is not None:  # paused in a flow that ended meanwhile: that run is over
+                await agent.cancel()
+            prompt = (
+                f"CURRENT PLAN STATUS:\n{flow.plan.render()}\n\nYOUR CURRENT TASK:\n"
+                f'You are now working on step {step.id}: "{step.text}"\n\n'
+                "Please only execute this current step using the appropriate tools. When you're done, "
+                "provide a summary of what you accomplished. If this step completes the whole task so "
+                f"that no other step is needed, begin your final message with {TASK_COMPLETE}."
+            )
+            result = await agent.run(prompt)
+        if result.paused:  # it waits for a person: so does the flow
+            flow.paused_step = step.id
+            return
         run.usage.add(result.usage)
         flow.runs.append(StepRun(step_id=step.id, agent=step.agent, attempt=step.attempts, result=result))
-        said = _said(agent, prompt)
+        said = _said(agent, agent.run_state.request or "")
         if result.ok:
             step.status = StepStatus.COMPLETED
             step.notes = (said[-1] if said else result.output) or ""
@@ -310,6 +389,37 @@ class PlanningFlow(EventSource):
             step.status, flow.blocked = StepStatus.BLOCKED, step.id
         else:
             step.status = StepStatus.NOT_STARTED
+
+    async def await_agent(self) -> None:
+        """Answer the paused step's agent with the flow's `approver` or `input_handler`; with none
+        for what it waits for, pause (`execute()` returns the paused result, the app answers)."""
+        agent = self.paused_agent
+        assert agent is not None
+        calls, questions = agent.pending_approval, agent.pending_input
+        if calls and self.approver is not None:
+            decisions = list(await self.approver(calls))
+            if len(decisions) != len(calls) or not all(isinstance(d, Decision) for d in decisions):
+                raise WrongTypeError(
+                    f"the approver must return one Decision per call ({len(calls)}), in order; "
+                    f"got {decisions!r}"
+                )
+            waiting = self._waiting_agent("approve", by_handler=True)
+            for call, decision in zip(calls, decisions, strict=True):  # traced now: not paused edits
+                decide(waiting, call.id, decision, by_approver=True)
+        elif questions and self.input_handler is not None:
+            waiting = self._waiting_agent("answer", by_handler=True)
+            for call, question in questions:
+                reply = await self.input_handler(call, question)
+                if not isinstance(reply, Answer):
+                    raise WrongTypeError(
+                        f"the input handler must return an Answer for {question.key!r} of {call.name}; "
+                        f"got {reply!r}"
+                    )
+                answer(waiting, call.id, reply, key=question.key, by_handler=True)
+        elif calls:
+            raise PauseRun(StopReason.AWAITING_APPROVAL.value)
+        elif questions:
+            raise PauseRun(StopReason.AWAITING_INPUT.value)
 
     async def revise_plan(self) -> None:
         """Ask the planner for the steps still to do; the completed ones stay, with their notes.
@@ -360,38 +470,12 @@ class PlanningFlow(EventSource):
     # -- the planner --------------------------------------------------------------------
 
     async def _ask(self, messages: list[Message], system: str, *, tools: bool) -> LLMResponse:
-        """One planner call; an `LLMCall` event for it (a trace's ``llm`` record) when someone listens."""
-        system_msgs = [Message.system_message(system)]
+        """One planner call (an `LLMCall` event, a trace's ``llm`` record); its usage counts."""
         declared = [self.planning.to_param()] if tools else []
-        choice: ToolChoice = "auto" if tools else "none"
-        started = time.perf_counter()
-        reply: LLMResponse | None = None
-        error: Exception | None = None
-        try:
-            reply = await self.planner_llm.ask_tool(
-                messages, system_msgs=system_msgs, tools=declared, tool_choice=choice
-            )
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            if self.listening:
-                run = self.run_state
-                self.emit(
-                    LLMCall(
-                        agent=self.name,
-                        run_id=run.run_id,
-                        step=run.step,
-                        messages=tuple(messages),
-                        system_msgs=tuple(system_msgs),
-                        tools=tuple(declared),
-                        tool_choice=choice,
-                        reply=reply,
-                        error_type=type(error).__name__ if error is not None else None,
-                        error=str(error) if error is not None else None,
-                        duration_s=time.perf_counter() - started,
-                    )
-                )
+        system_msgs = [Message.system_message(system)]
+        reply = await self.ask_model(
+            self.planner_llm, messages, system_msgs, declared, "auto" if tools else "none"
+        )
         self.run_state.usage.add(reply.usage)
         return reply
 
@@ -452,8 +536,10 @@ class PlanningFlow(EventSource):
             usage=run.usage.copy(),
         )
 
-    async def on_run_end(self, result: RunResult) -> None:
-        """Nothing to release: the agents keep what they hold between runs, as they do alone."""
+
+def _class_name(agent: object) -> str:
+    cls = type(agent)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _said(agent: BaseAgent, prompt: str) -> list[str]:

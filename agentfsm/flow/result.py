@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..messages import ToolCall
 from ..model.base import Usage
+from ..questions import Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..serde import Serializable
 from .plan import Plan
@@ -56,12 +58,17 @@ class FlowResult(Serializable):
     error: str | None = None
     replans: int = 0
     usage: Usage = field(default_factory=Usage)
-    """Summed over every agent run and every planner call."""
+    """Summed over every agent run and every planner call (a paused step's run counts once it ends)."""
+    pending_approval: tuple[ToolCall, ...] = ()
+    """Paused in AWAITING_AGENT for approval: the step's agent's calls waiting for a decision."""
+    pending_input: tuple[tuple[ToolCall, Question], ...] = ()
+    """Paused in AWAITING_AGENT for input: the step's agent's questions, each with its call."""
 
     @property
     def paused(self) -> bool:
-        """Waiting in AWAITING_PLAN_REVIEW: decide on `plan` (`flow.approve_plan()`, `edit_plan`,
-        `cancel_plan`), then `await flow.resume()`."""
+        """Waiting for a person: in AWAITING_PLAN_REVIEW, decide on `plan` (`flow.approve_plan()`,
+        `edit_plan`, `cancel_plan`); in AWAITING_AGENT, answer the step's agent (`flow.approve`,
+        `reject`, `answer`; see `pending_approval`, `pending_input`). Then `await flow.resume()`."""
         return self.state is AgentState.RUNNING
 
     @property

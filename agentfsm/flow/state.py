@@ -22,6 +22,8 @@ class FlowState(Serializable):
     """Replans started (bounded by the flow's `max_replans`)."""
     blocked: int | None = None
     """The id of the step the last execution blocked, until REPLANNING takes it up."""
+    paused_step: int | None = None
+    """The id of the step whose agent's run is paused (AWAITING_AGENT), until it goes on."""
     finished_early: bool = False
     """The last step's agent reported the whole task done."""
     summary: str | None = None

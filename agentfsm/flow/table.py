@@ -2,8 +2,11 @@
 
 PLANNING makes the plan, EXECUTING runs one step with its agent per visit,
 REPLANNING revises what remains after a blocked step, FINALIZING has the
-planner sum up. The edges out of EXECUTING are the flow's policy, in
-priority order: an agent that finished the whole task ends it; a blocked
+planner sum up. AWAITING_AGENT is the pause of a step whose agent paused
+(for approval of a call, or for an answer to a question): the flow waits
+with it, and once answered goes back to EXECUTING, where the agent goes on
+from its pause. The edges out of EXECUTING are the flow's policy, in
+priority order: an agent that paused waits; one that finished the whole task ends it; a blocked
 step replans, unless the replans are spent; no step left finalizes;
 otherwise the next step (or a retry of this one) runs. Guards read the
 flow's `FlowState` (`flow.flow_state`) and never do I/O.
@@ -17,8 +20,23 @@ from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from ..run.result import AgentState, StopReason
 from .result import FlowStopReason
 
-__all__ = ["FINISHED_EARLY", "FLOW_TABLE", "PLAN_DONE", "REPLANS_SPENT", "STEP_BLOCKED"]
+__all__ = [
+    "AWAITING_AGENT",
+    "FINISHED_EARLY",
+    "FLOW_TABLE",
+    "PLAN_DONE",
+    "REPLANS_SPENT",
+    "STEP_BLOCKED",
+    "STEP_PAUSED",
+]
 
+AWAITING_AGENT = "AWAITING_AGENT"
+
+STEP_PAUSED = Guard(
+    "step_paused",
+    lambda flow: flow.flow_state.paused_step is not None,
+    "the step's agent paused for a person (an approval, or an answer to its question)",
+)
 FINISHED_EARLY = Guard(
     "finished_early",
     lambda flow: flow.flow_state.finished_early,
@@ -66,6 +84,10 @@ async def _finalize(flow: Any) -> None:
     await flow.summarize()
 
 
+async def _await_agent(flow: Any) -> None:
+    await flow.await_agent()
+
+
 RUNNING = AgentState.RUNNING.value
 
 FLOW_TABLE = MachineTable(
@@ -75,6 +97,15 @@ FLOW_TABLE = MachineTable(
         StateSpec("PLANNING", RUNNING, _plan, "planned", "the planner makes the plan (else a fallback plan)"),
         StateSpec("EXECUTING", RUNNING, _execute, "step_done", "the next step's agent runs it"),
         StateSpec("REPLANNING", RUNNING, _replan, "replanned", "the planner revises the remaining steps"),
+        StateSpec(
+            AWAITING_AGENT,
+            RUNNING,
+            _await_agent,
+            "answered",
+            "the step's agent waits for an approval or an answer (the flow's approver or input "
+            "handler, or the app)",
+            pause=True,
+        ),
         StateSpec("FINALIZING", RUNNING, _finalize, "finalized", "the planner sums up the plan"),
         StateSpec("DONE", doc="the flow ended; its stop reason says how", final=AgentState.FINISHED),
         StateSpec("ERROR", doc="ended by an error or cancellation", final=AgentState.ERROR),
@@ -82,6 +113,7 @@ FLOW_TABLE = MachineTable(
     edges=(
         Edge("start", "IDLE", "PLANNING"),
         Edge("planned", "PLANNING", "EXECUTING"),
+        Edge("step_done", "EXECUTING", AWAITING_AGENT, STEP_PAUSED),
         Edge("step_done", "EXECUTING", "FINALIZING", FINISHED_EARLY, FlowStopReason.FINISHED_EARLY),
         Edge("step_done", "EXECUTING", "FINALIZING", REPLANS_SPENT, FlowStopReason.REPLAN_LIMIT),
         Edge("step_done", "EXECUTING", "REPLANNING", STEP_BLOCKED, effect=COUNT_REPLAN),
@@ -89,6 +121,7 @@ FLOW_TABLE = MachineTable(
         Edge("step_done", "EXECUTING", "EXECUTING"),
         Edge("replanned", "REPLANNING", "FINALIZING", PLAN_DONE, FlowStopReason.COMPLETED),
         Edge("replanned", "REPLANNING", "EXECUTING"),
+        Edge("answered", AWAITING_AGENT, "EXECUTING"),
         Edge("finalized", "FINALIZING", "DONE"),
         Edge("fail", RUNNING, "ERROR", stop_reason=StopReason.ERROR),
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),

@@ -30,24 +30,25 @@ after `agent.memory` was replaced), ``add`` with ``message`` (appended),
 ``drop`` with ``at`` and ``count`` (removed by trimming), ``replace_last``
 with ``message`` (the pending calls were replaced), ``clear``.
 
-Each record is one line, appended with one write and fsynced, in order, by a
-thread off the event loop (`_Writer`): an fsync takes about a millisecond, a
-step writes about five records, and while a file system commits an fsync an
-append to it may wait too; a loop that did either would stall every other run
-in it. The run awaits that thread (without blocking the loop) where it
-matters: a tool call's start record is durable before the tool runs (so no
-call runs twice, whatever crashes), its completion record before its result
-can enter memory, every record of a run before `run()` returns or pauses,
-and each transition's records before `iter()` yields it. A kill loses at most
-the records of the edges since the last of these points; a resume then runs
-a phase again (THINKING asks the model again), never a tool.
-A kill in the middle of a write leaves at most part of the last
-line, without its newline: readers ignore it (the record before it is the
-checkpoint), and a resume cuts it off before appending. A run's `start`
-edge begins a new journal (an existing file is truncated); a resumed run
-appends to the journal it was restored from, beginning with a snapshot of
-memory. `read_checkpoint` replays a journal into the state of its last
-record. The engine holds no random state, so nothing else is needed.
+Each record is one line, appended with one write and fsynced, in order, by the
+journal's `RecordWriter` (`agentfsm.recording.writer`), in a thread off the
+event loop: an fsync takes about a millisecond, a step writes about five
+records, and while a file system commits an fsync an append to it may wait
+too; a loop that did either would stall every other run in it. The run awaits
+that thread (without blocking the loop) where it matters: a tool call's start
+record is durable before the tool runs (so no call runs twice, whatever
+crashes), its completion record before its result can enter memory, every
+record of a run before `run()` returns or pauses, and each transition's
+records before `iter()` yields it. A kill loses at most the records of the
+edges since the last of these points; a resume then runs a phase again
+(THINKING asks the model again), never a tool. A kill in the middle of a write
+leaves at most part of the last line, without its newline: readers ignore it
+(the record before it is the checkpoint), and a resume cuts it off before
+appending. A run's `start` edge begins a new journal (an existing file is
+truncated); a resumed run appends to the journal it was restored from,
+beginning with a snapshot of memory. `read_checkpoint` replays a journal into
+the state of its last record. The engine holds no random state, so nothing
+else is needed.
 
 A journal has one writer at a time: a `Checkpointer` holds the checkpoint's
 `Lease` (`agentfsm.recording.lease`) from its creation until it closes, and
@@ -57,16 +58,12 @@ is refused (`CheckpointLeasedError`) instead of running its tools again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
-from collections.abc import Generator
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from ..errors import CheckpointError, RecordingError
+from ..errors import CheckpointError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
 from ..run.events import AgentEvent, LLMCall, TextDelta, ToolCallDelta, Transition
 from ..run.result import StopReason
@@ -74,12 +71,14 @@ from ..run.state import RunState
 from ..run.view import Recorded
 from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
 from .lease import Lease
+from .writer import Batch, RecordWriter
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
     "CheckpointError",
     "Checkpointer",
     "append_record",
+    "config_differences",
     "read_checkpoint",
     "restore",
     "write_checkpoint",
@@ -131,104 +130,13 @@ def fsync_journal(path: RecordPath, directory: bool) -> None:
             os.close(folder)
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The threads the journals' fsyncs run in: a few, shared (one fsync at a time per journal),
-    apart from asyncio's default executor (which the model's client may keep busy)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentfsm-fsync")
-        return _POOL
-
-
-class _Writer:
-    """A journal's appends and fsyncs, in a thread off the event loop, in order.
-
-    Why the appends too: while a file system commits an fsync, an append to a
-    file on it can wait for that commit (measured here: up to 20 ms each, with
-    30 runs checkpointing side by side), so an append made on the loop stalls
-    every run in it. The loop hands each record over (`add`, a few µs); one job
-    at a time per journal, in a small shared pool, appends what is waiting, in
-    order, then fsyncs once for all of it.
-
-    Awaiting the writer waits (in the loop, without blocking it) until every
-    record handed over so far is appended and fsynced; it raises
-    `RecordingError` once a write or an fsync failed (the journal then takes no
-    more records: the run ends with that error).
-    """
-
-    def __init__(self, path: RecordPath) -> None:
-        self.path = path
-        self._lock = threading.RLock()  # a job that finished at once calls back under it
-        self._waiting: list[tuple[str, bool]] = []
-        self._added = 0
-        self._written = 0
-        self._job: Future[int] | None = None
-        self.error: RecordingError | None = None
-
-    def add(self, text: str, *, new: bool) -> None:
-        """Hand `text` (whole lines) over to be appended (`new`: it begins the journal)."""
-        with self._lock:
-            if self.error is not None:
-                raise self.error
-            self._waiting.append((text, new))
-            self._added += 1
-            if self._job is None:
-                self._start()
-
-    def _start(self) -> None:
-        batch, self._waiting = self._waiting, []
-        job = self._job = _pool().submit(_write_batch, self.path, batch, self._written + len(batch))
-        job.add_done_callback(self._done)
-
-    def _done(self, job: Future[int]) -> None:
-        with self._lock:
-            if self._job is job:
-                self._job = None
-            try:
-                self._written = job.result()
-            except OSError as exc:
-                self.error = self.error or write_failed("checkpoint", self.path, exc)
-                self._waiting.clear()
-            except Exception as exc:  # anything else that stops the writer stops it the same way
-                self.error = self.error or RecordingError(
-                    f"cannot write the checkpoint {os.fspath(self.path)}: {type(exc).__name__}: {exc}"
-                )
-                self._waiting.clear()
-            if self._waiting and self._job is None:
-                self._start()  # records came while it ran
-
-    def _until(self, target: int) -> Future[int] | None:
-        """The job to wait for until `target` records are durable, or None when they are."""
-        with self._lock:
-            if self.error is not None:
-                raise self.error
-            return None if self._written >= target else self._job
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return self._wait().__await__()
-
-    async def _wait(self) -> None:
-        import asyncio
-
-        target = self._added
-        while (job := self._until(target)) is not None:
-            with contextlib.suppress(Exception):  # `_done` kept it; `_until` raises it
-                await asyncio.shield(asyncio.wrap_future(job))  # a cancelled waiter leaves the job be
-
-
-def _write_batch(path: RecordPath, batch: list[tuple[str, bool]], written: int) -> int:
-    """Append `batch` to the journal at `path` in order, then fsync it once; returns `written`."""
+def _write_batch(path: RecordPath, batch: Batch) -> None:
+    """Append `batch` to the journal at `path` in order, then fsync it once (a `RecordWriter`'s job)."""
     created = False
     for text, new in batch:
         append_record(path, text, new=new)  # looked up here, so a test's hook of it applies
         created |= new
     fsync_journal(path, directory=created)
-    return written
 
 
 def _cut_torn_tail(path: RecordPath) -> bool:
@@ -289,7 +197,7 @@ class Checkpointer:
     the checkpointer's from then on: `close()` releases it.
     """
 
-    _writer: _Writer | None = None
+    _writer: RecordWriter | None = None
     """The journal's appends and fsyncs, off the event loop (made on the first write)."""
 
     def __init__(self, path: RecordPath, agent: Recorded, *, lease: Lease | None = None) -> None:
@@ -310,12 +218,14 @@ class Checkpointer:
         self._unsubscribe = agent.on_event(self._on_event)
 
     def close(self) -> None:
-        """Stop listening, stop watching memory, and release the lease."""
+        """Stop listening, stop watching memory, end the writer's thread, and release the lease."""
         self._unsubscribe()
         self._forget()
+        if self._writer is not None:
+            self._writer.close()
         self.lease.release()
 
-    def _on_event(self, event: AgentEvent) -> _Writer | None:
+    def _on_event(self, event: AgentEvent) -> RecordWriter | None:
         if isinstance(event, LLMCall | TextDelta | ToolCallDelta):  # nothing of the run's state changed
             return None
         initial = self.agent.table.initial
@@ -335,7 +245,7 @@ class Checkpointer:
         config = agent.trace_config()
         writer = self._writer
         if writer is None:
-            writer = self._writer = _Writer(self.path)
+            writer = self._writer = RecordWriter(self.path, _write_batch)
         if writer.error is not None:
             raise writer.error
         head = ""
@@ -560,6 +470,18 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
     return data
 
 
+def config_differences(current: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
+    """The option names whose values differ between `current` (a `trace_config()`) and `recorded`
+    (the one a checkpoint holds), sorted; the model and its settings and MCP servers' tools are
+    not compared (a run may resume on another server)."""
+    current = json.loads(json.dumps(current))  # tuples -> lists, as in the file
+    return sorted(
+        key
+        for key in set(current) | set(recorded)
+        if key not in _UNCHECKED and current.get(key) != recorded.get(key)
+    )
+
+
 def restore(agent: Recorded, data: dict[str, Any]) -> None:
     """Put the checkpointed run into `agent`, after checking it is the agent that wrote it."""
     cls = type(agent)
@@ -569,13 +491,7 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
             f"the checkpoint was written by a {recorded_class}, not a {cls.__qualname__}; "
             "resume it with that agent class"
         )
-    current = json.loads(json.dumps(agent.trace_config()))  # tuples -> lists, as in the file
-    recorded = data["config"]
-    differ = sorted(
-        key
-        for key in set(current) | set(recorded)
-        if key not in _UNCHECKED and current.get(key) != recorded.get(key)
-    )
+    differ = config_differences(agent.trace_config(), data["config"])
     if differ:
         raise CheckpointError(
             "the agent is not configured as the one that wrote the checkpoint; "

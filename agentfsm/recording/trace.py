@@ -64,6 +64,7 @@ from ..log import event
 from ..messages import Message
 from ..questions import Answer
 from ..run.events import AgentEvent, Edit, LLMCall, Transition
+from ..run.result import RunResult
 from ..run.state import Decision
 from ..run.view import Recorded
 from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
@@ -72,7 +73,10 @@ __all__ = [
     "TRACE_SCHEMA",
     "TraceError",
     "TraceWriter",
+    "edit_record",
+    "read_header",
     "read_trace",
+    "transition_record",
 ]
 
 TRACE_SCHEMA = 3
@@ -106,7 +110,7 @@ class TraceWriter:
         except OSError as exc:
             raise write_failed("trace", path, exc) from None
         for edit in agent.paused_edits if append else ():
-            self._write(_edit_record(edit))
+            self._write(edit_record(edit))
         self._unsubscribe = agent.on_event(self._on_event)
 
     def __enter__(self) -> TraceWriter:
@@ -125,7 +129,7 @@ class TraceWriter:
         result = self.agent.last_result
         try:
             if self.run_id is not None and result is not None and result.run_id == self.run_id:
-                self._write({"kind": "result", "result": result.model_dump(mode="json")})
+                self._write(self._result_record(result))
             self._out.close()
         except RecordingError as exc:  # the run is over and has its result; replay never reads this one
             event("trace_result_unwritten", logging.WARNING, path=os.fspath(self.path), error=str(exc))
@@ -146,6 +150,10 @@ class TraceWriter:
             self._broken = write_failed("trace", self.path, exc)
             raise self._broken from None
 
+    def _result_record(self, result: RunResult) -> dict[str, Any]:
+        """The ``result`` record of the run that ended (or paused) with `result`."""
+        return {"kind": "result", "result": result.model_dump(mode="json")}
+
     def _on_event(self, event: AgentEvent) -> None:
         if self._broken is not None:  # the run ends with that failure; its later records would mislead
             return
@@ -154,6 +162,12 @@ class TraceWriter:
                 return
             self.run_id = event.run_id
             self._write(self._header())
+        for record in self._records_of(event):
+            self._write(record)
+
+    def _records_of(self, event: AgentEvent) -> list[dict[str, Any]]:
+        """The records `event` is written as, in order (none for an event a trace does not keep)."""
+        records: list[dict[str, Any]] = []
         if isinstance(event, Transition):
             for obs in event.observations:  # edges out of the phase that ran the tools carry them
                 record = {
@@ -169,12 +183,13 @@ class TraceWriter:
                 }
                 if obs.input_required is not None:
                     record["input_required"] = obs.input_required.model_dump(mode="json")
-                self._write(record)
-            self._write(transition_record(event))
+                records.append(record)
+            records.append(transition_record(event))
         elif isinstance(event, LLMCall):
-            self._write(self._llm_record(event))
+            records.append(self._llm_record(event))
         elif isinstance(event, Edit):
-            self._write(_edit_record(event))
+            records.append(edit_record(event))
+        return records
 
     def _header(self) -> dict[str, Any]:
         agent = self.agent
@@ -230,7 +245,9 @@ def transition_record(t: Transition) -> dict[str, Any]:
     }
 
 
-def _edit_record(edit: Edit) -> dict[str, Any]:
+def edit_record(edit: Edit) -> dict[str, Any]:
+    """The ``edit`` record of `edit`."""
+
     def dump(value: tuple[Any, ...] | str | Decision | Answer) -> Any:
         if isinstance(value, Decision | Answer):
             return value.model_dump(mode="json")
@@ -368,6 +385,11 @@ def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
             "re-record the run with this agentfsm"
         )
     return records
+
+
+def read_header(path: RecordPath) -> dict[str, Any]:
+    """The header of the trace at `path` (`TraceError` if it is not a trace of this schema)."""
+    return _lines(path)[0][1]
 
 
 def _messages_held(path: RecordPath) -> int:

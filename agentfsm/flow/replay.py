@@ -1,0 +1,275 @@
+"""Replay a flow's trace offline: the planner and every agent answered from their recorded replies.
+
+As an agent's replay (`agentfsm.agent.replay`), this re-drives the machines
+instead of reading the transitions back: a `PlanningFlow` built from the
+header, whose planner answers with the planner's recorded ``llm`` records
+and whose agents are replay agents, each answered from its own tagged
+records (its replies, its tools' results), with the recorded system prompts
+and tool declarations. Each request is checked against the recorded one,
+each edge (the flow's and each agent's) against the recorded edge, and the
+flow's end against the recorded `FlowResult` (plan with statuses and notes,
+each run's outcome, summary, stop reason): a replay that diverges says where,
+in one line (`ReplayError`). Plan decisions and an agent's answers are given
+back where they were made: a reviewed plan is decided as recorded, a call
+that waited for approval is decided as recorded (in AWAITING_AGENT when the
+flow waited there), so a paused and resumed flow replays as one run.
+Nothing is executed and no model is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent.replay import (
+    ReplayAgent,
+    ReplayError,
+    ReplayLLM,
+    ReplayScript,
+    ReplayStop,
+    apply_edit,
+    compare_transition,
+)
+from ..errors import ConfigError, TraceError
+from ..recording.files import RecordPath
+from ..recording.trace import read_trace
+from ..run.events import Transition
+from .flow import PlanningFlow
+from .result import FlowResult
+from .review import PlanDecision
+from .table import AWAITING_AGENT
+
+__all__ = ["FlowReplay", "FlowReplayer", "is_flow_trace", "replay_flow"]
+
+_COMPARED = ("state", "stop_reason", "summary", "replans")
+
+
+def is_flow_trace(header: dict[str, Any]) -> bool:
+    """Whether a trace's header is a flow's (its records are replayed by `replay_flow`)."""
+    return str(header.get("agent_class", "")).endswith(".PlanningFlow")
+
+
+@dataclass(slots=True)
+class FlowReplay:
+    """What a flow's replay reproduced."""
+
+    header: dict[str, Any]
+    transitions: list[Transition]
+    """The flow's own edges, replayed (each agent's were checked too)."""
+    result: FlowResult | None
+    """The recomputed FlowResult; None when the trace ended before the flow did."""
+    ended_early: str | None = None
+
+
+class _Edges:
+    """One machine's recorded edges (the flow's, or one agent's) and the edits made after each."""
+
+    def __init__(self, name: str | None, records: list[dict[str, Any]]) -> None:
+        self.name = name
+        self.recorded: list[dict[str, Any]] = []
+        self.edits: dict[int, list[dict[str, Any]]] = {}
+        for record in records:
+            if record["kind"] == "transition":
+                self.recorded.append(record)
+            elif record["kind"] == "edit":
+                self.edits.setdefault(len(self.recorded) - 1, []).append(record)
+        self.replayed = 0
+
+    def check(self, transition: Transition, complete: bool) -> int:
+        """Compare the next replayed edge with the recorded one; its index."""
+        index, self.replayed = self.replayed, self.replayed + 1
+        try:
+            compare_transition(transition, self.recorded, index, complete)
+        except ReplayError as exc:
+            raise ReplayStop(ReplayError(f"{self.name}: {exc}" if self.name else str(exc))) from None
+        return index
+
+
+class _ReplayFlow(PlanningFlow):
+    """The flow as recorded: its run id (the plan's id, which the prompts show), its decisions."""
+
+    def __init__(self, replayer: FlowReplayer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.replayer = replayer
+
+    def open_run(self, request: str) -> None:
+        super().open_run(request)
+        self.run_state.run_id = str(self.replayer.header.get("run_id") or self.run_state.run_id)
+
+    async def review_plan(self) -> None:
+        decisions = self.replayer.decisions
+        if self.flow_state.decision is None and decisions:
+            self.flow_state.decision = decisions.pop(0)
+        await super().review_plan()
+
+    async def await_agent(self) -> None:
+        agent = self.paused_agent
+        if agent is not None:
+            for edit in self.replayer.deferred.pop(agent.name, []):
+                _apply(agent, edit)
+        await super().await_agent()
+
+
+def _apply(agent: object, edit: dict[str, Any]) -> None:
+    """Re-apply a recorded edit; one that no longer applies stops the replay with its error."""
+    assert isinstance(agent, ReplayAgent)
+    try:
+        apply_edit(agent, edit)
+    except ReplayError as exc:
+        raise ReplayStop(ReplayError(f"{agent.name}: {exc}")) from None
+
+
+class FlowReplayer:
+    """One replay of the flow trace at `path` (`run()` drives it to the end)."""
+
+    def __init__(self, path: RecordPath) -> None:
+        try:
+            self.header, records = read_trace(path)
+        except TraceError as exc:
+            raise ReplayError(str(exc)) from None
+        if not is_flow_trace(self.header):
+            raise ReplayError(f"{path}: not a flow's trace; replay it as an agent's")
+        config = self.header.get("config") or {}
+        own = [r for r in records if "agent" not in r]
+        self.complete = any(r["kind"] == "result" for r in own)
+        results = [r for r in own if r["kind"] == "result"]
+        self.recorded_result: dict[str, Any] | None = results[-1].get("flow") if results else None
+        self.decisions = [
+            PlanDecision.model_validate(r["decision"]) for r in own if r["kind"] == "plan_decision"
+        ]
+        self.deferred: dict[str, list[dict[str, Any]]] = {}
+        """Edits to give an agent in AWAITING_AGENT (the flow waited there for them)."""
+        self.flow_edges = _Edges(None, own)
+        self.agent_edges: dict[str, _Edges] = {}
+        agents: dict[str, ReplayAgent] = {}
+        histories = self.header.get("agents") or {}
+        ending = results[-1:]  # an agent's script is complete when the flow's trace is
+        for name, described in (config.get("agents") or {}).items():
+            tagged = [r for r in records if r.get("agent") == name]
+            script = ReplayScript(tagged + ending, name=name)
+            agent_header = {
+                "agent": name,
+                "agent_class": described.get("agent_class"),
+                "config": described.get("config") or {},
+                "history": (histories.get(name) or {}).get("history", []),
+            }
+            agents[name] = ReplayAgent(agent_header, script)
+            self.agent_edges[name] = _Edges(name, tagged)
+        planner = ReplayScript(own, name="planner")
+        try:
+            self.flow = _ReplayFlow(
+                self,
+                agents=agents,
+                planner_llm=ReplayLLM(planner, (config.get("llm") or {}).get("token_budget")),
+                executors=config.get("executors"),
+                max_replans=config.get("max_replans", 3),
+                max_attempts=config.get("max_attempts", 2),
+                review=bool(config.get("reviewing")),
+                name=str(self.header.get("agent") or "planning"),
+            )
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise ReplayError(f"the trace's flow cannot be built again: {exc}") from None
+        self.transitions: list[Transition] = []
+        self.ended_early: str | None = None
+        self._stopped = False
+        self.flow.on_transition(self._on_flow_edge)
+        for name, agent in agents.items():
+            agent.on_transition(self._agent_listener(name))
+
+    def _leaving(self, transition: Transition) -> bool:
+        """Whether the replay is over: stopped, or this is the engine's way out of a run the replay
+        left (its `cancel` edge, which the trace never had)."""
+        if (transition.error or "").startswith(ReplayStop.__name__):
+            self._stopped = True
+        return self._stopped
+
+    def _on_flow_edge(self, transition: Transition) -> None:
+        if self._leaving(transition):
+            return
+        self.transitions.append(transition)
+        self._checked(self.flow_edges, transition)
+
+    def _agent_listener(self, name: str) -> Callable[[Transition], None]:
+        edges = self.agent_edges[name]
+        agent = self.flow.agents[name]
+
+        def listener(transition: Transition) -> None:
+            if self._leaving(transition):
+                return
+            index = self._checked(edges, transition)
+            edits = edges.edits.get(index, [])
+            if not edits:
+                return
+            upcoming = self.flow_edges.recorded[self.flow_edges.replayed : self.flow_edges.replayed + 1]
+            if upcoming and upcoming[0]["dest"] == AWAITING_AGENT:  # the flow waited for these
+                self.deferred.setdefault(name, []).extend(edits)
+            else:
+                for edit in edits:
+                    _apply(agent, edit)
+
+        return listener
+
+    def _checked(self, edges: _Edges, transition: Transition) -> int:
+        try:
+            return edges.check(transition, self.complete)
+        except ReplayStop:
+            self._stopped = True
+            raise
+
+    @property
+    def request(self) -> str:
+        return str(self.header["request"])
+
+    async def run(self) -> FlowReplay:
+        try:
+            result = await self.flow.execute(self.request)
+        except ReplayStop as stop:
+            self._stopped = True
+            if stop.error is not None:
+                raise stop.error from None
+            self.ended_early = stop.reason
+            return FlowReplay(self.header, self.transitions, None, self.ended_early)
+        self._stopped = True
+        if self.complete:
+            self._check_end(result)
+        return FlowReplay(self.header, self.transitions, result, None)
+
+    def _check_end(self, result: FlowResult) -> None:
+        for edges in (self.flow_edges, *self.agent_edges.values()):
+            if edges.replayed != len(edges.recorded):
+                who = edges.name or "the flow"
+                took, has = edges.replayed, len(edges.recorded)
+                raise ReplayError(f"{who}: the replay took {took} transitions, the trace has {has}")
+        recorded = self.recorded_result
+        if recorded is None:
+            return
+        mine = result.model_dump(mode="json")
+        for key in _COMPARED:
+            if mine.get(key) != recorded.get(key):
+                raise ReplayError(
+                    f"the replayed flow's {key} is {mine.get(key)!r}, the trace's {recorded.get(key)!r}"
+                )
+        steps = (mine.get("plan") or {}).get("steps", [])
+        traced_steps = (recorded.get("plan") or {}).get("steps", [])
+        if len(steps) != len(traced_steps):
+            raise ReplayError(f"the replayed plan has {len(steps)} steps, the trace's {len(traced_steps)}")
+        for step, theirs in zip(steps, traced_steps, strict=True):
+            for key in ("id", "text", "agent", "status", "attempts", "notes"):
+                if step.get(key) != theirs.get(key):
+                    raise ReplayError(
+                        f"step {theirs.get('id')}: its {key} is {step.get(key)!r} on replay, "
+                        f"{theirs.get(key)!r} in the trace"
+                    )
+        outcomes, traced = _outcomes(mine.get("runs", [])), _outcomes(recorded.get("runs", []))
+        if outcomes != traced:
+            raise ReplayError(f"the replayed runs are {outcomes}, the trace's {traced}")
+
+
+def _outcomes(runs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(r["step_id"], r["agent"], r["attempt"], r["result"]["stop_reason"]) for r in runs]
+
+
+async def replay_flow(trace: RecordPath) -> FlowReplay:
+    """Re-drive the flow from the trace at `trace`; `ReplayError` when it cannot or diverges."""
+    return await FlowReplayer(trace).run()
