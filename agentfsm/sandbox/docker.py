@@ -35,10 +35,12 @@ from ..log import event
 from .base import (
     RESTARTED,
     SHELL_EXITED,
+    WORKER_ENDED,
     ExecResult,
     OutputCapture,
     Sandbox,
     SessionScript,
+    WorkerRequest,
     finish,
     finish_despite_cancellation,
     new_tag,
@@ -49,6 +51,7 @@ from .docker_stream import (
     PATH_HELPER,
     RUN,
     SHELL,
+    WORKER,
     ExecStream,
     Run,
     converse,
@@ -82,6 +85,8 @@ class DockerSandbox(Sandbox):
         self._closing: asyncio.Future[None] | None = None
         self._shell: tuple[ExecStream, str, Run] | None = None  # stream, exec id, how to kill it
         self._shell_lock = asyncio.Lock()
+        self._worker: tuple[ExecStream, str, Run] | None = None  # the Python worker, as the shell
+        self._worker_lock = asyncio.Lock()
         self._oom_seen = 0
 
     @property
@@ -115,6 +120,7 @@ class DockerSandbox(Sandbox):
         if self._closing is None:
             self._closed = True
             self._drop_shell()
+            self._drop_worker()
             self._closing = asyncio.ensure_future(asyncio.to_thread(self._destroy_sync))
         await finish_despite_cancellation(self._closing)  # a cancelled caller waits for the removal
 
@@ -177,6 +183,58 @@ class DockerSandbox(Sandbox):
             oom = code == 137 and await asyncio.to_thread(self._oom_happened, engine)
             note = "" if finished else SHELL_EXITED
             return finish(code, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """The snippet in a child of the sandbox's Python worker, started on the first call.
+
+        The worker kills a snippet at its timeout and stays; the host-side
+        watchdog (a moment later) and cancellation kill the worker and all it
+        started, and the next call starts a new one, as does a worker that
+        died (the memory limit, a snippet that killed it).
+        """
+        engine = await self._started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._worker_lock:
+            stream, exec_id, run = await asyncio.to_thread(self._ensure_worker, engine)
+            request = WorkerRequest(code, limit)
+            out, err = request.captures(self.settings.output_limit)
+            began = time.monotonic()
+            try:
+                finished, cut = await self._supervised(
+                    lambda: converse(stream, request.data, out, err), run, limit + _GRACE_S
+                )
+            except BaseException:
+                self._drop_worker()
+                raise
+            if cut:
+                self._drop_worker()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            status = out.status
+            if not finished:
+                self._drop_worker()
+                status = await asyncio.to_thread(engine.exit_code, exec_id)
+            if status == WorkerRequest.TIMED_OUT:
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            oom = status in (137, None) and await asyncio.to_thread(self._oom_happened, engine)
+            note = "" if finished else WORKER_ENDED
+            return finish(status, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
+
+    def _ensure_worker(self, engine: Engine) -> tuple[ExecStream, str, Run]:
+        if self._worker is None:
+            prefix = new_tag() + "."  # the worker is PREFIX.worker, each call's processes PREFIX.N
+            exec_id, stream = engine.open_exec(WORKER, prefix + "worker", stdin=True)
+            try:
+                group = int(first_line(stream, "Python worker", "python3"))
+            except (SandboxError, ValueError):
+                stream.close()
+                raise
+            self._worker = (stream, exec_id, Run(prefix, stream, group))
+        return self._worker
+
+    def _drop_worker(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker[0].close()
 
     def _ensure_shell(self, engine: Engine) -> tuple[ExecStream, str, Run]:
         if self._shell is None:
