@@ -238,6 +238,83 @@ async def test_cancelling_mid_exec_kills_the_process_and_close_removes_the_works
         await box.exec(["true"])
 
 
+# -- the Python worker -----------------------------------------------------------------------
+
+
+async def worker_pid(box: LocalSandbox) -> int:
+    return int((await box.run_python("import os; print(os.getppid())")).stdout)
+
+
+async def test_snippets_run_in_fresh_children_of_one_worker(box: LocalSandbox) -> None:
+    first = await worker_pid(box)
+    leaky = (
+        "import os\nopen('mymod.py', 'w').write('V = 1')\nimport mymod\nx = mymod.V\n"
+        "os.chdir('/')\nos.environ['LEAK'] = '1'"
+    )
+    assert (await box.run_python(leaky)).exit_code == 0
+    seen = await box.run_python(
+        "import os, sys\nprint('x' in dir(), 'mymod' in sys.modules, os.getcwd(), os.environ.get('LEAK'))"
+    )
+    assert seen.stdout == f"False False {box.workspace} None\n"
+    failed = await box.run_python("print('before')\n1 / 0")
+    assert failed.exit_code == 1 and failed.stdout == "before\n"
+    assert failed.stderr.startswith(
+        'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>'
+    )
+    assert await worker_pid(box) == first
+
+
+async def test_the_worker_kills_a_snippet_and_what_left_its_group_at_the_timeout_and_stays(
+    box: LocalSandbox,
+) -> None:
+    first = await worker_pid(box)
+    code = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > escaped.pid; exec sleep 300'])\n"
+        "subprocess.Popen(['sh', '-c', 'echo $$ > grouped.pid; exec sleep 300'])\n"
+        "time.sleep(300)"
+    )
+    began = time.monotonic()
+    result = await box.run_python(code, timeout=1)
+    assert result.timed_out and result.exit_code is None and time.monotonic() - began < 4
+    assert not alive(await pid_from(box, "escaped.pid")) and not alive(await pid_from(box, "grouped.pid"))
+    assert await worker_pid(box) == first
+
+
+async def test_a_worker_killed_by_its_snippet_is_an_observation_and_the_next_call_starts_another(
+    box: LocalSandbox,
+) -> None:
+    first = await worker_pid(box)
+    killed = await box.run_python("import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), 9)")
+    assert killed.exit_code == -9 and killed.stdout == "bye\n"
+    assert "the Python worker ended during this call" in killed.stderr
+    assert await worker_pid(box) != first
+    stopped = await box.run_python(
+        "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(60)", timeout=1
+    )
+    assert stopped.timed_out
+    assert (await box.run_python("print('back')")).stdout == "back\n"
+
+
+async def test_close_kills_the_worker_and_what_its_snippets_left() -> None:
+    box = LocalSandbox()
+    async with box:
+        worker = await worker_pid(box)
+        daemon = (
+            "import subprocess; subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > d.pid; exec sleep 300'])"
+        )
+        await box.run_python(daemon)
+        for _ in range(100):
+            if (Path(box.workspace) / "d.pid").exists() and (
+                Path(box.workspace) / "d.pid"
+            ).read_text().strip():
+                break
+            await asyncio.sleep(0.02)
+        left = await pid_from(box, "d.pid")
+        assert alive(left)  # a call's process that left its group outlives the call
+    assert not alive(worker) and not alive(left)
+
+
 # -- files and paths -------------------------------------------------------------------------
 
 

@@ -16,10 +16,12 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from ..errors import OutsideWorkspaceError, SandboxError
 from ..serde import Serializable
+from . import worker
 
 __all__ = [
     "EXEC_TAG",
@@ -27,6 +29,7 @@ __all__ = [
     "RESTARTED",
     "SHELL_EXITED",
     "WORKER_ENDED",
+    "WORKER_SOURCE",
     "ExecResult",
     "OutputCapture",
     "Sandbox",
@@ -75,6 +78,9 @@ the Docker sandbox; the local one kills by ancestry as well (`reaper`).
 
 RESTARTED = "\n[the shell session was restarted: working directory and variables are reset]"
 SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
+WORKER_SOURCE = Path(worker.__file__).read_text(encoding="utf-8")
+"""The Python worker's source, run as ``python -u -c WORKER_SOURCE``: nothing of ours need be installed
+where it runs, and the snippets' ``sys.path`` starts with their working directory, as ``python -`` does."""
 WORKER_ENDED = "\n[the Python worker ended during this call; the next call starts a new one]"
 
 

@@ -16,12 +16,10 @@ import struct
 import tarfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from ..errors import NotAFileError, SandboxError
-from . import worker
-from .base import OutputCapture
+from .base import WORKER_SOURCE, OutputCapture
 
 __all__ = [
     "PATH_HELPER",
@@ -50,7 +48,7 @@ SHELL = ["sh", "-c", 'echo "$$"; exec bash --noprofile --norc']
 """The persistent shell: it first prints its pid, which (as an exec's first process) is also its process
 group, the one its commands run in."""
 
-WORKER = ["python3", "-u", "-c", Path(worker.__file__).read_text(encoding="utf-8"), "--announce"]
+WORKER = ["python3", "-u", "-c", WORKER_SOURCE, "--announce"]
 """The Python worker (`agentfsm.sandbox.worker`), its source passed on the command line: the image needs
 nothing of ours. It announces its pid, which as the exec's first process is also its process group."""
 

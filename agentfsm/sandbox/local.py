@@ -33,10 +33,13 @@ from .base import (
     EXEC_TAG,
     RESTARTED,
     SHELL_EXITED,
+    WORKER_ENDED,
+    WORKER_SOURCE,
     ExecResult,
     OutputCapture,
     Sandbox,
     SessionScript,
+    WorkerRequest,
     finish,
     finish_despite_cancellation,
     new_tag,
@@ -51,6 +54,8 @@ TEMP_PREFIX = f"agentfsm-sandbox-{os.getpid()}-"
 _SHELL = ["bash", "--noprofile", "--norc"]
 _REAPER = os.path.abspath(reaper.__file__)
 """Run as a script (``python -I -S``): the supervisor every command runs under."""
+_GRACE_S = 1.0
+"""The worker is killed from here this long after it should have killed a snippet at its timeout."""
 _DRAIN_S = 2.0
 """After a kill, how long the output pipes may take to close before they are abandoned."""
 
@@ -78,6 +83,10 @@ class LocalSandbox(Sandbox):
         self._shell: _Process | None = None
         self._shell_tag = ""
         self._shell_lock = asyncio.Lock()
+        self._worker: _Process | None = None
+        """The Python worker (`agentfsm.sandbox.worker`), under its supervisor like any command."""
+        self._worker_tag = ""
+        self._worker_lock = asyncio.Lock()
         self._running: set[_Process] = set()
         """Every command whose supervisor still runs (it holds what the command left running)."""
         self._tags = new_tag() + "."  # every command's tag starts so: close() kills what they left running
@@ -109,7 +118,7 @@ class LocalSandbox(Sandbox):
         await finish_despite_cancellation(self._closing)
 
     async def _destroy(self) -> None:
-        self._shell = None
+        self._shell = self._worker = None
         running = list(self._running)
         # One blocking call in a thread: once begun it ends, even if the loop is torn down meanwhile.
         await asyncio.to_thread(self._destroy_sync, [proc.pid for proc in running])
@@ -183,6 +192,51 @@ class LocalSandbox(Sandbox):
             await shell.drained()
             await self._stop_shell()
             return finish(shell.returncode, out, err, began=began, note=SHELL_EXITED)
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """The snippet in a child of this sandbox's Python worker, started on the first call.
+
+        A fork instead of a supervisor and an interpreter per call. The worker
+        kills a snippet at its timeout and stays; a worker that does not answer
+        a moment later, or dies, is killed with all it started, and the next
+        call starts a new one.
+        """
+        await self._ensure_started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._worker_lock:
+            if self._worker is None or self._worker.exited.done():
+                await self._stop_worker()
+                self._worker_tag = new_tag(self._tags) + ".worker"  # its calls: the tag's prefix, then N
+                argv = [sys.executable, "-u", "-c", WORKER_SOURCE]
+                self._worker = await self._spawn(argv, self._worker_tag, stdin=True)
+            worker = self._worker
+            request = WorkerRequest(code, limit)
+            out, err = request.captures(self.output_limit)
+            answered = worker.expect(out, err)
+            began = time.monotonic()
+            worker.send(request.data)
+            try:
+                await asyncio.wait_for(asyncio.shield(answered), limit + _GRACE_S)
+            except TimeoutError:
+                await self._stop_worker()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            except BaseException:
+                await self._stop_worker()
+                raise
+            if out.found and err.found:
+                status = out.status
+                if status == WorkerRequest.TIMED_OUT:
+                    return finish(None, out, err, began=began, timed_out=True, limit=limit)
+                return finish(status, out, err, began=began)
+            await worker.drained()  # the worker ended before its markers: killed, or killed by the snippet
+            await self._stop_worker()
+            return finish(worker.returncode, out, err, began=began, note=WORKER_ENDED)
+
+    async def _stop_worker(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.kill(self._worker_tag)
+            worker.close()
 
     async def _spawn(self, argv: list[str], tag: str, *, stdin: bool) -> _Process:
         """Start `argv` under its own supervisor, which tells us its pid and status through a pipe."""

@@ -33,13 +33,16 @@ group, for the sandbox's killers).
 
 The timeout kills the child's process group, then every process carrying a
 tag of this worker (`EXEC_TAG`: each call's children get ``PREFIX.N``, the
-worker itself ``PREFIX.worker``) other than the worker, stopped then killed
-round after round so a fork bomb cannot outrun it. The worker never needs a
-new process for that, so a pids limit the bomb exhausted does not stop it.
+worker itself ``PREFIX.worker``) other than the worker and its ancestors (a
+local supervisor carries the worker's tag), stopped then killed round after
+round so a fork bomb cannot outrun it. The worker never needs a new process
+for that, so a pids limit the bomb exhausted does not stop it. When a call
+ends normally, its process group is killed; a process that left the group
+(``setsid``) lives on until a later timeout or the sandbox's close,
+as it would after a command of its own.
 
 Only the standard library, and nothing imported from agentfsm: the file runs
-as a script (``python3 -u -c SOURCE`` in a container, ``python -u FILE``
-locally).
+as ``python -u -c SOURCE`` (`base.WORKER_SOURCE`), in a container and locally.
 """
 
 from __future__ import annotations
@@ -57,11 +60,24 @@ TIMED_OUT = -1
 _PASSES = 100
 
 
-def _tagged(prefix: bytes) -> list[int]:
-    """Every living process but this one whose environment holds a tag starting with `prefix`."""
-    me, found = os.getpid(), []
+def ancestors() -> set[int]:
+    """This process and its ancestors: they may carry its tag (a local supervisor does) and are spared."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                pid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
+def _tagged(prefix: bytes, spared: set[int]) -> list[int]:
+    """Every living process but `spared` whose environment holds a tag starting with `prefix`."""
+    found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
+        if not name.isdigit() or int(name) in spared:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as fh:
@@ -76,13 +92,14 @@ def _tagged(prefix: bytes) -> list[int]:
     return found
 
 
-def kill_all(group: int, prefix: str) -> None:
-    """SIGKILL process group `group`, then every other process tagged with `prefix`, until none is left."""
+def kill_all(group: int, prefix: str, spared: set[int]) -> None:
+    """SIGKILL process group `group`, then every process but `spared` tagged with `prefix`, until none is
+    left."""
     with contextlib.suppress(OSError):
         os.killpg(group, signal.SIGKILL)
     needle = b"\0" + TAG.encode() + b"=" + prefix.encode()
     for _ in range(_PASSES):
-        victims = _tagged(needle)
+        victims = _tagged(needle, spared)
         if not victims:
             return
         for sig in (signal.SIGSTOP, signal.SIGKILL):
@@ -163,7 +180,7 @@ def _exit_status(stop: SystemExit) -> int:
 
 def serve(read: BinaryIO, prefix: str) -> None:
     """Answer requests from `read` until it ends."""
-    calls = 0
+    calls, spared = 0, ancestors()
     while True:
         header = read.readline()
         if not header.endswith(b"\n"):
@@ -184,7 +201,7 @@ def serve(read: BinaryIO, prefix: str) -> None:
             os.setpgid(pid, pid)
         status = _wait(pid, float(timeout))
         if status is None:
-            kill_all(pid, prefix)
+            kill_all(pid, prefix, spared)
             os.waitpid(pid, 0)
             code = TIMED_OUT
         else:
