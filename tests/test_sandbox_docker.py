@@ -431,6 +431,9 @@ async def test_leftovers_of_a_dead_process_are_removed_and_live_or_unknown_owner
         docker_engine._SWEPT = False  # as in a new process
         async with DockerSandbox(docker_settings()):
             pass
+        sweeper = docker_engine._SWEEPER
+        assert sweeper is not None  # the start began the sweep, beside it
+        sweeper.join(60)
         assert not exists("containers", crashed.id or "")
         assert not exists("volumes", volume.name or "")
         assert [why for why, c in alive.items() if not exists("containers", c.id or "")] == []

@@ -113,7 +113,7 @@ class DockerSandbox(Sandbox):
                 raise SandboxError("this sandbox was closed while starting")
             if self._engine is None:
                 self._engine = Engine.create(self.settings, self.session_id)
-                self._oom_seen = self._engine.oom_count()
+                self._oom_seen = 0  # a new container's memory cgroup has killed nothing yet
                 event("sandbox_started", kind="docker", session=self.session_id, image=self.settings.image)
 
     async def close(self) -> None:
