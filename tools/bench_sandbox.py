@@ -16,6 +16,7 @@ overrides), as in the tests.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import statistics
@@ -63,11 +64,16 @@ async def timed(call: Callable[[], Awaitable[Any]], n: int) -> list[float]:
     return samples
 
 
-async def one_kind(make: Callable[[], Sandbox], settings: SandboxSettings, quick: bool) -> dict[str, Any]:
-    lifecycles = 5 if quick else 20
+async def one_kind(
+    make: Callable[[], Sandbox], settings: SandboxSettings, quick: bool, bare: BareContainer | None = None
+) -> dict[str, Any]:
+    """The kind's rows; with `bare`, its floor measured in turns with its starts, so load slows both alike."""
+    lifecycles = 7 if quick else 21
     calls = 30 if quick else 200
-    starts, closes = [], []
+    starts, closes, floor = [], [], []
     for _ in range(lifecycles):
+        if bare is not None:
+            floor.append(await asyncio.to_thread(bare.once))
         sandbox = make()
         began = time.perf_counter()
         await sandbox.start()
@@ -76,6 +82,9 @@ async def one_kind(make: Callable[[], Sandbox], settings: SandboxSettings, quick
         await sandbox.close()
         closes.append(time.perf_counter() - began)
     out: dict[str, Any] = {"start": spread(starts), "close": spread(closes)}
+    if floor:
+        out["bare_start"] = spread([start for start, _ in floor])
+        out["bare_close"] = spread([close for _, close in floor])
     async with make() as sandbox:
         python, bash = PythonExecute(sandbox), Bash(sandbox)
 
@@ -102,6 +111,27 @@ async def one_kind(make: Callable[[], Sandbox], settings: SandboxSettings, quick
     return out
 
 
+class BareContainer:
+    """The engine's own floor: a container with no options at all (no limits, mounts or init), made and
+    started, then removed, through the same two API calls the sandbox makes."""
+
+    def __init__(self, image: str) -> None:
+        import docker
+
+        self.image = image
+        self.client = docker.from_env()
+
+    def once(self) -> tuple[float, float]:
+        """Seconds to make and start one, seconds to remove it."""
+        api = self.client.api
+        began = time.perf_counter()
+        made = api.create_container(self.image, ["sleep", "infinity"], host_config={"NetworkMode": "none"})
+        api.start(made["Id"])
+        started = time.perf_counter()
+        api.remove_container(made["Id"], force=True)
+        return started - began, time.perf_counter() - started
+
+
 async def agent_run(session: SandboxSession) -> None:
     """The sandbox's share of one agent run that makes one ``python_execute`` call."""
     result = await PythonExecute(session)(code="print(1)")
@@ -117,7 +147,11 @@ async def sandbox(quick: bool) -> dict[str, Any]:
     if problem is None:
         from agentfsm.sandbox.docker import DockerSandbox
 
-        out["docker"] = await one_kind(lambda: DockerSandbox(docker), docker, quick)
+        bare = BareContainer(name)
+        try:
+            out["docker"] = await one_kind(lambda: DockerSandbox(docker), docker, quick, bare)
+        finally:
+            bare.client.close()
     else:
         out["docker_skipped"] = problem
     local = SandboxSettings(mode="local")
@@ -129,6 +163,8 @@ def lines(s: dict[str, Any], out: list[str]) -> None:
     out.append("The sandbox (ms, p50 / p95; warm calls on a sandbox that already ran one)")
     rows = ("start", "close", "python_execute", "bash", "run_keep_alive_off", "run_keep_alive_on")
     labels = {
+        "bare_start": "bare container start",
+        "bare_close": "bare container remove",
         "run_keep_alive_off": "run, keep_alive off",
         "run_keep_alive_on": "run, keep_alive on",
     }
@@ -141,6 +177,13 @@ def lines(s: dict[str, Any], out: list[str]) -> None:
     if "docker_skipped" in s:
         out.append(f"  docker: skipped, no Docker sandbox here: {s['docker_skipped']}")
         return
+    if "bare_start" in s["docker"]:
+        for row in ("bare_start", "bare_close"):
+            cell = s["docker"][row]
+            out.append(f"  {labels[row]:<22}{cell['p50_ms']:>11.1f} / {cell['p95_ms']:>6.1f}")
+        out.append(
+            "  (the engine's floor: a container without options, the same two calls, in turns with starts)"
+        )
     for key, row in (("python_execute_p50_ms", "python_execute"), ("start_p50_ms", "start")):
         value, limit = s["docker"][row]["p50_ms"], s["goals"][key]
         verdict = "met" if value <= limit else "NOT met"
