@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -390,6 +393,48 @@ async def test_session_lifecycle_with_docker() -> None:
     await kept.end_run(failed=True)
     assert not exists("containers", box.container_name)
     await kept.close()
+
+
+async def test_a_sandbox_dropped_without_close_is_removed_all_the_same() -> None:
+    require_docker()
+    box = DockerSandbox(docker_settings())
+    await box.start()
+    await box.run_python("print(1)")
+    name = box.container_name
+    del box
+    gc.collect()
+    assert not exists("containers", name) and not exists("volumes", name)
+
+
+async def test_a_kept_sandbox_never_closed_is_removed_when_the_interpreter_exits() -> None:
+    require_docker()
+    script = textwrap.dedent("""
+        import asyncio, sys
+        from agentfsm.sandbox.session import SandboxSession
+        from agentfsm.sandbox.settings import SandboxSettings
+
+        KEPT = []
+
+        async def main():
+            session = SandboxSession(SandboxSettings(mode="docker", image=sys.argv[1], keep_alive=True))
+            KEPT.append(session)  # alive until the interpreter exits
+            box = await session.get()
+            await box.run_python("print(1)")
+            await session.end_run()  # the run went well: kept
+            print(box.container_name, flush=True)
+
+        asyncio.run(main())
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script, sandbox_image()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    name = done.stdout.strip()
+    assert name.startswith("agentfsm-sandbox-")
+    assert not exists("containers", name) and not exists("volumes", name)
 
 
 async def test_leftovers_of_a_dead_process_are_removed_and_live_or_unknown_owners_kept(

@@ -7,9 +7,12 @@ children, 10 MB of output, path traversal, cancellation.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -313,6 +316,52 @@ async def test_close_kills_the_worker_and_what_its_snippets_left() -> None:
         left = await pid_from(box, "d.pid")
         assert alive(left)  # a call's process that left its group outlives the call
     assert not alive(worker) and not alive(left)
+
+
+# -- a sandbox never closed ------------------------------------------------------------------
+
+
+async def test_a_sandbox_dropped_without_close_is_destroyed_all_the_same() -> None:
+    box = LocalSandbox()
+    await box.start()
+    await box.run_python("print(1)")
+    await box.bash("setsid sleep 300 >/dev/null 2>&1 & echo $! > bg.pid")
+    workspace, pid = box.workspace, await pid_from(box, "bg.pid")
+    assert alive(pid)
+    del box
+    gc.collect()
+    assert not Path(workspace).exists() and not alive(pid)
+
+
+def test_a_kept_sandbox_never_closed_is_destroyed_when_the_interpreter_exits() -> None:
+    script = textwrap.dedent("""
+        import asyncio
+        from agentfsm.sandbox.session import SandboxSession
+        from agentfsm.sandbox.settings import SandboxSettings
+
+        KEPT = []
+
+        async def main():
+            session = SandboxSession(SandboxSettings(mode="local", keep_alive=True))
+            KEPT.append(session)  # alive until the interpreter exits
+            box = await session.get()
+            await box.run_python("print(1)")
+            pid = (await box.bash("setsid sleep 300 >/dev/null 2>&1 & echo $!")).stdout
+            await session.end_run()  # the run went well: kept
+            print(box.workspace, pid, flush=True)
+
+        asyncio.run(main())
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    workspace, pid = done.stdout.split()
+    assert workspace.startswith(tempfile.gettempdir()) and not Path(workspace).exists()
+    for _ in range(50):
+        if not alive(int(pid)):
+            break
+        time.sleep(0.05)
+    assert not alive(int(pid))
 
 
 # -- files and paths -------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import posixpath
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -88,6 +89,8 @@ class DockerSandbox(Sandbox):
         self._worker: tuple[ExecStream, str, Run] | None = None  # the Python worker, as the shell
         self._worker_lock = asyncio.Lock()
         self._oom_seen = 0
+        self._abandoned: weakref.finalize[..., DockerSandbox] | None = None
+        """Removes the container if the sandbox is dropped, or the interpreter exits, without `close()`."""
 
     @property
     def container_name(self) -> str:
@@ -114,6 +117,7 @@ class DockerSandbox(Sandbox):
             if self._engine is None:
                 self._engine = Engine.create(self.settings, self.session_id)
                 self._oom_seen = 0  # a new container's memory cgroup has killed nothing yet
+                self._abandoned = weakref.finalize(self, _abandon, self._engine)
                 event("sandbox_started", kind="docker", session=self.session_id, image=self.settings.image)
 
     async def close(self) -> None:
@@ -126,6 +130,8 @@ class DockerSandbox(Sandbox):
 
     def _destroy_sync(self) -> None:
         with self._lifecycle:
+            if self._abandoned is not None:
+                self._abandoned.detach()
             engine, self._engine = self._engine, None
             if engine is not None:
                 engine.destroy()
@@ -325,6 +331,18 @@ class DockerSandbox(Sandbox):
         if self._engine is None:
             raise SandboxError("the sandbox container is gone (closed, or never started)")
         return self._engine
+
+
+def _abandon(engine: Engine) -> None:
+    """A sandbox dropped or left open at exit: remove its container and volume.
+
+    Run by `weakref.finalize` (garbage collection, or the interpreter's exit),
+    so it blocks: it is the safety net of a sandbox whose owner never called
+    `close()`, such as an agent kept alive between runs and never closed. What
+    even this misses (the process killed) the next process's sweep removes.
+    """
+    event("sandbox_abandoned", level=logging.WARNING, session=engine.session, hint="close the agent (aclose)")
+    engine.destroy()
 
 
 def _exec_sync(

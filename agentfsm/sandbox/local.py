@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from ..errors import NotAFileError, SandboxError
@@ -90,6 +91,8 @@ class LocalSandbox(Sandbox):
         self._running: set[_Process] = set()
         """Every command whose supervisor still runs (it holds what the command left running)."""
         self._tags = new_tag() + "."  # every command's tag starts so: close() kills what they left running
+        self._abandoned: weakref.finalize[..., LocalSandbox] | None = None
+        """What `close()` does, done anyway if the sandbox is dropped, or the interpreter exits, unclosed."""
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -104,6 +107,10 @@ class LocalSandbox(Sandbox):
         else:
             self._given.mkdir(parents=True, exist_ok=True)
             self.workspace = os.path.realpath(self._given)
+        self._abandoned = weakref.finalize(self, _abandon, self._running, self._tags, self._removable())
+
+    def _removable(self) -> str | None:
+        return self.workspace if self._owned and self.workspace else None
 
     async def close(self) -> None:
         """Kill every process the sandbox started and remove its temporary workspace.
@@ -128,9 +135,12 @@ class LocalSandbox(Sandbox):
             proc.close()
 
     def _destroy_sync(self, supervisors: list[int]) -> None:
+        if self._abandoned is not None:
+            self._abandoned.detach()
         _kill(supervisors, self._tags)
-        if self._owned and self.workspace:
-            shutil.rmtree(self.workspace, True)
+        removable = self._removable()
+        if removable is not None:
+            shutil.rmtree(removable, True)
 
     # -- commands -------------------------------------------------------------------
 
@@ -267,8 +277,9 @@ class LocalSandbox(Sandbox):
         finally:
             os.close(status_write)
         proc.watch_status(status_read)
-        self._running.add(proc)
-        proc.supervisor_exited.add_done_callback(lambda _: self._running.discard(proc))
+        running = self._running  # not `self`: the callback must not keep an abandoned sandbox alive
+        running.add(proc)
+        proc.supervisor_exited.add_done_callback(lambda _: running.discard(proc))
         return proc
 
     async def _stop_shell(self) -> None:
@@ -464,6 +475,22 @@ def _kill(supervisors: list[int], tag: str) -> None:
     """Kill what these supervisors (children of this process) hold, then them; and whatever carries `tag`."""
     if sys.platform.startswith("linux"):
         reaper.kill_tree(supervisors, tag, parent=os.getpid())
+
+
+def _abandon(running: set[_Process], tags: str, workspace: str | None) -> None:
+    """A sandbox dropped or left open at exit: kill what it started, remove its temporary workspace.
+
+    Run by `weakref.finalize` (garbage collection, or the interpreter's exit),
+    so it blocks: it is the safety net of a sandbox whose owner never called
+    `close()`, such as an agent kept alive between runs and never closed.
+    """
+    supervisors = []
+    for proc in list(running):
+        with contextlib.suppress(Exception):
+            supervisors.append(proc.pid)
+    _kill(supervisors, tags)
+    if workspace is not None:
+        shutil.rmtree(workspace, True)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
