@@ -378,7 +378,9 @@ async def test_cancellation_during_start_leaves_nothing() -> None:
 
 async def test_session_lifecycle_with_docker() -> None:
     require_docker()
-    session = SandboxSession(docker_settings(mode="auto"))  # auto: the engine and the image are here
+    session = SandboxSession(
+        docker_settings(mode="auto", keep_alive=False)
+    )  # auto: engine and image are here
     first, second = await asyncio.gather(session.get(), session.get())
     assert first is second and first.kind == "docker"
     assert isinstance(first, DockerSandbox) and exists("containers", first.container_name)
@@ -406,7 +408,7 @@ async def test_a_sandbox_dropped_without_close_is_removed_all_the_same() -> None
     assert not exists("containers", name) and not exists("volumes", name)
 
 
-async def test_a_kept_sandbox_never_closed_is_removed_when_the_interpreter_exits() -> None:
+async def test_a_kept_sandbox_never_closed_is_removed_with_its_event_loop() -> None:
     require_docker()
     script = textwrap.dedent("""
         import asyncio, sys
@@ -416,8 +418,8 @@ async def test_a_kept_sandbox_never_closed_is_removed_when_the_interpreter_exits
         KEPT = []
 
         async def main():
-            session = SandboxSession(SandboxSettings(mode="docker", image=sys.argv[1], keep_alive=True))
-            KEPT.append(session)  # alive until the interpreter exits
+            session = SandboxSession(SandboxSettings(mode="docker", image=sys.argv[1]))  # kept by default
+            KEPT.append(session)  # alive until the interpreter exits, never closed
             box = await session.get()
             await box.run_python("print(1)")
             await session.end_run()  # the run went well: kept

@@ -333,7 +333,7 @@ async def test_a_sandbox_dropped_without_close_is_destroyed_all_the_same() -> No
     assert not Path(workspace).exists() and not alive(pid)
 
 
-def test_a_kept_sandbox_never_closed_is_destroyed_when_the_interpreter_exits() -> None:
+def test_a_kept_sandbox_never_closed_is_closed_with_its_event_loop() -> None:
     script = textwrap.dedent("""
         import asyncio
         from agentfsm.sandbox.session import SandboxSession
@@ -342,8 +342,8 @@ def test_a_kept_sandbox_never_closed_is_destroyed_when_the_interpreter_exits() -
         KEPT = []
 
         async def main():
-            session = SandboxSession(SandboxSettings(mode="local", keep_alive=True))
-            KEPT.append(session)  # alive until the interpreter exits
+            session = SandboxSession(SandboxSettings(mode="local"))  # keep_alive by default
+            KEPT.append(session)  # alive until the interpreter exits, never closed
             box = await session.get()
             await box.run_python("print(1)")
             pid = (await box.bash("setsid sleep 300 >/dev/null 2>&1 & echo $!")).stdout
@@ -351,17 +351,15 @@ def test_a_kept_sandbox_never_closed_is_destroyed_when_the_interpreter_exits() -
             print(box.workspace, pid, flush=True)
 
         asyncio.run(main())
+        assert not KEPT[0].active  # closed by the loop's end, before the interpreter's
     """)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     workspace, pid = done.stdout.split()
     assert workspace.startswith(tempfile.gettempdir()) and not Path(workspace).exists()
-    for _ in range(50):
-        if not alive(int(pid)):
-            break
-        time.sleep(0.05)
     assert not alive(int(pid))
+    assert "Exception ignored" not in done.stderr and "Event loop is closed" not in done.stderr
 
 
 # -- files and paths -------------------------------------------------------------------------
@@ -412,7 +410,7 @@ def local_settings(**overrides: object) -> SandboxSettings:
 
 
 async def test_session_creates_once_under_concurrency_and_destroys_at_the_end_of_a_run() -> None:
-    session = SandboxSession(local_settings())
+    session = SandboxSession(local_settings(keep_alive=False))
     assert not session.active
     boxes = await asyncio.gather(*(session.get() for _ in range(5)))
     assert all(b is boxes[0] for b in boxes) and session.active

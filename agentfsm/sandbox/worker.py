@@ -58,6 +58,17 @@ from typing import BinaryIO
 TAG = "AGENTFSM_EXEC"
 TIMED_OUT = -1
 _PASSES = 100
+_RELAYED = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+"""The signals a snippet may send its parent: passed on to the worker's parent, as a local
+supervisor does for a command (`reaper`), so a snippet sees of its parent what a process of its own
+would; none of them ends the worker. In a container the parent is outside: they are dropped."""
+
+
+def _relay(signum: int, frame: object) -> None:
+    parent = os.getppid()
+    if parent > 1:
+        with contextlib.suppress(OSError):
+            os.kill(parent, signum)
 
 
 def ancestors() -> set[int]:
@@ -134,6 +145,8 @@ def _wait(pid: int, timeout: float) -> int | None:
 def _child(source: bytes, tag: str) -> None:
     """Run one snippet as ``python3 -u -`` would, then end this process with its exit status."""
     os.setpgid(0, 0)
+    for relayed in _RELAYED:  # the snippet's own signals, as in a new interpreter
+        signal.signal(relayed, signal.default_int_handler if relayed == signal.SIGINT else signal.SIG_DFL)
     try:
         with open("/proc/self/oom_score_adj", "w") as fh:  # under the memory limit, the snippet goes first
             fh.write("1000")
@@ -216,6 +229,8 @@ def serve(read: BinaryIO, prefix: str) -> None:
 def main(argv: list[str]) -> int:
     own = os.environ.get(TAG, "")
     prefix = own.rpartition(".")[0] + "." if "." in own else own + "."
+    for relayed in _RELAYED:
+        signal.signal(relayed, _relay)
     if "--announce" in argv:
         os.write(1, f"{os.getpid()}\n".encode())
     serve(sys.stdin.buffer, prefix)
