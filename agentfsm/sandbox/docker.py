@@ -12,7 +12,10 @@ Every command has two timeouts: ``timeout -s KILL`` inside the container
 moment later that kills every process carrying the command's tag and cuts
 the connection, so nothing — not a child that left the process group, not a
 hung engine stream — outlives its timeout. The persistent shell has only the
-host-side one (a shell session has no single process to wrap).
+host-side one (a shell session has no single process to wrap). The Python
+worker (`run_python`) kills its own snippets at their timeout; the host-side
+watchdog, a moment later, kills the worker and all it started if it did not
+answer.
 
 Blocking SDK calls run in threads (`asyncio.to_thread`), so the event loop
 never blocks. Start and destroy never overlap, and a destroy that has begun

@@ -48,7 +48,7 @@ class PythonExecute(Tool):
         max_output: int | None = None,
     ) -> None:
         """`timeout`: seconds when the model gives none (None: the sandbox's default); `max_timeout`:
-        the most the model may ask for; `python`: the interpreter (None: the sandbox's `python`);
+        the most the model may ask for; `python`: an interpreter to start per call (None: the worker);
         `max_output`: characters of stdout and stderr together (None: the sandbox's limit per stream)."""
         if timeout is not None and not 0 < timeout <= max_timeout:
             raise ConfigError(
