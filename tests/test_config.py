@@ -60,7 +60,7 @@ def test_missing_sections_mean_defaults(tmp_path: Path) -> None:
     assert settings.agent.agent_kwargs() == {}  # each agent class keeps its own defaults
     assert settings.sandbox == SandboxSettings() and settings.mcp.servers == {}
     sandbox = settings.sandbox
-    assert (sandbox.mode, sandbox.network, sandbox.keep_alive) == ("auto", False, False)
+    assert (sandbox.mode, sandbox.network, sandbox.keep_alive) == ("auto", False, True)
 
 
 def test_llm_settings_defaults_are_the_llm_constructor_defaults() -> None:

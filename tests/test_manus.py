@@ -78,7 +78,7 @@ async def test_create_is_the_async_factory() -> None:
 
 async def test_write_run_read_terminate_and_the_sandbox_is_destroyed_after_the_run() -> None:
     llm = ScriptedLLM(write_run_read())
-    agent = Manus(llm=llm, sandbox=LOCAL)
+    agent = Manus(llm=llm, sandbox=LOCAL.model_copy(update={"keep_alive": False}))  # one sandbox per run
     result = await agent.run("Compute 12 squared with a script.")
     assert (result.state, result.stop_reason, result.steps) == (AgentState.FINISHED, StopReason.TERMINATED, 4)
     ws = workspace_of(llm, 1)

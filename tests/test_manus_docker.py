@@ -71,7 +71,7 @@ async def observe(session: SandboxSession, *calls: tuple[str, dict[str, Any]]) -
 
 async def test_write_run_read_terminate_in_a_container_that_is_gone_after_the_run() -> None:
     require_docker()
-    session = Recording()
+    session = Recording(keep_alive=False)  # one sandbox per run
     llm = ScriptedLLM([
         reply(tool_calls=[("str_replace_editor", {
             "command": "create", "path": "/workspace/square.py", "file_text": "print(12 ** 2)\n"})]),

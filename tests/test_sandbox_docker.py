@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -54,8 +57,11 @@ def inspect(name: str) -> dict[str, object]:
 
 
 async def processes(box: DockerSandbox) -> list[str]:
-    """The container's processes other than init, its sleep, the `ps` itself and the shell session."""
-    listing = (await box.exec(["ps", "-eo", "comm="])).stdout.split()
+    """The container's processes other than init, its sleep, the `ps` itself, the shell session and the
+    Python worker."""
+    worker = box._worker[2].group if box._worker is not None else None
+    rows = [row.split() for row in (await box.exec(["ps", "-eo", "pid=,comm="])).stdout.splitlines()]
+    listing = [comm for pid, comm in rows if int(pid) != worker]
     stray = [p for p in listing if p not in ("docker-init", "sleep", "ps", "sh", "timeout")]
     if stray.count("bash") == 1:  # the persistent shell, if a test has used it
         stray.remove("bash")
@@ -224,6 +230,109 @@ async def test_bash_session_keeps_state_and_restarts_after_a_timeout(box: Docker
     assert (await box.bash("echo back")).stdout == "back\n"
 
 
+# -- the Python worker -----------------------------------------------------------------------
+
+
+async def worker_pid(box: DockerSandbox) -> int:
+    return int((await box.run_python("import os; print(os.getppid())")).stdout)
+
+
+async def test_snippets_run_in_fresh_children_of_one_worker_and_nothing_leaks_between_them(
+    box: DockerSandbox,
+) -> None:
+    first = await worker_pid(box)
+    leaky = (
+        "import os\nopen('mymod.py', 'w').write('V = 1')\nimport mymod\nx = mymod.V\n"
+        "os.chdir('/tmp')\nos.environ['LEAK'] = '1'\nopen('/workspace/w.txt', 'w').write('kept')"
+    )
+    assert (await box.run_python(leaky)).exit_code == 0
+    seen = await box.run_python(
+        "import os, sys\nprint('x' in dir(), 'mymod' in sys.modules, os.getcwd(), os.environ.get('LEAK'))\n"
+        "print(open('w.txt').read(), __name__, sys.argv, repr(sys.stdin.read()))"
+    )
+    assert seen.stdout == "False False /workspace None\nkept __main__ ['-'] ''\n"
+    draws = [(await box.run_python("import random; print(random.random())")).stdout for _ in range(2)]
+    assert draws[0] != draws[1]  # each child seeds its own generator
+    failed = await box.run_python("print('before')\n1 / 0")
+    assert failed.exit_code == 1 and failed.stdout == "before\n"
+    assert failed.stderr == (
+        'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
+        "ZeroDivisionError: division by zero\n"
+    )
+    assert (await box.run_python("import sys; sys.exit(4)")).exit_code == 4
+    assert await worker_pid(box) == first
+
+
+async def test_the_worker_kills_a_snippet_at_its_timeout_and_stays(box: DockerSandbox) -> None:
+    first = await worker_pid(box)
+    code = (
+        "import subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '300'])\n"
+        "print('up', flush=True)\ntime.sleep(300)"
+    )
+    began = time.monotonic()
+    result = await box.run_python(code, timeout=1)
+    assert result.timed_out and result.exit_code is None and result.stdout == "up\n"
+    assert "ran longer than its 1 s timeout" in result.stderr
+    assert time.monotonic() - began < 3
+    assert await processes(box) == []  # the child that left its process group too
+    assert await worker_pid(box) == first
+    left = await box.run_python("import subprocess; subprocess.Popen(['sleep', '300']); print('done')")
+    assert left.stdout == "done\n" and await processes(box) == []  # its group ends with the call
+
+
+async def test_a_worker_killed_by_its_snippet_is_an_observation_and_the_next_call_starts_another(
+    box: DockerSandbox,
+) -> None:
+    first = await worker_pid(box)
+    killed = await box.run_python(
+        "import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)"
+    )
+    assert killed.exit_code == 137 and killed.stdout == "bye\n"
+    assert "the Python worker ended during this call" in killed.stderr
+    assert await worker_pid(box) != first
+
+
+async def test_a_stopped_worker_is_killed_by_the_host_watchdog_and_replaced(box: DockerSandbox) -> None:
+    first = await worker_pid(box)
+    code = "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)"
+    began = time.monotonic()
+    result = await box.run_python(code, timeout=1)
+    assert result.timed_out and time.monotonic() - began < 10
+    assert await processes(box) == []
+    assert await worker_pid(box) != first
+
+
+async def test_memory_hog_fork_bomb_and_flood_in_the_worker(box: DockerSandbox) -> None:
+    first = await worker_pid(box)
+    hog = await box.run_python(
+        "chunks = []\nwhile True: chunks.append(bytearray(10 * 1024 * 1024))", timeout=30
+    )
+    assert hog.oom_killed and hog.exit_code == 137 and not hog.timed_out
+    assert "ran out of memory (the sandbox's limit is 256m)" in hog.stderr
+    assert await worker_pid(box) == first  # the snippet was the one to go, not the worker
+
+    bomb = await box.run_python(
+        "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", timeout=3
+    )
+    assert bomb.timed_out
+    assert await processes(box) == []
+    assert await worker_pid(box) == first
+
+    code = f"import sys; sys.stdout.write('x' * {TEN_MB}); sys.stderr.write('y' * {TEN_MB})"
+    flood = await box.run_python(code)
+    assert flood.exit_code == 0 and flood.truncated
+    assert flood.stdout == "x" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+    assert flood.stderr == "y" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+    assert (await box.run_python("print('in sync')")).stdout == "in sync\n"
+
+
+async def test_network_and_read_only_root_hold_in_the_worker(box: DockerSandbox) -> None:
+    net = await box.run_python("import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)")
+    assert net.exit_code == 1 and "Network is unreachable" in net.stderr
+    root = await box.run_python("open('/etc/evil', 'w')")
+    assert root.exit_code == 1 and "Read-only file system" in root.stderr
+
+
 # -- lifecycle -------------------------------------------------------------------------------
 
 
@@ -235,10 +344,12 @@ async def test_cancellation_mid_exec_removes_the_container() -> None:
         async with sandbox:
             if call == "exec":
                 await sandbox.exec(["sleep", "300"])
+            elif call == "python":
+                await sandbox.run_python("import time; time.sleep(300)")
             else:
                 await sandbox.bash("sleep 300")
 
-    for call in ("exec", "bash"):
+    for call in ("exec", "python", "bash"):
         sandbox = DockerSandbox(docker_settings())
         task = asyncio.create_task(work(call))
         while not exists("containers", sandbox.container_name):
@@ -267,7 +378,9 @@ async def test_cancellation_during_start_leaves_nothing() -> None:
 
 async def test_session_lifecycle_with_docker() -> None:
     require_docker()
-    session = SandboxSession(docker_settings(mode="auto"))  # auto: the engine and the image are here
+    session = SandboxSession(
+        docker_settings(mode="auto", keep_alive=False)
+    )  # auto: engine and image are here
     first, second = await asyncio.gather(session.get(), session.get())
     assert first is second and first.kind == "docker"
     assert isinstance(first, DockerSandbox) and exists("containers", first.container_name)
@@ -282,6 +395,48 @@ async def test_session_lifecycle_with_docker() -> None:
     await kept.end_run(failed=True)
     assert not exists("containers", box.container_name)
     await kept.close()
+
+
+async def test_a_sandbox_dropped_without_close_is_removed_all_the_same() -> None:
+    require_docker()
+    box = DockerSandbox(docker_settings())
+    await box.start()
+    await box.run_python("print(1)")
+    name = box.container_name
+    del box
+    gc.collect()
+    assert not exists("containers", name) and not exists("volumes", name)
+
+
+async def test_a_kept_sandbox_never_closed_is_removed_with_its_event_loop() -> None:
+    require_docker()
+    script = textwrap.dedent("""
+        import asyncio, sys
+        from agentfsm.sandbox.session import SandboxSession
+        from agentfsm.sandbox.settings import SandboxSettings
+
+        KEPT = []
+
+        async def main():
+            session = SandboxSession(SandboxSettings(mode="docker", image=sys.argv[1]))  # kept by default
+            KEPT.append(session)  # alive until the interpreter exits, never closed
+            box = await session.get()
+            await box.run_python("print(1)")
+            await session.end_run()  # the run went well: kept
+            print(box.container_name, flush=True)
+
+        asyncio.run(main())
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script, sandbox_image()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    name = done.stdout.strip()
+    assert name.startswith("agentfsm-sandbox-")
+    assert not exists("containers", name) and not exists("volumes", name)
 
 
 async def test_leftovers_of_a_dead_process_are_removed_and_live_or_unknown_owners_kept(
@@ -323,6 +478,9 @@ async def test_leftovers_of_a_dead_process_are_removed_and_live_or_unknown_owner
         docker_engine._SWEPT = False  # as in a new process
         async with DockerSandbox(docker_settings()):
             pass
+        sweeper = docker_engine._SWEEPER
+        assert sweeper is not None  # the start began the sweep, beside it
+        sweeper.join(60)
         assert not exists("containers", crashed.id or "")
         assert not exists("volumes", volume.name or "")
         assert [why for why, c in alive.items() if not exists("containers", c.id or "")] == []

@@ -7,9 +7,12 @@ children, 10 MB of output, path traversal, cancellation.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -238,6 +241,127 @@ async def test_cancelling_mid_exec_kills_the_process_and_close_removes_the_works
         await box.exec(["true"])
 
 
+# -- the Python worker -----------------------------------------------------------------------
+
+
+async def worker_pid(box: LocalSandbox) -> int:
+    return int((await box.run_python("import os; print(os.getppid())")).stdout)
+
+
+async def test_snippets_run_in_fresh_children_of_one_worker(box: LocalSandbox) -> None:
+    first = await worker_pid(box)
+    leaky = (
+        "import os\nopen('mymod.py', 'w').write('V = 1')\nimport mymod\nx = mymod.V\n"
+        "os.chdir('/')\nos.environ['LEAK'] = '1'"
+    )
+    assert (await box.run_python(leaky)).exit_code == 0
+    seen = await box.run_python(
+        "import os, sys\nprint('x' in dir(), 'mymod' in sys.modules, os.getcwd(), os.environ.get('LEAK'))"
+    )
+    assert seen.stdout == f"False False {box.workspace} None\n"
+    failed = await box.run_python("print('before')\n1 / 0")
+    assert failed.exit_code == 1 and failed.stdout == "before\n"
+    assert failed.stderr.startswith(
+        'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>'
+    )
+    assert await worker_pid(box) == first
+
+
+async def test_the_worker_kills_a_snippet_and_what_left_its_group_at_the_timeout_and_stays(
+    box: LocalSandbox,
+) -> None:
+    first = await worker_pid(box)
+    code = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > escaped.pid; exec sleep 300'])\n"
+        "subprocess.Popen(['sh', '-c', 'echo $$ > grouped.pid; exec sleep 300'])\n"
+        "time.sleep(300)"
+    )
+    began = time.monotonic()
+    result = await box.run_python(code, timeout=1)
+    assert result.timed_out and result.exit_code is None and time.monotonic() - began < 4
+    assert not alive(await pid_from(box, "escaped.pid")) and not alive(await pid_from(box, "grouped.pid"))
+    assert await worker_pid(box) == first
+
+
+async def test_a_worker_killed_by_its_snippet_is_an_observation_and_the_next_call_starts_another(
+    box: LocalSandbox,
+) -> None:
+    first = await worker_pid(box)
+    killed = await box.run_python("import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), 9)")
+    assert killed.exit_code == -9 and killed.stdout == "bye\n"
+    assert "the Python worker ended during this call" in killed.stderr
+    assert await worker_pid(box) != first
+    stopped = await box.run_python(
+        "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(60)", timeout=1
+    )
+    assert stopped.timed_out
+    assert (await box.run_python("print('back')")).stdout == "back\n"
+
+
+async def test_close_kills_the_worker_and_what_its_snippets_left() -> None:
+    box = LocalSandbox()
+    async with box:
+        worker = await worker_pid(box)
+        daemon = (
+            "import subprocess; subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > d.pid; exec sleep 300'])"
+        )
+        await box.run_python(daemon)
+        for _ in range(100):
+            if (Path(box.workspace) / "d.pid").exists() and (
+                Path(box.workspace) / "d.pid"
+            ).read_text().strip():
+                break
+            await asyncio.sleep(0.02)
+        left = await pid_from(box, "d.pid")
+        assert alive(left)  # a call's process that left its group outlives the call
+    assert not alive(worker) and not alive(left)
+
+
+# -- a sandbox never closed ------------------------------------------------------------------
+
+
+async def test_a_sandbox_dropped_without_close_is_destroyed_all_the_same() -> None:
+    box = LocalSandbox()
+    await box.start()
+    await box.run_python("print(1)")
+    await box.bash("setsid sleep 300 >/dev/null 2>&1 & echo $! > bg.pid")
+    workspace, pid = box.workspace, await pid_from(box, "bg.pid")
+    assert alive(pid)
+    del box
+    gc.collect()
+    assert not Path(workspace).exists() and not alive(pid)
+
+
+def test_a_kept_sandbox_never_closed_is_closed_with_its_event_loop() -> None:
+    script = textwrap.dedent("""
+        import asyncio
+        from agentfsm.sandbox.session import SandboxSession
+        from agentfsm.sandbox.settings import SandboxSettings
+
+        KEPT = []
+
+        async def main():
+            session = SandboxSession(SandboxSettings(mode="local"))  # keep_alive by default
+            KEPT.append(session)  # alive until the interpreter exits, never closed
+            box = await session.get()
+            await box.run_python("print(1)")
+            pid = (await box.bash("setsid sleep 300 >/dev/null 2>&1 & echo $!")).stdout
+            await session.end_run()  # the run went well: kept
+            print(box.workspace, pid, flush=True)
+
+        asyncio.run(main())
+        assert not KEPT[0].active  # closed by the loop's end, before the interpreter's
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    workspace, pid = done.stdout.split()
+    assert workspace.startswith(tempfile.gettempdir()) and not Path(workspace).exists()
+    assert not alive(int(pid))
+    assert "Exception ignored" not in done.stderr and "Event loop is closed" not in done.stderr
+
+
 # -- files and paths -------------------------------------------------------------------------
 
 
@@ -286,7 +410,7 @@ def local_settings(**overrides: object) -> SandboxSettings:
 
 
 async def test_session_creates_once_under_concurrency_and_destroys_at_the_end_of_a_run() -> None:
-    session = SandboxSession(local_settings())
+    session = SandboxSession(local_settings(keep_alive=False))
     assert not session.active
     boxes = await asyncio.gather(*(session.get() for _ in range(5)))
     assert all(b is boxes[0] for b in boxes) and session.active

@@ -87,6 +87,16 @@ async def test_python_returns_stdout_and_stderr(sandbox: LocalSandbox) -> None:
     assert text(result) == "out\nstderr:\nwarn"
 
 
+async def test_python_runs_in_the_worker_unless_an_interpreter_is_named(sandbox: LocalSandbox) -> None:
+    code = "import os, sys; print(os.getppid() == os.getpid(), sys.executable.endswith('python3'))"
+    ppid = "import os; print(os.getppid())"
+    worker = [text(await PythonExecute(sandbox)(code=ppid)) for _ in range(2)]
+    assert worker[0] == worker[1]  # both forked from the one worker
+    own = [text(await PythonExecute(sandbox, python="python3")(code=ppid)) for _ in range(2)]
+    assert own[0] != own[1] and worker[0] not in own  # each a process of its own, under its own supervisor
+    assert text(await PythonExecute(sandbox, python="python3")(code=code)) == "False True"
+
+
 async def test_python_exception_is_an_error_with_the_output_before_it(sandbox: LocalSandbox) -> None:
     result = await PythonExecute(sandbox)(code="print('before')\n1 / 0")
     assert result.error is not None

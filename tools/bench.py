@@ -12,7 +12,8 @@ and trace) as history grows, and how a trace grows with its run; many agents
 in one event loop; the model path over HTTP against a fast loopback server of
 the benchmark's own (`bench_http`: CPU per request for each client, 1,000
 concurrent runs, a step with the token check on and off, the first call in a
-fresh process); start-up time.
+fresh process); start-up time; the sandbox (`bench_sandbox`: start,
+close, python_execute and bash warm, docker and local).
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -39,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_http
 import bench_peers
+import bench_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -432,6 +434,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "scale": _scale_lines,
     "http": bench_http.lines,
     "startup": _startup_lines,
+    "sandbox": bench_sandbox.lines,
 }
 
 
@@ -445,6 +448,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("recording", recording),
         ("scale", scale),
         ("http", http),
+        ("sandbox", bench_sandbox.sandbox),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -457,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http",
+        default="startup,overhead,history,recording,scale,http,sandbox",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

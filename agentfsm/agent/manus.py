@@ -3,10 +3,10 @@
 The toolbox is python_execute, bash, browser_use, str_replace_editor, ask_human
 and terminate, plus the tools of the MCP servers given. The
 three tools that touch the system share one `SandboxSession`, owned by the
-agent: the sandbox is created by the first tool call that needs it, destroyed
-at the end of each run (kept between runs with ``keep_alive``, but destroyed
-anyway when a run fails or is cancelled), and for good by `aclose()` or the
-end of ``async with``. Nothing of a run's sandbox outlives the run by default.
+agent: the sandbox is created by the first tool call that needs it, kept
+between runs like the agent's memory (``keep_alive``, on by default; off, it
+is destroyed at the end of each run), destroyed anyway when a run fails or is
+cancelled, and for good by `aclose()` or the end of ``async with``.
 
 The browser (a `BrowserSession`, also the agent's) starts with the first
 browser_use call and stays between runs, so a conversation keeps its pages;

@@ -16,21 +16,26 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from ..errors import OutsideWorkspaceError, SandboxError
 from ..serde import Serializable
+from . import worker
 
 __all__ = [
     "EXEC_TAG",
     "KILL_TAGGED",
     "RESTARTED",
     "SHELL_EXITED",
+    "WORKER_ENDED",
+    "WORKER_SOURCE",
     "ExecResult",
     "OutputCapture",
     "Sandbox",
     "SandboxError",
     "SessionScript",
+    "WorkerRequest",
     "finish",
     "finish_despite_cancellation",
     "new_tag",
@@ -73,6 +78,10 @@ the Docker sandbox; the local one kills by ancestry as well (`reaper`).
 
 RESTARTED = "\n[the shell session was restarted: working directory and variables are reset]"
 SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
+WORKER_SOURCE = Path(worker.__file__).read_text(encoding="utf-8")
+"""The Python worker's source, run as ``python -u -c WORKER_SOURCE``: nothing of ours need be installed
+where it runs, and the snippets' ``sys.path`` starts with their working directory, as ``python -`` does."""
+WORKER_ENDED = "\n[the Python worker ended during this call; the next call starts a new one]"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -123,6 +132,15 @@ class Sandbox(ABC):
         self, argv: list[str], *, timeout: float | None = None, stdin: str | None = None
     ) -> ExecResult:
         """Run `argv` in `workspace`; kill it (and its children) after `timeout` seconds."""
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """Run Python source as ``python -u -`` would, in `workspace`; kill it after `timeout` seconds.
+
+        This default runs a new interpreter per call; the sandboxes override it
+        with their worker (`agentfsm.sandbox.worker`), which forks one per call
+        from a process started once.
+        """
+        return await self.exec([self.python, "-u", "-"], timeout=timeout, stdin=code)
 
     @abstractmethod
     async def bash(self, command: str, *, timeout: float | None = None) -> ExecResult:
@@ -238,6 +256,26 @@ class SessionScript:
             f"__agentfsm_rc=$?; printf '\\n%s %d\\n' '{self.marker}' \"$__agentfsm_rc\"; "
             f"printf '\\n%s\\n' '{self.marker}' >&2\n"
         ).encode()
+
+    def captures(self, limit: int) -> tuple[OutputCapture, OutputCapture]:
+        return OutputCapture(limit, self.marker), OutputCapture(limit, self.marker)
+
+
+class WorkerRequest:
+    """One snippet for the Python worker (`agentfsm.sandbox.worker`): the bytes to send, the markers awaited.
+
+    The worker answers like a shell session (`SessionScript`): the marker and
+    the exit status on stdout, the marker on stderr; the status is
+    `TIMED_OUT` when its timeout killed the snippet.
+    """
+
+    TIMED_OUT = -1
+    """The worker's own `TIMED_OUT` (the script imports nothing from agentfsm)."""
+
+    def __init__(self, code: str, timeout: float) -> None:
+        source = code.encode()
+        self.marker = f"__AGENTFSM_DONE_{secrets.token_hex(12)}__"
+        self.data = f"{self.marker} {timeout:.3f} {len(source)}\n".encode() + source
 
     def captures(self, limit: int) -> tuple[OutputCapture, OutputCapture]:
         return OutputCapture(limit, self.marker), OutputCapture(limit, self.marker)

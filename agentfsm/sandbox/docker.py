@@ -12,7 +12,10 @@ Every command has two timeouts: ``timeout -s KILL`` inside the container
 moment later that kills every process carrying the command's tag and cuts
 the connection, so nothing — not a child that left the process group, not a
 hung engine stream — outlives its timeout. The persistent shell has only the
-host-side one (a shell session has no single process to wrap).
+host-side one (a shell session has no single process to wrap). The Python
+worker (`run_python`) kills its own snippets at their timeout; the host-side
+watchdog, a moment later, kills the worker and all it started if it did not
+answer.
 
 Blocking SDK calls run in threads (`asyncio.to_thread`), so the event loop
 never blocks. Start and destroy never overlap, and a destroy that has begun
@@ -27,6 +30,7 @@ import posixpath
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -35,10 +39,12 @@ from ..log import event
 from .base import (
     RESTARTED,
     SHELL_EXITED,
+    WORKER_ENDED,
     ExecResult,
     OutputCapture,
     Sandbox,
     SessionScript,
+    WorkerRequest,
     finish,
     finish_despite_cancellation,
     new_tag,
@@ -49,6 +55,7 @@ from .docker_stream import (
     PATH_HELPER,
     RUN,
     SHELL,
+    WORKER,
     ExecStream,
     Run,
     converse,
@@ -82,7 +89,11 @@ class DockerSandbox(Sandbox):
         self._closing: asyncio.Future[None] | None = None
         self._shell: tuple[ExecStream, str, Run] | None = None  # stream, exec id, how to kill it
         self._shell_lock = asyncio.Lock()
+        self._worker: tuple[ExecStream, str, Run] | None = None  # the Python worker, as the shell
+        self._worker_lock = asyncio.Lock()
         self._oom_seen = 0
+        self._abandoned: weakref.finalize[..., DockerSandbox] | None = None
+        """Removes the container if the sandbox is dropped, or the interpreter exits, without `close()`."""
 
     @property
     def container_name(self) -> str:
@@ -108,18 +119,22 @@ class DockerSandbox(Sandbox):
                 raise SandboxError("this sandbox was closed while starting")
             if self._engine is None:
                 self._engine = Engine.create(self.settings, self.session_id)
-                self._oom_seen = self._engine.oom_count()
+                self._oom_seen = 0  # a new container's memory cgroup has killed nothing yet
+                self._abandoned = weakref.finalize(self, _abandon, self._engine)
                 event("sandbox_started", kind="docker", session=self.session_id, image=self.settings.image)
 
     async def close(self) -> None:
         if self._closing is None:
             self._closed = True
             self._drop_shell()
+            self._drop_worker()
             self._closing = asyncio.ensure_future(asyncio.to_thread(self._destroy_sync))
         await finish_despite_cancellation(self._closing)  # a cancelled caller waits for the removal
 
     def _destroy_sync(self) -> None:
         with self._lifecycle:
+            if self._abandoned is not None:
+                self._abandoned.detach()
             engine, self._engine = self._engine, None
             if engine is not None:
                 engine.destroy()
@@ -177,6 +192,58 @@ class DockerSandbox(Sandbox):
             oom = code == 137 and await asyncio.to_thread(self._oom_happened, engine)
             note = "" if finished else SHELL_EXITED
             return finish(code, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """The snippet in a child of the sandbox's Python worker, started on the first call.
+
+        The worker kills a snippet at its timeout and stays; the host-side
+        watchdog (a moment later) and cancellation kill the worker and all it
+        started, and the next call starts a new one, as does a worker that
+        died (the memory limit, a snippet that killed it).
+        """
+        engine = await self._started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._worker_lock:
+            stream, exec_id, run = await asyncio.to_thread(self._ensure_worker, engine)
+            request = WorkerRequest(code, limit)
+            out, err = request.captures(self.settings.output_limit)
+            began = time.monotonic()
+            try:
+                finished, cut = await self._supervised(
+                    lambda: converse(stream, request.data, out, err), run, limit + _GRACE_S
+                )
+            except BaseException:
+                self._drop_worker()
+                raise
+            if cut:
+                self._drop_worker()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            status = out.status
+            if not finished:
+                self._drop_worker()
+                status = await asyncio.to_thread(engine.exit_code, exec_id)
+            if status == WorkerRequest.TIMED_OUT:
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            oom = status in (137, None) and await asyncio.to_thread(self._oom_happened, engine)
+            note = "" if finished else WORKER_ENDED
+            return finish(status, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
+
+    def _ensure_worker(self, engine: Engine) -> tuple[ExecStream, str, Run]:
+        if self._worker is None:
+            prefix = new_tag() + "."  # the worker is PREFIX.worker, each call's processes PREFIX.N
+            exec_id, stream = engine.open_exec(WORKER, prefix + "worker", stdin=True)
+            try:
+                group = int(first_line(stream, "Python worker", "python3"))
+            except (SandboxError, ValueError):
+                stream.close()
+                raise
+            self._worker = (stream, exec_id, Run(prefix, stream, group))
+        return self._worker
+
+    def _drop_worker(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker[0].close()
 
     def _ensure_shell(self, engine: Engine) -> tuple[ExecStream, str, Run]:
         if self._shell is None:
@@ -267,6 +334,18 @@ class DockerSandbox(Sandbox):
         if self._engine is None:
             raise SandboxError("the sandbox container is gone (closed, or never started)")
         return self._engine
+
+
+def _abandon(engine: Engine) -> None:
+    """A sandbox dropped or left open at exit: remove its container and volume.
+
+    Run by `weakref.finalize` (garbage collection, or the interpreter's exit),
+    so it blocks: it is the safety net of a sandbox whose owner never called
+    `close()`, such as an agent kept alive between runs and never closed. What
+    even this misses (the process killed) the next process's sweep removes.
+    """
+    event("sandbox_abandoned", level=logging.WARNING, session=engine.session, hint="close the agent (aclose)")
+    engine.destroy()
 
 
 def _exec_sync(

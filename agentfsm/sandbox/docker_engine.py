@@ -28,17 +28,18 @@ from .settings import SandboxSettings
 if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
-    from docker.models.volumes import Volume
 
 __all__ = [
     "INTERNAL_TIMEOUT_S",
     "LABEL",
     "Engine",
     "connect",
+    "image_id",
     "image_missing",
     "owner_labels",
     "owner_verdict",
     "remove_leftovers",
+    "sweep_leftovers",
     "unavailable",
 ]
 
@@ -53,6 +54,25 @@ _OOM_FILES = "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory
 
 _SWEPT = False
 _SWEEP_LOCK = threading.Lock()
+_SWEEPER: threading.Thread | None = None
+"""The thread of this process's one sweep of leftovers, once started."""
+
+_KNOWN_LOCK = threading.Lock()
+_API_VERSIONS: dict[str, str] = {}
+"""Engine (DOCKER_HOST) -> the API version it negotiated: a new client then skips asking again."""
+_IMAGE_IDS: dict[tuple[str, str], str] = {}
+"""(engine, image name) -> the image's id, once seen on that engine."""
+_WRITABLE: set[tuple[str, str, str, str]] = set()
+"""(engine, image id, workspace, user) whose fresh volume the user can already write to.
+
+Process-wide, like the sweep: they are facts about an engine and its images,
+true for every sandbox this process starts there, learned by the first one.
+A cached image removed since is found missing at the container's creation.
+"""
+
+
+def _engine_key() -> str:
+    return os.environ.get("DOCKER_HOST", "")
 
 
 def connect(timeout: float = 60.0) -> DockerClient:
@@ -65,15 +85,40 @@ def connect(timeout: float = 60.0) -> DockerClient:
             "(or set [sandbox] mode = 'local')"
         ) from None
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+    key = _engine_key()
     try:
-        client = docker.from_env(timeout=int(timeout))
+        client = docker.from_env(timeout=int(timeout), version=_API_VERSIONS.get(key))
         client.ping()
     except docker.errors.DockerException as exc:
         raise SandboxError(
             f"cannot reach the Docker engine at {where}: {exc}. Start it (dockerd, or Docker Desktop), "
             "point DOCKER_HOST at it, or set [sandbox] mode = 'local'"
         ) from None
+    with _KNOWN_LOCK:
+        _API_VERSIONS[key] = client.api.api_version
     return client
+
+
+def image_id(client: DockerClient, image: str) -> str:
+    """The image's id on this engine, asked once per process; `SandboxError` naming the fix if missing."""
+    import docker
+
+    key = (_engine_key(), image)
+    known = _IMAGE_IDS.get(key)
+    if known is not None:
+        return known
+    try:
+        found = client.images.get(image).id or image
+    except docker.errors.ImageNotFound:
+        raise SandboxError(image_missing(image)) from None
+    with _KNOWN_LOCK:
+        _IMAGE_IDS[key] = found
+    return str(found)
+
+
+def _forget_image(image: str) -> None:
+    with _KNOWN_LOCK:
+        _IMAGE_IDS.pop((_engine_key(), image), None)
 
 
 def image_missing(image: str) -> str:
@@ -180,18 +225,38 @@ def owner_verdict(labels: dict[str, str]) -> Verdict:
     return "alive", f"pid {pid} runs"
 
 
+def sweep_leftovers() -> None:
+    """Once per process, in a thread of its own (off the start's critical path): `remove_leftovers`."""
+    global _SWEPT, _SWEEPER
+    with _SWEEP_LOCK:
+        if _SWEPT:
+            return
+        _SWEPT = True
+        _SWEEPER = threading.Thread(target=_sweep, name="agentfsm-sandbox-sweep", daemon=True)
+    _SWEEPER.start()
+
+
+def _sweep() -> None:
+    try:
+        client = connect()
+    except SandboxError as exc:
+        event("sandbox_sweep_failed", level=logging.WARNING, error=str(exc))
+        return
+    try:
+        remove_leftovers(client)
+    except Exception as exc:  # the sweep is housekeeping: a failure is logged, never a sandbox's error
+        event("sandbox_sweep_failed", level=logging.WARNING, error=str(exc))
+    finally:
+        client.close()
+
+
 def remove_leftovers(client: DockerClient) -> None:
-    """Once per process: remove containers and volumes whose owners are provably dead.
+    """Remove containers and volumes whose owners are provably dead.
 
     The others stay; those whose owner cannot be judged from here (another
     host, boot or pid namespace) are logged with how to remove them by hand:
     a live owner's sandbox is never touched.
     """
-    global _SWEPT
-    with _SWEEP_LOCK:
-        if _SWEPT:
-            return
-        _SWEPT = True
     import docker
 
     removed: list[str] = []
@@ -221,6 +286,9 @@ class Engine:
 
     `create` makes both (and removes what it made if a step fails);
     `destroy` removes both and never raises on what is already gone.
+    A start costs the engine two calls (create, start) once this process
+    knows the engine and the image: no exec, no volume call of its own, no
+    image check; the sweep runs beside it.
     """
 
     def __init__(self, client: DockerClient, settings: SandboxSettings, session: str) -> None:
@@ -229,22 +297,19 @@ class Engine:
         self.session = session
         self.name = f"agentfsm-sandbox-{session}"
         self.container: Container | None = None
-        self.volume: Volume | None = None
+        self.made_volume = False
 
     @classmethod
     def create(cls, settings: SandboxSettings, session: str) -> Engine:
         import docker
 
         client = connect()
-        remove_leftovers(client)
+        sweep_leftovers()
         engine = cls(client, settings, session)
         try:
-            try:
-                client.images.get(settings.image)
-            except docker.errors.ImageNotFound:
-                raise SandboxError(image_missing(settings.image)) from None
+            image = image_id(client, settings.image)
             engine._run()
-            engine._own_workspace()
+            engine._own_workspace(image)
         except docker.errors.DockerException as exc:
             engine.destroy()
             raise SandboxError(f"cannot set up the sandbox {engine.name} on the engine: {exc}") from None
@@ -254,47 +319,63 @@ class Engine:
         return engine
 
     def _run(self) -> None:
+        """Create and start the container; its labelled workspace volume is made with it (one call)."""
         import docker
+        from docker.types import Mount
 
-        s, labels = self.settings, owner_labels(self.session)
-        self.volume = self.client.volumes.create(name=self.name, labels=labels)
+        s, labels, api = self.settings, owner_labels(self.session), self.client.api
+        host = api.create_host_config(
+            init=True,  # reaps orphans, so killed commands leave no zombies
+            network_mode="bridge" if s.network else "none",
+            mem_limit=s.memory,
+            memswap_limit=s.memory,  # swap = memory: no swap on top of the limit
+            nano_cpus=int(s.cpus * 1e9),
+            pids_limit=s.pids_limit,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            mounts=[Mount(s.workspace, self.name, type="volume", labels=labels)],
+            tmpfs={"/tmp": f"size={s.tmp_size},mode=1777"},
+        )
         try:
-            self.container = self.client.containers.run(
+            self.made_volume = True  # from here on, destroy removes it by name
+            made = api.create_container(
                 s.image,
                 entrypoint=["sleep"],
                 command=["infinity"],
                 name=self.name,
                 detach=True,
                 labels=labels,
-                init=True,  # reaps orphans, so killed commands leave no zombies
                 user=s.user,
                 working_dir=s.workspace,
                 environment={"HOME": s.workspace, "LANG": "C.UTF-8"},
-                network_mode="bridge" if s.network else "none",
-                mem_limit=s.memory,
-                memswap_limit=s.memory,  # swap = memory: no swap on top of the limit
-                nano_cpus=int(s.cpus * 1e9),
-                pids_limit=s.pids_limit,
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                volumes={self.name: {"bind": s.workspace, "mode": "rw"}},
-                tmpfs={"/tmp": f"size={s.tmp_size},mode=1777"},
+                host_config=host,
             )
+            self.container = self.client.containers.prepare_model({"Id": made["Id"]})
+            api.start(made["Id"])
+        except docker.errors.ImageNotFound:
+            _forget_image(s.image)  # removed since this process last saw it
+            raise SandboxError(image_missing(s.image)) from None
         except docker.errors.APIError as exc:
             raise SandboxError(
                 f"cannot start a sandbox container from {s.image!r}: {exc.explanation or exc} "
                 "(check [sandbox]: network = true needs a bridge network; the limits need cgroups)"
             ) from None
 
-    def _own_workspace(self) -> None:
+    def _own_workspace(self, image: str) -> None:
         """Make the workspace writable by the sandbox user.
 
         A new volume takes the owner of the image's directory, so images that
-        ship the workspace (ours does) need nothing. Otherwise a one-off root
-        container holding only CAP_CHOWN hands the volume to the user.
+        ship the workspace (ours does) need nothing, and once one sandbox has
+        seen it so, the others of this process need not check. Otherwise a
+        one-off root container holding only CAP_CHOWN hands the volume to the user.
         """
+        key = (_engine_key(), image, self.settings.workspace, self.settings.user)
+        if key in _WRITABLE:
+            return
         if self.simple(["test", "-w", self.settings.workspace])[0] == 0:
+            with _KNOWN_LOCK:
+                _WRITABLE.add(key)
             return
         self.client.containers.run(
             self.settings.image,
@@ -317,10 +398,11 @@ class Engine:
     def destroy(self) -> None:
         import docker
 
-        container, volume, self.container, self.volume = self.container, self.volume, None, None
+        container, volume, self.container, self.made_volume = self.container, self.made_volume, None, False
+        api = self.client.api
         for remove in (
             (lambda: container.remove(force=True, v=True)) if container is not None else None,
-            (lambda: volume.remove(force=True)) if volume is not None else None,
+            (lambda: api.remove_volume(self.name, force=True)) if volume else None,
         ):
             if remove is None:
                 continue
@@ -438,9 +520,9 @@ def unavailable(image: str) -> str | None:
     except SandboxError as exc:
         return str(exc)
     try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return image_missing(image)
+        image_id(client, image)
+    except SandboxError as exc:
+        return str(exc)
     except docker.errors.DockerException as exc:
         return f"the Docker engine failed to answer about {image!r}: {exc}"
     finally:

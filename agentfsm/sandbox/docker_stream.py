@@ -19,12 +19,13 @@ import time
 from typing import Any
 
 from ..errors import NotAFileError, SandboxError
-from .base import OutputCapture
+from .base import WORKER_SOURCE, OutputCapture
 
 __all__ = [
     "PATH_HELPER",
     "RUN",
     "SHELL",
+    "WORKER",
     "ExecStream",
     "Run",
     "converse",
@@ -46,6 +47,10 @@ killed too (a fork bomb's survivors would otherwise keep the pids limit exhauste
 SHELL = ["sh", "-c", 'echo "$$"; exec bash --noprofile --norc']
 """The persistent shell: it first prints its pid, which (as an exec's first process) is also its process
 group, the one its commands run in."""
+
+WORKER = ["python3", "-u", "-c", WORKER_SOURCE, "--announce"]
+"""The Python worker (`agentfsm.sandbox.worker`), its source passed on the command line: the image needs
+nothing of ours. It announces its pid, which as the exec's first process is also its process group."""
 
 PATH_HELPER = r"""
 import os, sys
@@ -164,13 +169,13 @@ def converse(stream: ExecStream, script: bytes, out: OutputCapture, err: OutputC
     return True
 
 
-def first_line(stream: ExecStream) -> bytes:
-    """Read stdout up to the first newline (the shell session announces its pid so)."""
+def first_line(stream: ExecStream, what: str = "shell", needs: str = "bash") -> bytes:
+    """Read stdout up to the first newline (the shell session and the Python worker announce their pid so)."""
     line = b""
     while not line.endswith(b"\n"):
         frame = stream.read_frame()
         if frame is None:
-            raise SandboxError("the sandbox shell ended before it started (is bash in the image?)")
+            raise SandboxError(f"the sandbox {what} ended before it started (is {needs} in the image?)")
         if frame[0] == 1:
             line += frame[1]
     return line

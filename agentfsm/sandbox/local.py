@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from ..errors import NotAFileError, SandboxError
@@ -33,10 +34,13 @@ from .base import (
     EXEC_TAG,
     RESTARTED,
     SHELL_EXITED,
+    WORKER_ENDED,
+    WORKER_SOURCE,
     ExecResult,
     OutputCapture,
     Sandbox,
     SessionScript,
+    WorkerRequest,
     finish,
     finish_despite_cancellation,
     new_tag,
@@ -51,6 +55,8 @@ TEMP_PREFIX = f"agentfsm-sandbox-{os.getpid()}-"
 _SHELL = ["bash", "--noprofile", "--norc"]
 _REAPER = os.path.abspath(reaper.__file__)
 """Run as a script (``python -I -S``): the supervisor every command runs under."""
+_GRACE_S = 1.0
+"""The worker is killed from here this long after it should have killed a snippet at its timeout."""
 _DRAIN_S = 2.0
 """After a kill, how long the output pipes may take to close before they are abandoned."""
 
@@ -78,9 +84,15 @@ class LocalSandbox(Sandbox):
         self._shell: _Process | None = None
         self._shell_tag = ""
         self._shell_lock = asyncio.Lock()
+        self._worker: _Process | None = None
+        """The Python worker (`agentfsm.sandbox.worker`), under its supervisor like any command."""
+        self._worker_tag = ""
+        self._worker_lock = asyncio.Lock()
         self._running: set[_Process] = set()
         """Every command whose supervisor still runs (it holds what the command left running)."""
         self._tags = new_tag() + "."  # every command's tag starts so: close() kills what they left running
+        self._abandoned: weakref.finalize[..., LocalSandbox] | None = None
+        """What `close()` does, done anyway if the sandbox is dropped, or the interpreter exits, unclosed."""
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -95,6 +107,10 @@ class LocalSandbox(Sandbox):
         else:
             self._given.mkdir(parents=True, exist_ok=True)
             self.workspace = os.path.realpath(self._given)
+        self._abandoned = weakref.finalize(self, _abandon, self._running, self._tags, self._removable())
+
+    def _removable(self) -> str | None:
+        return self.workspace if self._owned and self.workspace else None
 
     async def close(self) -> None:
         """Kill every process the sandbox started and remove its temporary workspace.
@@ -109,7 +125,7 @@ class LocalSandbox(Sandbox):
         await finish_despite_cancellation(self._closing)
 
     async def _destroy(self) -> None:
-        self._shell = None
+        self._shell = self._worker = None
         running = list(self._running)
         # One blocking call in a thread: once begun it ends, even if the loop is torn down meanwhile.
         await asyncio.to_thread(self._destroy_sync, [proc.pid for proc in running])
@@ -119,9 +135,12 @@ class LocalSandbox(Sandbox):
             proc.close()
 
     def _destroy_sync(self, supervisors: list[int]) -> None:
+        if self._abandoned is not None:
+            self._abandoned.detach()
         _kill(supervisors, self._tags)
-        if self._owned and self.workspace:
-            shutil.rmtree(self.workspace, True)
+        removable = self._removable()
+        if removable is not None:
+            shutil.rmtree(removable, True)
 
     # -- commands -------------------------------------------------------------------
 
@@ -184,6 +203,51 @@ class LocalSandbox(Sandbox):
             await self._stop_shell()
             return finish(shell.returncode, out, err, began=began, note=SHELL_EXITED)
 
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """The snippet in a child of this sandbox's Python worker, started on the first call.
+
+        A fork instead of a supervisor and an interpreter per call. The worker
+        kills a snippet at its timeout and stays; a worker that does not answer
+        a moment later, or dies, is killed with all it started, and the next
+        call starts a new one.
+        """
+        await self._ensure_started()
+        limit = self.default_timeout if timeout is None else timeout
+        async with self._worker_lock:
+            if self._worker is None or self._worker.exited.done():
+                await self._stop_worker()
+                self._worker_tag = new_tag(self._tags) + ".worker"  # its calls: the tag's prefix, then N
+                argv = [sys.executable, "-u", "-c", WORKER_SOURCE]
+                self._worker = await self._spawn(argv, self._worker_tag, stdin=True)
+            worker = self._worker
+            request = WorkerRequest(code, limit)
+            out, err = request.captures(self.output_limit)
+            answered = worker.expect(out, err)
+            began = time.monotonic()
+            worker.send(request.data)
+            try:
+                await asyncio.wait_for(asyncio.shield(answered), limit + _GRACE_S)
+            except TimeoutError:
+                await self._stop_worker()
+                return finish(None, out, err, began=began, timed_out=True, limit=limit)
+            except BaseException:
+                await self._stop_worker()
+                raise
+            if out.found and err.found:
+                status = out.status
+                if status == WorkerRequest.TIMED_OUT:
+                    return finish(None, out, err, began=began, timed_out=True, limit=limit)
+                return finish(status, out, err, began=began)
+            await worker.drained()  # the worker ended before its markers: killed, or killed by the snippet
+            await self._stop_worker()
+            return finish(worker.returncode, out, err, began=began, note=WORKER_ENDED)
+
+    async def _stop_worker(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.kill(self._worker_tag)
+            worker.close()
+
     async def _spawn(self, argv: list[str], tag: str, *, stdin: bool) -> _Process:
         """Start `argv` under its own supervisor, which tells us its pid and status through a pipe."""
         loop = asyncio.get_running_loop()
@@ -213,8 +277,9 @@ class LocalSandbox(Sandbox):
         finally:
             os.close(status_write)
         proc.watch_status(status_read)
-        self._running.add(proc)
-        proc.supervisor_exited.add_done_callback(lambda _: self._running.discard(proc))
+        running = self._running  # not `self`: the callback must not keep an abandoned sandbox alive
+        running.add(proc)
+        proc.supervisor_exited.add_done_callback(lambda _: running.discard(proc))
         return proc
 
     async def _stop_shell(self) -> None:
@@ -410,6 +475,22 @@ def _kill(supervisors: list[int], tag: str) -> None:
     """Kill what these supervisors (children of this process) hold, then them; and whatever carries `tag`."""
     if sys.platform.startswith("linux"):
         reaper.kill_tree(supervisors, tag, parent=os.getpid())
+
+
+def _abandon(running: set[_Process], tags: str, workspace: str | None) -> None:
+    """A sandbox dropped or left open at exit: kill what it started, remove its temporary workspace.
+
+    Run by `weakref.finalize` (garbage collection, or the interpreter's exit),
+    so it blocks: it is the safety net of a sandbox whose owner never called
+    `close()`, such as an agent kept alive between runs and never closed.
+    """
+    supervisors = []
+    for proc in list(running):
+        with contextlib.suppress(Exception):
+            supervisors.append(proc.pid)
+    _kill(supervisors, tags)
+    if workspace is not None:
+        shutil.rmtree(workspace, True)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -4,16 +4,24 @@ Upstream keeps one global sandbox for the process, destroys it after every
 run and leaks it when a run raises. Here each agent owns a `SandboxSession`:
 the first tool that needs the sandbox creates it (exactly once, even when
 several tools ask at the same time); the agent calls `end_run()` at the end
-of every run, which destroys it unless ``keep_alive`` is set, and always
-destroys it when the run failed or was cancelled; `close()` (the agent's
+of every run, which keeps it when ``keep_alive`` is on (the default) and the
+run went well, and destroys it otherwise (always when the run failed or was
+cancelled); `close()` (the agent's
 ``aclose()`` / ``async with``) destroys it for good. A session can be used
 again after `close()`: the next `get()` makes a fresh sandbox.
+
+A sandbox kept between runs whose agent is never closed is closed with its
+event loop: the session holds a small async generator, started with the
+sandbox, whose ``finally`` closes it, and `asyncio.run` (like any loop
+shut down by the book) closes every open async generator before the loop
+ends (`loop.shutdown_asyncgens`), while it can still run the close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncGenerator
 
 from ..log import event
 from .base import Sandbox, finish_despite_cancellation
@@ -30,6 +38,7 @@ class SandboxSession:
         self.settings = settings or SandboxSettings()
         self._sandbox: Sandbox | None = None
         self._lock = asyncio.Lock()
+        self._guard: _LoopEndGuard | None = None
 
     @property
     def active(self) -> bool:
@@ -54,6 +63,7 @@ class SandboxSession:
                     await finish_despite_cancellation(asyncio.ensure_future(made.close()))
                     raise
                 self._sandbox = made
+                self._guard = await _LoopEndGuard.start(self)
             return self._sandbox
 
     async def _make(self) -> Sandbox:
@@ -91,6 +101,9 @@ class SandboxSession:
         closed would leak its workspace and its processes.
         """
         async with self._lock:
+            guard, self._guard = self._guard, None
+            if guard is not None:
+                await guard.disarm()
             sandbox = self._sandbox
             if sandbox is None:
                 return
@@ -106,6 +119,36 @@ class SandboxSession:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _LoopEndGuard:
+    """Closes its session when the event loop shuts its async generators down, unless disarmed first."""
+
+    def __init__(self) -> None:
+        self.armed = True
+        self._generator: AsyncGenerator[None, None] | None = None
+
+    @classmethod
+    async def start(cls, session: SandboxSession) -> _LoopEndGuard:
+        guard = cls()
+        guard._generator = guard._watch(session)
+        await guard._generator.asend(None)  # the loop now knows it (asyncio's first-iteration hook)
+        return guard
+
+    async def _watch(self, session: SandboxSession) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if self.armed:  # the loop is shutting down with the sandbox still open
+                self.armed = False
+                event("sandbox_closed_with_the_loop", hint="close the agent (aclose) when done with it")
+                await session.close()
+
+    async def disarm(self) -> None:
+        """The session closes the sandbox itself: end the generator without its close."""
+        if self.armed and self._generator is not None:
+            self.armed = False
+            await self._generator.aclose()
 
 
 def docker_unavailable(image: str) -> str | None:

@@ -1,9 +1,10 @@
 """`[sandbox]`: where the system-touching tools run, and the limits they run under.
 
-Every default is the hardened one: no network, a memory limit with no swap
-on top, one CPU, 128 processes, a 60 s timeout per command, and a container
-that is destroyed at the end of each run. Loosening any of them is an
-explicit setting.
+Every limit's default is the hardened one: no network, a memory limit with
+no swap on top, one CPU, 128 processes, a 60 s timeout per command.
+Loosening any of them is an explicit setting. The sandbox lives as long as
+its agent's conversation (``keep_alive``): destroyed by `aclose()`, and at
+the end of any run that fails or is cancelled.
 """
 
 from __future__ import annotations
@@ -54,9 +55,12 @@ class SandboxSettings(BaseModel):
     """Default timeout in seconds of one command; the process is killed when it expires."""
     network: bool = False
     """Off: the container has no network interface but loopback."""
-    keep_alive: bool = False
-    """False: destroy the sandbox at the end of each run. True: keep it for the agent's life
-    (until `aclose()` or the end of ``async with``). On error or cancellation it is always destroyed."""
+    keep_alive: bool = True
+    """True: keep the sandbox between the agent's runs, for its life (until `aclose()` or the end of
+    ``async with``), as its memory is kept: the files a conversation made are still there when it goes
+    on, and a run does not pay a start and a close (measured in BENCHMARKS.md). False: destroy it at
+    the end of each run. On error or cancellation it is always destroyed; one never closed is
+    destroyed when dropped or at the interpreter's exit."""
     workspace: str = "/workspace"
     """The working directory inside the container; the only writable place besides /tmp."""
     local_dir: str | None = None

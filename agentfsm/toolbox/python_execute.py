@@ -1,10 +1,14 @@
-"""`python_execute`: run a Python snippet in the sandbox, as its own process.
+"""`python_execute`: run a Python snippet in the sandbox, as a process of its own.
 
-Why a process in the sandbox rather than upstream's `exec` in a forked
-interpreter: the code is the model's, so it runs where the sandbox's limits
+Why in the sandbox rather than upstream's `exec` in a process forked from
+the agent's: the code is the model's, so it runs where the sandbox's limits
 hold (memory, processes, network, a read-only root in Docker), and a timeout
-kills it for real. The code is sent on stdin (no argument-length limit), run
-unbuffered so the output printed before a timeout or a crash is still seen.
+kills it for real. Each snippet is a child forked from the sandbox's Python
+worker (`Sandbox.run_python`, `agentfsm.sandbox.worker`: started once per
+sandbox, so a call costs a fork, not an interpreter start and an engine
+exec); with an explicit `python` interpreter it is a new process of that
+interpreter, the code sent on stdin. Either way the output is unbuffered, so
+what was printed before a timeout or a crash is still seen.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ __all__ = ["PythonExecute"]
 
 _DESCRIPTION = (
     "Executes Python code string. Note: Only print outputs are visible, function return values are "
-    "not captured. Use print statements to see results. The code runs as a new process in the "
+    "not captured. Use print statements to see results. Each call runs as a new process in the "
     "workspace directory; stdout, stderr and any exception are returned, and the process is killed "
     "after `timeout` seconds."
 )
@@ -44,7 +48,7 @@ class PythonExecute(Tool):
         max_output: int | None = None,
     ) -> None:
         """`timeout`: seconds when the model gives none (None: the sandbox's default); `max_timeout`:
-        the most the model may ask for; `python`: the interpreter (None: the sandbox's `python`);
+        the most the model may ask for; `python`: an interpreter to start per call (None: the worker);
         `max_output`: characters of stdout and stderr together (None: the sandbox's limit per stream)."""
         if timeout is not None and not 0 < timeout <= max_timeout:
             raise ConfigError(
@@ -67,8 +71,10 @@ class PythonExecute(Tool):
     async def execute(self, code: str, timeout: float | None = None) -> ToolResult:  # type: ignore[override]
         sandbox = await self.provider.get()
         seconds = timeout or self.timeout or sandbox.default_timeout
-        argv = [self.python or sandbox.python, "-u", "-"]
-        result = await sandbox.exec(argv, timeout=seconds, stdin=code)
+        if self.python is None:
+            result = await sandbox.run_python(code, timeout=seconds)
+        else:
+            result = await sandbox.exec([self.python, "-u", "-"], timeout=seconds, stdin=code)
         text = exec_text(result, self.max_output)
         if result.timed_out:
             note = (
