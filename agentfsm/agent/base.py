@@ -36,6 +36,7 @@ from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, Transition
+from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .event_source import EventSource
@@ -259,7 +260,7 @@ class BaseAgent(EventSource, ABC):
             closers = (Checkpointer(checkpoint, self, lease=lease).close,)
         if self._run is not None:
             self._run.release()  # a paused run replaced by a restored one stops being recorded
-        self._run = RunDriver(self, closers=closers)
+        self._run = RunDriver(self, closers=(*closers, *observers_of(self)))  # an exporter's spans
         self.paused_edits = ()
         return self._run
 

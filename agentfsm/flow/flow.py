@@ -41,6 +41,7 @@ from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import Edit, LLMCall
+from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
@@ -49,7 +50,7 @@ from .planning import PlanningTool
 from .result import FlowResult, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
-from .table import FLOW_TABLE
+from .table import FLOW_TABLE, PLANNING_PHASES
 
 __all__ = ["TASK_COMPLETE", "PlanningFlow"]
 
@@ -73,6 +74,8 @@ class PlanningFlow(EventSource):
     table: MachineTable = FLOW_TABLE
     paused_edits: tuple[Edit, ...] = ()
     """A flow makes no edits (a trace writer reads this of whatever it records)."""
+    planning_phases: frozenset[str] = PLANNING_PHASES
+    """The phases that make or revise the plan (OpenTelemetry's `plan` spans; see `agentfsm.telemetry`)."""
 
     def __init__(
         self,
@@ -202,7 +205,7 @@ class PlanningFlow(EventSource):
             closers = (FlowCheckpointer(checkpoint, self, lease=lease).close,)
         if self._run is not None:
             self._run.release()
-        return RunDriver(self, closers=closers)
+        return RunDriver(self, closers=(*closers, *observers_of(self)))
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
 
