@@ -17,7 +17,7 @@ from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
 from ..run.result import AgentState, StopReason
 from .result import FlowStopReason
 
-__all__ = ["FINISHED_EARLY", "FLOW_TABLE", "PLAN_DONE", "REPLANS_SPENT", "STEP_BLOCKED"]
+__all__ = ["FINISHED_EARLY", "FLOW_TABLE", "PLANNING_PHASES", "PLAN_DONE", "REPLANS_SPENT", "STEP_BLOCKED"]
 
 FINISHED_EARLY = Guard(
     "finished_early",
@@ -94,3 +94,6 @@ FLOW_TABLE = MachineTable(
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),
     ),
 )
+
+PLANNING_PHASES = frozenset({"PLANNING", "REPLANNING"})
+"""The phases in which the planner makes or revises the plan (a tracer's `plan` spans)."""
