@@ -125,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     try:  # a path a recorder cannot write is bad usage, refused before the run
         for what, path in (("trace", args.trace), ("checkpoint", getattr(args, "checkpoint", None))):
@@ -147,11 +148,12 @@ def _run(args: argparse.Namespace) -> int:
         _check_credentials(llm)
         servers = _mcp_servers(settings, getattr(args, "mcp_servers", []))
         agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs(), mcp_servers=servers)
+        spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
         return _interrupted()
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()), spans:
         if args.command == "debug":
             from .debugger import debug_command
 
@@ -172,6 +174,7 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     task: str | None = getattr(args, "task", None)
     trace: str | None = getattr(args, "trace", None)
@@ -197,6 +200,7 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
             llm = build_llm(settings.llm_for(name))
             _check_credentials(llm)
             agents[name] = _build_agent(name, settings, llm, settings.agent.agent_kwargs())
+        spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except ValueError as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
@@ -215,7 +219,12 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
             asker.quiet = live.suspended  # the questions are not drawn over
     secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
-    with log_setup.configured(args.log_format, secrets=secrets), contextlib.redirect_stdout(sys.stderr), live:
+    with (
+        log_setup.configured(args.log_format, secrets=secrets),
+        contextlib.redirect_stdout(sys.stderr),
+        live,
+        spans,
+    ):
         try:
             result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
         except KeyboardInterrupt:

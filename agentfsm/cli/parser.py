@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append the run to FILE (a journal) after every transition, for `resume`",
     )
+    run.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry spans over OTLP/HTTP, configured by the OTEL_* environment variables",
+    )
     _output_options(run)
 
     resume = commands.add_parser(

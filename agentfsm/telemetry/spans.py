@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import MissingExtraError
@@ -50,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed wherever
         f"OpenTelemetry spans need the `otel` extra: pip install 'agentfsm[otel]' ({exc})"
     ) from None
 
-__all__ = ["Instrumentation", "instrument", "otlp_tracer_provider"]
+__all__ = ["Instrumentation", "exported_over_otlp", "instrument"]
 
 TRANSITION_EVENT = "agentfsm.transition"
 """The name of the span event each machine transition is."""
@@ -319,14 +320,24 @@ def _error_type(error: str, stop_reason: object) -> str:
     return str(stop_reason) if stop_reason else "_OTHER"
 
 
-def otlp_tracer_provider() -> TracerProvider:
-    """A tracer provider exporting over OTLP/HTTP, configured by the standard ``OTEL_*`` environment
-    variables (endpoint, headers, timeout, service name and resource attributes, sampler); spans
-    are sent in batches, and the rest when the provider is shut down."""
+@contextmanager
+def exported_over_otlp(*, include_content: bool = False) -> Iterator[Instrumentation]:
+    """The runs started in the block traced and sent over OTLP/HTTP, configured by the standard
+    ``OTEL_*`` environment variables (``OTEL_EXPORTER_OTLP_ENDPOINT`` and its traces variant,
+    headers, timeout, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, the sampler,
+    ``OTEL_SDK_DISABLED``). For an application (the command line): the provider becomes the
+    global one, so the MCP SDK's own client spans go there too; it is shut down at the end of
+    the block, which sends what is left."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = SDKTracerProvider()
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return provider
+    trace.set_tracer_provider(provider)
+    instrumentation = instrument(provider, include_content=include_content)
+    try:
+        yield instrumentation
+    finally:
+        instrumentation.uninstrument()
+        provider.shutdown()
