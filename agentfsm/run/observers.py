@@ -41,4 +41,7 @@ def observe_runs(observer: RunObserver) -> Callable[[], None]:
 
 def observers_of(model: Any) -> tuple[Callable[[], None], ...]:
     """Subscribe each installed observer to `model`'s new run; the closers that end them."""
-    return tuple(observer(model) for observer in _installed[0])
+    installed = _installed[0]
+    if not installed:  # the usual case: a run pays one lookup
+        return ()
+    return tuple(observer(model) for observer in installed)

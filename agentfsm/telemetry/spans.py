@@ -116,6 +116,15 @@ class _RunSpans:
         """The open `plan` span of a flow's planning phase."""
         self.tools: dict[str, tuple[Span, object, asyncio.Task[Any] | None]] = {}
         """Open tool spans by call id: the span, the token that made it current, the task it is current in."""
+        self._models: dict[int, tuple[object, dict[str, Any]]] = {}
+        """What spans say of each model asked in this run (read once a run, not once a call)."""
+        self._phase_context: Context | None = None
+
+    def _model(self, llm: object) -> dict[str, Any]:
+        known = self._models.get(id(llm))
+        if known is None or known[0] is not llm:
+            known = self._models[id(llm)] = (llm, gen_ai.model_attributes(llm))
+        return known[1]
 
     # -- events ---------------------------------------------------------------------
 
@@ -144,9 +153,10 @@ class _RunSpans:
             "agentfsm.transition.dest": t.dest,
             "agentfsm.transition.trigger": t.trigger,
             "agentfsm.step": t.step,
-            "agentfsm.transition.guards": [g.name for g in guards],
-            "agentfsm.transition.guards_held": [g.held for g in guards],
         }
+        if guards:
+            attributes["agentfsm.transition.guards"] = [g.name for g in guards]
+            attributes["agentfsm.transition.guards_held"] = [g.held for g in guards]
         if t.stop_reason is not None:
             attributes["agentfsm.stop_reason"] = str(t.stop_reason)
         self.run.add_event(TRANSITION_EVENT, attributes)
@@ -163,13 +173,14 @@ class _RunSpans:
                 context=self.run_context,
                 attributes={gen_ai.OPERATION: "plan", gen_ai.AGENT_NAME: self.model.name},
             )
+            self._phase_context = trace.set_span_in_context(self.phase, self.run_context)
 
     def _open_run(self, *, resumed: bool) -> None:
         model, owner = self.model, self.owner
         operation = "invoke_workflow" if self.flow else "invoke_agent"
         attributes: dict[str, Any] = {gen_ai.OPERATION: operation, gen_ai.AGENT_NAME: model.name}
         if not self.flow:
-            attributes.update(gen_ai.model_attributes(getattr(model, "llm", None)))
+            attributes.update(self._model(getattr(model, "llm", None)))
         attributes["agentfsm.run.id"] = model.run_state.run_id
         if resumed:
             attributes["agentfsm.run.resumed"] = True
@@ -214,7 +225,7 @@ class _RunSpans:
 
     def _chat(self, call: LLMCall) -> None:
         llm = self.model.planner_llm if self.flow else getattr(self.model, "llm", None)
-        attributes: dict[str, Any] = {gen_ai.OPERATION: "chat", **gen_ai.model_attributes(llm)}
+        attributes: dict[str, Any] = {gen_ai.OPERATION: "chat", **self._model(llm)}
         reply = call.reply
         if reply is not None:
             if reply.model:
@@ -230,7 +241,7 @@ class _RunSpans:
             if reply is not None:
                 attributes[gen_ai.OUTPUT_MESSAGES] = gen_ai.output_messages(reply)
         model = attributes.get(gen_ai.REQUEST_MODEL)
-        parent = trace.set_span_in_context(self.phase, self.run_context) if self.phase else self.run_context
+        parent = self._phase_context if self.phase is not None else self.run_context
         ended = time.time_ns()
         span = self.owner.tracer.start_span(
             f"chat {model}" if model else "chat",
