@@ -16,7 +16,8 @@ each run as it starts (`agentfsm.run.observers`) and reads the same events a tra
   the current span's context in ``_meta``) joins the trace.
 - ``plan {flow}`` (INTERNAL) around a flow's planning phases, parent of the planner's calls.
 - Each machine transition is an event (`agentfsm.transition`) on the run's span, with
-  source, dest, trigger, step and the guards evaluated with their outcomes: not a span.
+  source, dest, trigger, step and the guards evaluated with their outcomes, in table order
+  (``token_limit=false,has_tool_calls=true``): not a span.
 
 Token usage is on the chat spans only (`gen_ai.usage.*`); the run's span carries the
 run's totals as `agentfsm.usage.*`, so a backend that sums `gen_ai.usage.*` over a trace
@@ -154,9 +155,10 @@ class _RunSpans:
             "agentfsm.transition.trigger": t.trigger,
             "agentfsm.step": t.step,
         }
-        if guards:
-            attributes["agentfsm.transition.guards"] = [g.name for g in guards]
-            attributes["agentfsm.transition.guards_held"] = [g.held for g in guards]
+        if guards:  # one string, in table order: an attribute costs the SDK per element to check
+            attributes["agentfsm.transition.guards"] = ",".join(
+                f"{g.name}={'true' if g.held else 'false'}" for g in guards
+            )
         if t.stop_reason is not None:
             attributes["agentfsm.stop_reason"] = str(t.stop_reason)
         self.run.add_event(TRANSITION_EVENT, attributes)
