@@ -399,3 +399,26 @@ async def test_the_readmes_example_prints_what_it_says(capsys: pytest.CaptureFix
     exec(compile(f"async def example():\n{body}", "README.md", "exec"), namespace)
     await namespace["example"]()
     assert capsys.readouterr().out.strip() == said[0]
+
+
+async def test_events_of_kinds_it_does_not_know_are_passed_over(exporter: InMemorySpanExporter) -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class TextDelta:  # what a stream adds to the event stream: not a kind this listener knows
+        text: str
+
+    holder: list[ToolCallAgent] = []
+
+    @tool
+    async def chatty() -> str:
+        """Emits an event of a kind of its own."""
+        holder[0].emit(TextDelta("hello"))  # type: ignore[arg-type]
+        return "said"
+
+    agent = ToolCallAgent(llm=scripted(reply(tool_calls=[("chatty", {})]), reply("done")), tools=[chatty])
+    holder.append(agent)
+    result = await agent.run("talk")
+    assert (result.stop_reason, result.error) == ("final_answer", None)
+    names = sorted(s.name for s in exporter.get_finished_spans())
+    assert names == ["chat gpt-4o-mini", "chat gpt-4o-mini", "execute_tool chatty", "invoke_agent toolcall"]
