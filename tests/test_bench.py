@@ -262,6 +262,8 @@ async def test_the_telemetry_section_measures_each_variant_and_counts_the_spans(
     from agentfsm.run.observers import observers_of
 
     assert observers_of(None) == ()
+    floor = bench_otel._sdk_floor(200)
+    assert floor["span_us"] > 0 and floor["event_us"] > 0
 
 
 def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
@@ -274,8 +276,13 @@ def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
             "spans_per_run": {"simple processor": 4},
         }
 
-    data = {"paths": {"in process": path(80, 280), "LLM (litellm)": path(10_000, 10_150)}, "hook_ns": 120}
+    data = {
+        "paths": {"in process": path(80, 280), "LLM (litellm)": path(10_000, 10_150)},
+        "hook_ns": 120,
+        "sdk": {"span_us": 30.0, "event_us": 15.0},
+    }
     table = bench.report({"telemetry": data})
     assert table.startswith("OpenTelemetry instrumentation")
     assert "instrumentation's own cost: 200 µs a run (batch)" in table and "120 ns a run" in table
     assert "goal: LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met" in table
+    assert "a run's 4 spans and 5 events: 195 µs" in table

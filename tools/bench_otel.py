@@ -87,6 +87,33 @@ def _hook_ns() -> float:
     return (time.perf_counter() - started) / count * 1e9
 
 
+def _sdk_floor(count: int) -> dict[str, float]:
+    """The SDK's own cost, without agentfsm: a span with six attributes started and ended into the
+    in-memory exporter through the batch processor, and an event with four attributes (µs each).
+    A one-call run makes four spans and five events: their sum is the floor of any instrumentation."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    tracer = provider.get_tracer("floor")
+    attributes = {f"gen_ai.key{i}": "value" for i in range(6)}
+    started = time.perf_counter()
+    for _ in range(count):
+        tracer.start_span("chat model", attributes=attributes).end()
+    span_us = (time.perf_counter() - started) / count * 1e6
+    event = {"source": "THINKING", "dest": "ACTING", "trigger": "think_done", "step": 1}
+    started = time.perf_counter()
+    for _ in range(count // 100):
+        holder = tracer.start_span("run")  # a fresh span every 100 events: under the SDK's limit of 128
+        for _ in range(100):
+            holder.add_event("agentfsm.transition", event)
+    event_us = (time.perf_counter() - started) / (count // 100 * 100) * 1e6
+    provider.shutdown()
+    return {"span_us": span_us, "event_us": event_us}
+
+
 async def telemetry(quick: bool) -> dict[str, Any]:
     from agentfsm import ToolCallAgent, ToolCollection, tool
 
@@ -110,7 +137,7 @@ async def telemetry(quick: bool) -> dict[str, Any]:
                 )
         finally:
             await bench_http.close(under_test)
-    return {"paths": paths, "hook_ns": _hook_ns()}
+    return {"paths": paths, "hook_ns": _hook_ns(), "sdk": _sdk_floor(2_000 if quick else 20_000)}
 
 
 def lines(t: dict[str, Any], out: list[str]) -> None:
@@ -131,6 +158,13 @@ def lines(t: dict[str, Any], out: list[str]) -> None:
         f"  instrumentation's own cost: {batch_own:.0f} µs a run (batch), {own:.0f} µs (simple), for"
         f" {spans:.0f} spans; the engine's hook with nothing installed: {t['hook_ns']:.0f} ns a run"
     )
+    sdk = t.get("sdk")
+    if sdk is not None:
+        floor = 4 * sdk["span_us"] + 5 * sdk["event_us"]
+        out.append(
+            f"  the SDK alone: {sdk['span_us']:.1f} µs a span, {sdk['event_us']:.1f} µs an event;"
+            f" a run's 4 spans and 5 events: {floor:.0f} µs"
+        )
     for name in paths:
         if name != "in process":
             ratio = paths[name]["ratio"]["batch processor"]
