@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -422,3 +423,79 @@ async def test_events_of_kinds_it_does_not_know_are_passed_over(exporter: InMemo
     assert (result.stop_reason, result.error) == ("final_answer", None)
     names = sorted(s.name for s in exporter.get_finished_spans())
     assert names == ["chat gpt-4o-mini", "chat gpt-4o-mini", "execute_tool chatty", "invoke_agent toolcall"]
+
+
+async def test_a_run_paused_for_approval_is_one_span_to_its_end(exporter: InMemorySpanExporter) -> None:
+    agent = ToolCallAgent(
+        llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], require_approval=["add"]
+    )
+    paused = await agent.run("add, once approved")
+    assert paused.paused
+    assert [s.name for s in exporter.get_finished_spans()] == ["chat gpt-4o-mini"]  # the run's is still open
+    agent.approve()
+    result = await agent.resume()
+    assert result.stop_reason == "terminated"
+    spans = exporter.get_finished_spans()
+    run = only(spans, "invoke_agent toolcall")
+    assert {parent_id(s) for s in spans if s is not run} == {span_id(run)}
+    dests = [(e.attributes or {})["agentfsm.transition.dest"] for e in run.events]
+    assert "AWAITING_APPROVAL" in dests and dests[-1] == "FINISHED"
+    assert "agentfsm.run.resumed" not in (run.attributes or {})
+
+
+async def test_a_run_cancelled_in_a_tool_ends_its_spans_in_error(exporter: InMemorySpanExporter) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits for ever."""
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    agent = ToolCallAgent(llm=scripted(reply(tool_calls=[("wait", {})])), tools=[wait])
+    task = asyncio.create_task(agent.run("wait"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    spans = exporter.get_finished_spans()
+    waited, run = only(spans, "execute_tool wait"), only(spans, "invoke_agent toolcall")
+    assert waited.status.status_code is StatusCode.ERROR and parent_id(waited) == span_id(run)
+    assert run.status.status_code is StatusCode.ERROR
+    assert (run.attributes or {})["error.type"] == "CancelledError"
+    assert (run.attributes or {})["agentfsm.stop_reason"] == "cancelled"
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_a_run_resumed_from_its_checkpoint_is_a_new_span_marked_resumed(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    def build() -> ToolCallAgent:
+        return ToolCallAgent(
+            llm=scripted(*ADD_THEN_TERMINATE[1:]), tools=[add, Terminate()], require_approval=["add"]
+        )
+
+    first = ToolCallAgent(
+        llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], require_approval=["add"]
+    )
+    journal = tmp_path / "run.checkpoint"
+    paused = await first.run("add, once approved", checkpoint=journal)
+    assert paused.paused
+    copy = (
+        tmp_path / "copied.checkpoint"
+    )  # the journal as another machine would have it (this one holds its lease)
+    shutil.copyfile(journal, copy)
+    await first.cancel()
+    second = build()  # as another process would, from the checkpoint alone
+    again = await second.resume(copy)
+    assert again.paused
+    second.approve()
+    result = await second.resume()
+    assert result.stop_reason == "terminated" and result.run_id == paused.run_id
+    cancelled, run = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent toolcall"]
+    assert "agentfsm.run.resumed" not in (cancelled.attributes or {})
+    assert (cancelled.attributes or {})["agentfsm.stop_reason"] == "cancelled"
+    assert (run.attributes or {})["agentfsm.run.resumed"] is True
+    assert (run.attributes or {})["agentfsm.run.id"] == paused.run_id
+    assert [(e.attributes or {})["agentfsm.transition.source"] for e in run.events][0] == "AWAITING_APPROVAL"
