@@ -498,4 +498,4 @@ async def test_a_run_resumed_from_its_checkpoint_is_a_new_span_marked_resumed(
     assert (cancelled.attributes or {})["agentfsm.stop_reason"] == "cancelled"
     assert (run.attributes or {})["agentfsm.run.resumed"] is True
     assert (run.attributes or {})["agentfsm.run.id"] == paused.run_id
-    assert [(e.attributes or {})["agentfsm.transition.source"] for e in run.events][0] == "AWAITING_APPROVAL"
+    assert (run.events[0].attributes or {})["agentfsm.transition.source"] == "AWAITING_APPROVAL"
