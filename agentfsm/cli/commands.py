@@ -363,6 +363,7 @@ def _resume(args: argparse.Namespace) -> int:
     from ..recording.checkpoint import read_checkpoint
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     flow_data: dict[str, Any] | None = None
     with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
@@ -386,6 +387,7 @@ def _resume(args: argparse.Namespace) -> int:
         _check_credentials(llm)
         servers = _mcp_servers(settings, args.mcp_servers) if kind != "toolcall" else None
         agent = _build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
+        spans = exporting(settings.telemetry, False)  # [telemetry] enabled: the resumed run's spans
     except ValueError as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
@@ -394,7 +396,7 @@ def _resume(args: argparse.Namespace) -> int:
     recorded_state = agent.table.by_name.get(str(data["run_state"].get("state")))
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
-    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()):
+    with log_setup.configured(args.log_format, secrets=llm_settings.secrets()), spans:
         try:
             return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint)
         except CheckpointError as exc:  # the agent rebuilt is not the one that wrote it (`restore`)
