@@ -1,8 +1,8 @@
 """agentfsm: an LLM tool-calling agent whose whole life is an explicit state machine.
 
 Importing this package is cheap: litellm (seconds to import) is loaded by
-`LLM` on first use, aiohttp by `OpenAICompatible`, and jsonschema on the first
-validated tool call.
+`LLM` on first use, aiohttp by `OpenAICompatible`, jsonschema on the first
+validated tool call, and opentelemetry by `instrument`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .browser.tool import BrowserUseTool
     from .model.llm import LLM
     from .model.openai_compatible import OpenAICompatible
+    from .telemetry.spans import instrument
     from .toolbox.ask_human import AskHuman
     from .toolbox.bash import Bash
     from .toolbox.editor import StrReplaceEditor
@@ -73,6 +74,7 @@ __all__ = [
     "ToolResult",
     "Transition",
     "Usage",
+    "instrument",
     "tool",
 ]
 
@@ -91,5 +93,6 @@ __getattr__ = lazy_attributes(
         "BrowserUseTool": "browser.tool",
         "PythonExecute": "toolbox.python_execute",
         "StrReplaceEditor": "toolbox.editor",
+        "instrument": "telemetry.spans",
     },
 )

@@ -263,3 +263,46 @@ def test_the_sandbox_table_states_the_goals_and_says_why_docker_is_missing() -> 
     assert "docker: skipped, no Docker sandbox here: cannot reach the Docker engine" in table
     assert "goal:" not in table and "  bash                          1.0 /    2.0" in table
     json.dumps(data)  # what --json prints
+
+
+async def test_the_telemetry_section_measures_each_variant_and_counts_the_spans(monkeypatch) -> None:
+    import bench_otel
+
+    from agentfsm import ToolCallAgent, ToolCollection, tool
+
+    tools = ToolCollection(tool(bench_peers.add))
+
+    async def one_run() -> None:
+        await ToolCallAgent(llm=bench_peers.agentfsm_model(1), tools=tools, next_step_prompt=None).run("add")
+
+    figures = await bench_otel._measure(one_run, rounds=2, batch=3)
+    assert set(figures["us"]) == set(bench_otel.VARIANTS) and figures["ratio"]["not instrumented"] == 1.0
+    # invoke_agent, two chats, execute_tool: what both processors exported; nothing is left installed
+    assert figures["spans_per_run"] == {"batch processor": 4.0, "simple processor": 4.0}
+    from agentfsm.run.observers import observers_of
+
+    assert observers_of(None) == ()
+    floor = bench_otel._sdk_floor(200)
+    assert floor["span_us"] > 0 and floor["event_us"] > 0
+
+
+def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
+    def path(base: float, batch: float) -> dict:
+        us = {"not instrumented": base, "batch processor": batch, "simple processor": batch * 1.1,
+              "after uninstrument()": base}  # fmt: skip
+        return {
+            "us": us,
+            "ratio": {k: v / base for k, v in us.items()},
+            "spans_per_run": {"simple processor": 4},
+        }
+
+    data = {
+        "paths": {"in process": path(80, 280), "LLM (litellm)": path(10_000, 10_150)},
+        "hook_ns": 120,
+        "sdk": {"span_us": 30.0, "event_us": 15.0},
+    }
+    table = bench.report({"telemetry": data})
+    assert table.startswith("OpenTelemetry instrumentation")
+    assert "instrumentation's own cost: 200 µs a run (batch)" in table and "120 ns a run" in table
+    assert "goal: LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met" in table
+    assert "a run's 4 spans and 5 events: 195 µs" in table

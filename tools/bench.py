@@ -12,8 +12,9 @@ and trace) as history grows, and how a trace grows with its run; many agents
 in one event loop; the model path over HTTP against a fast loopback server of
 the benchmark's own (`bench_http`: CPU per request for each client, 1,000
 concurrent runs, a step with the token check on and off, the first call in a
-fresh process); start-up time; the sandbox (`bench_sandbox`: start,
-close, python_execute and bash warm, docker and local).
+fresh process); the cost of OpenTelemetry instrumentation (`bench_otel`: in process and
+on the HTTP path, spans to an in-memory exporter, and none without it); start-up time; the
+sandbox (`bench_sandbox`: start, close, python_execute and bash warm, docker and local).
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -39,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_http
+import bench_otel
 import bench_peers
 import bench_sandbox
 
@@ -433,6 +435,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "recording": _recording_lines,
     "scale": _scale_lines,
     "http": bench_http.lines,
+    "telemetry": bench_otel.lines,
     "startup": _startup_lines,
     "sandbox": bench_sandbox.lines,
 }
@@ -449,6 +452,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("scale", scale),
         ("http", http),
         ("sandbox", bench_sandbox.sandbox),
+        ("telemetry", bench_otel.telemetry),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -461,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,sandbox",
+        default="startup,overhead,history,recording,scale,http,telemetry,sandbox",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

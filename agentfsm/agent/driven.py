@@ -23,6 +23,7 @@ from ..messages import Message
 from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
 from ..run.driver import RunDriver
 from ..run.events import Edit, LLMCall
+from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
 from .deltas import DeltaEmitter
@@ -63,10 +64,11 @@ class DrivenModel(EventSource, ABC):
         return AgentState.in_table(self.table, self.run_state.state)
 
     def _start_driver(self, closers: tuple[Callable[[], None], ...]) -> RunDriver:
-        """The driver of a new run, in place of a paused run's (which stops being recorded)."""
+        """The driver of a new run, in place of a paused run's (which stops being recorded); the
+        process's run observers (an exporter of spans) watch it until it ends."""
         if self._run is not None:
             self._run.release()
-        self._run = RunDriver(self, closers=closers)
+        self._run = RunDriver(self, closers=(*closers, *observers_of(self)))
         return self._run
 
     async def ask_model(

@@ -130,6 +130,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     if not args.task.strip():  # nothing to ask: refused before a model is called
         return _usage_error(
@@ -161,6 +162,7 @@ def _run(args: argparse.Namespace) -> int:
         _check_credentials(llm)
         servers = _mcp_servers(settings, getattr(args, "mcp_servers", []))
         agent = _build_agent(args.agent, settings, llm, settings.agent.agent_kwargs(), mcp_servers=servers)
+        spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return _usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
@@ -168,8 +170,11 @@ def _run(args: argparse.Namespace) -> int:
     stream = bool(getattr(args, "stream", None))
     # Streamed text is the progress: no live view beside it (nor in the debugger, which prints its own).
     view = None if args.command == "debug" or stream else _terminal_view(agent, args.json)
-    with log_setup.configured(
-        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    with (
+        log_setup.configured(
+            args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+        ),
+        spans,
     ):
         if args.command == "debug":
             from .debugger import debug_command
@@ -199,6 +204,7 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     from ..recording.files import check_writable
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     task: str | None = getattr(args, "task", None)
     trace: str | None = getattr(args, "trace", None)
@@ -235,6 +241,7 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
             if saved is not None:  # the options the checkpoint records, not the file's `[agent]`
                 options = _options_class(name).from_json(saved.get("config") or {}).to_dict()
             agents[name] = _build_agent(name, settings, llm, options)
+        spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except (ValueError, TypeError) as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
@@ -269,7 +276,7 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
     logs = log_setup.configured(
         args.log_format, stream=_log_stream(view), secrets=secrets, level=_log_level(args)
     )
-    with logs, contextlib.redirect_stdout(sys.stderr), live:
+    with logs, contextlib.redirect_stdout(sys.stderr), live, spans:
         try:
             result = _run_async(_flow_then_close(flow, task, trace, args.checkpoint))
         except KeyboardInterrupt:
@@ -408,6 +415,7 @@ def _resume(args: argparse.Namespace) -> int:
     from ..recording.checkpoint import read_checkpoint
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
+    from .otel import exporting
 
     flow_data: dict[str, Any] | None = None
     with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
@@ -431,6 +439,7 @@ def _resume(args: argparse.Namespace) -> int:
         _check_credentials(llm)
         servers = _mcp_servers(settings, args.mcp_servers) if kind != "toolcall" else None
         agent = _build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
+        spans = exporting(settings.telemetry, False)  # [telemetry] enabled: the resumed run's spans
     except ValueError as exc:
         return _usage_error(str(exc))
     except KeyboardInterrupt:
@@ -440,8 +449,11 @@ def _resume(args: argparse.Namespace) -> int:
     if recorded_state is not None and recorded_state.final is not None:
         print(f"{PROG}: the run already finished; its result:", file=sys.stderr)
     view = _terminal_view(agent, args.json)
-    with log_setup.configured(
-        args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+    with (
+        log_setup.configured(
+            args.log_format, stream=_log_stream(view), secrets=llm_settings.secrets(), level=_log_level(args)
+        ),
+        spans,
     ):
         try:
             return _drive(agent, None, as_json=args.json, checkpoint=args.checkpoint, view=view)

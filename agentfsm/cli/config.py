@@ -16,7 +16,7 @@ LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
 tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`,
 `[browser]` as `BrowserSettings`; each `[mcp.servers.<id>]` table is checked as
-`MCPServerSettings`.
+`MCPServerSettings`; `[telemetry]` as `TelemetrySettings`.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ __all__ = [
     "LLMSettings",
     "MCPServerTable",
     "Settings",
+    "TelemetrySettings",
     "build_llm",
 ]
 
@@ -216,6 +217,16 @@ class _MCPSection(_Section):
         return {server_id: table.settings() for server_id, table in self.servers.items()}
 
 
+class TelemetrySettings(_Section):
+    """``[telemetry]``: OpenTelemetry spans of the command line's runs (the `otel` extra), sent over
+    OTLP/HTTP where the standard ``OTEL_*`` environment variables say (see `agentfsm.telemetry`)."""
+
+    enabled: bool = False
+    """Export the spans of every run, as `--otel` does."""
+    include_content: bool = False
+    """Also write the messages, tool arguments and results on the spans (they are the user's data)."""
+
+
 class Settings(BaseSettings):
     """The whole configuration. Use `Settings.load(...)`: it adds the TOML file under the
     environment, and reports errors as `ConfigError` (built directly, `Settings(...)` has no file)."""
@@ -229,6 +240,7 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
     mcp: _MCPSection = Field(default_factory=_MCPSection)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def load(
@@ -390,6 +402,8 @@ def _allowed_keys(section: list[str]) -> list[str]:
         return list(BrowserSettings.model_fields)
     if section == ["mcp"]:
         return ["servers"]
+    if section == ["telemetry"]:
+        return list(TelemetrySettings.model_fields)
     if section[:2] == ["mcp", "servers"] and len(section) == 3:
         return list(MCPServerTable.model_fields)
     return []

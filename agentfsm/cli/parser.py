@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stream the model's replies: their text on stdout as it comes, nothing else there "
         "(the summary goes to stderr); [llm] stream = true streams without printing",
     )
+    run.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry spans over OTLP/HTTP, configured by the OTEL_* environment variables",
+    )
     _output_options(run)
 
     resume = commands.add_parser(

@@ -24,6 +24,7 @@ __all__ = [
     "AWAITING_AGENT",
     "FINISHED_EARLY",
     "FLOW_TABLE",
+    "PLANNING_PHASES",
     "PLAN_DONE",
     "REPLANS_SPENT",
     "STEP_BLOCKED",
@@ -127,3 +128,6 @@ FLOW_TABLE = MachineTable(
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),
     ),
 )
+
+PLANNING_PHASES = frozenset({"PLANNING", "REPLANNING"})
+"""The phases in which the planner makes or revises the plan (a tracer's `plan` spans)."""

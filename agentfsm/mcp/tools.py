@@ -53,6 +53,7 @@ class MCPTool(Tool):
         super().__init__(name=name, description=description, parameters=listed.input_schema)
 
     asks_for_input = True  # a server may elicit during a call (see `agentfsm.mcp.client`)
+    tool_type = "extension"  # run by its server, not by the agent
 
     async def execute(self, **kwargs: Any) -> ToolResult:
         return await self.connection.call(self.remote_name, kwargs, meta=_meta())

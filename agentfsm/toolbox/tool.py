@@ -68,6 +68,9 @@ class Tool:
     asks_for_input: ClassVar[bool] = False
     """Its calls may return `ToolResult(input_required=...)`: an agent holding it has the
     AWAITING_INPUT state, and the tool implements `resume` (and `abandon`, if it holds anything)."""
+    tool_type: ClassVar[str] = "function"
+    """What tracing calls it (`gen_ai.tool.type`): ``function``, run by the application; an MCP
+    server's tool is an ``extension``, run by the service it calls."""
 
     def __init__(
         self,

@@ -1,0 +1,356 @@
+"""`instrument()`: OpenTelemetry spans of every run, per the GenAI semantic conventions.
+
+The package's only importer of opentelemetry (the `otel` extra). Like the trace writer, it
+is a listener on a run's one event stream (`on_event`): installed once, it is subscribed to
+each run as it starts (`agentfsm.run.observers`) and reads the same events a trace does.
+
+- ``invoke_agent {agent}`` (INTERNAL), one per run (a run resumed in another process gets a
+  new one, marked `agentfsm.run.resumed`); a flow's is ``invoke_workflow {flow}``, and the
+  agents it runs are its children. A run paused for approval or input keeps its span open
+  until it ends.
+- ``chat {model}`` (CLIENT), one per model call, with provider, model, usage, finish
+  reasons, and the error when the call raised (status ERROR, `error.type`). It is made
+  from the call's event when the call returns, timed back to when it started.
+- ``execute_tool {tool}`` (INTERNAL), with the call id and the tool's type; current while
+  the tool runs, so what the tool calls (an MCP server, through the SDK's propagation of
+  the current span's context in ``_meta``) joins the trace.
+- ``plan {flow}`` (INTERNAL) around a flow's planning phases, parent of the planner's calls.
+- Each machine transition is an event (`agentfsm.transition`) on the run's span, with
+  source, dest, trigger, step and the guards evaluated with their outcomes, in table order
+  (``token_limit=false,has_tool_calls=true``): not a span.
+
+Token usage is on the chat spans only (`gen_ai.usage.*`); the run's span carries the
+run's totals as `agentfsm.usage.*`, so a backend that sums `gen_ai.usage.*` over a trace
+counts each token once. Message content is written only with `include_content`.
+Event types this module does not know (a stream's deltas, say) are passed over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import MissingExtraError
+from ..flow.flow import PlanningFlow
+from ..messages import Message
+from ..model.base import LLMResponse
+from ..run.events import AgentEvent, LLMCall, ToolCallCompleted, ToolCallStarted, Transition
+from ..run.observers import observe_runs
+from ..run.result import AgentState
+from . import conventions as gen_ai
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvider
+except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
+    raise MissingExtraError(
+        f"OpenTelemetry spans need the `otel` extra: pip install 'agentfsm[otel]' ({exc})"
+    ) from None
+
+__all__ = ["Instrumentation", "exported_over_otlp", "instrument"]
+
+TRANSITION_EVENT = "agentfsm.transition"
+"""The name of the span event each machine transition is."""
+
+
+def instrument(
+    tracer_provider: TracerProvider | None = None, *, include_content: bool = False
+) -> Instrumentation:
+    """Trace every run of every agent and flow started from now on, in this process.
+
+    `tracer_provider`: where the spans go (None: OpenTelemetry's global provider, as set by
+    the application). `include_content`: also write the messages sent and received, tool
+    arguments and results (off by default: they are the user's data). Returns the
+    `Instrumentation`; its `uninstrument()` stops tracing new runs. Call it once.
+    """
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("agentfsm")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without its metadata
+        release = None
+    return Instrumentation(provider.get_tracer("agentfsm", release), include_content=include_content)
+
+
+class Instrumentation:
+    """The spans of every run started while it is installed (see the module's description)."""
+
+    def __init__(self, tracer: Tracer, *, include_content: bool = False) -> None:
+        self.tracer = tracer
+        self.include_content = include_content
+        self.parents: dict[int, Context] = {}
+        """The agents a running flow drives (by identity), each with the flow's span context:
+        their runs' spans are the flow's children."""
+        self._remove = observe_runs(self._observe)
+
+    def uninstrument(self) -> None:
+        """Trace no new run (the runs already traced are traced to their end)."""
+        self._remove()
+
+    def _observe(self, model: Any) -> Callable[[], None]:
+        spans = _RunSpans(self, model)
+        unsubscribe = model.on_event(spans.on_event)
+
+        def close() -> None:
+            unsubscribe()
+            spans.close()
+
+        return close
+
+
+class _RunSpans:
+    """The spans of one run of `model` (an agent or a flow), built from its events."""
+
+    def __init__(self, owner: Instrumentation, model: Any) -> None:
+        self.owner = owner
+        self.model = model
+        self.flow = isinstance(model, PlanningFlow)
+        self.run: Span | None = None
+        self.run_context: Context | None = None
+        self.phase: Span | None = None
+        """The open `plan` span of a flow's planning phase."""
+        self.tools: dict[str, tuple[Span, object, asyncio.Task[Any] | None]] = {}
+        """Open tool spans by call id: the span, the token that made it current, the task it is current in."""
+        self._models: dict[int, tuple[object, dict[str, Any]]] = {}
+        """What spans say of each model asked in this run (read once a run, not once a call)."""
+        self._phase_context: Context | None = None
+
+    def _model(self, llm: object) -> dict[str, Any]:
+        known = self._models.get(id(llm))
+        if known is None or known[0] is not llm:
+            known = self._models[id(llm)] = (llm, gen_ai.model_attributes(llm))
+        return known[1]
+
+    # -- events ---------------------------------------------------------------------
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, Transition):
+            self._transition(event)
+        elif self.run is None:
+            return  # the events of a run this listener did not see start
+        elif isinstance(event, LLMCall):
+            self._chat(event)
+        elif isinstance(event, ToolCallStarted):
+            self._tool_started(event)
+        elif isinstance(event, ToolCallCompleted):
+            self._tool_completed(event)
+
+    def _transition(self, t: Transition) -> None:
+        table = self.model.table
+        if t.dest == table.initial:
+            return  # the reset of the previous run: not part of this one
+        if self.run is None:
+            self._open_run(resumed=t.source != table.initial)
+        assert self.run is not None
+        guards = t.guards
+        attributes: dict[str, Any] = {
+            "agentfsm.transition.source": t.source,
+            "agentfsm.transition.dest": t.dest,
+            "agentfsm.transition.trigger": t.trigger,
+            "agentfsm.step": t.step,
+        }
+        if guards:  # one string, in table order: an attribute costs the SDK per element to check
+            attributes["agentfsm.transition.guards"] = ",".join(
+                f"{g.name}={'true' if g.held else 'false'}" for g in guards
+            )
+        if t.stop_reason is not None:
+            attributes["agentfsm.stop_reason"] = str(t.stop_reason)
+        self.run.add_event(TRANSITION_EVENT, attributes)
+        planning = self.model.planning_phases if self.flow else frozenset()
+        if self.phase is not None and t.source in planning:
+            self.phase.end()
+            self.phase = None
+        final = table.by_name[t.dest].final
+        if final is not None:
+            self._close_run(t, final)
+        elif t.dest in planning:
+            self.phase = self.owner.tracer.start_span(
+                f"plan {self.model.name}",
+                context=self.run_context,
+                attributes={gen_ai.OPERATION: "plan", gen_ai.AGENT_NAME: self.model.name},
+            )
+            self._phase_context = trace.set_span_in_context(self.phase, self.run_context)
+
+    def _open_run(self, *, resumed: bool) -> None:
+        model, owner = self.model, self.owner
+        operation = "invoke_workflow" if self.flow else "invoke_agent"
+        attributes: dict[str, Any] = {gen_ai.OPERATION: operation, gen_ai.AGENT_NAME: model.name}
+        if not self.flow:
+            attributes.update(self._model(getattr(model, "llm", None)))
+        attributes["agentfsm.run.id"] = model.run_state.run_id
+        if resumed:
+            attributes["agentfsm.run.resumed"] = True
+        request = model.run_state.request
+        if owner.include_content and request:
+            attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages([Message.user_message(request)])
+        parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
+        self.run = owner.tracer.start_span(f"{operation} {model.name}", context=parent, attributes=attributes)
+        self.run_context = trace.set_span_in_context(self.run, parent)
+        if self.flow:
+            for agent in model.agents.values():
+                owner.parents[id(agent)] = self.run_context
+
+    def _close_run(self, t: Transition, final: AgentState) -> None:
+        run, model = self.run, self.model
+        assert run is not None
+        for call_id in list(self.tools):
+            self._end_tool(call_id, error="the run ended before the call returned")
+        state = model.run_state
+        usage = state.usage
+        run.set_attributes(
+            {
+                "agentfsm.stop_reason": str(state.stop_reason or t.stop_reason or ""),
+                "agentfsm.run.steps": state.step,
+                "agentfsm.usage.input_tokens": usage.input_tokens,
+                "agentfsm.usage.output_tokens": usage.output_tokens,
+                "agentfsm.usage.llm_calls": usage.llm_calls,
+                "agentfsm.usage.tool_calls": usage.tool_calls,
+            }
+        )
+        if self.owner.include_content and state.output:
+            run.set_attribute(gen_ai.OUTPUT_MESSAGES, _said(state.output))
+        if final is AgentState.ERROR:
+            error = t.error or state.error or str(t.stop_reason)
+            run.set_attribute(gen_ai.ERROR_TYPE, _error_type(error, t.stop_reason))
+            run.set_status(StatusCode.ERROR, error)
+        run.end()
+        self.run = None
+        if self.flow:
+            for agent in model.agents.values():
+                self.owner.parents.pop(id(agent), None)
+
+    def _chat(self, call: LLMCall) -> None:
+        llm = self.model.planner_llm if self.flow else getattr(self.model, "llm", None)
+        attributes: dict[str, Any] = {gen_ai.OPERATION: "chat", **self._model(llm)}
+        reply = call.reply
+        if reply is not None:
+            if reply.model:
+                attributes[gen_ai.RESPONSE_MODEL] = reply.model
+            if reply.finish_reason:
+                attributes[gen_ai.RESPONSE_FINISH_REASONS] = [reply.finish_reason]
+            attributes[gen_ai.USAGE_INPUT_TOKENS] = reply.usage.input_tokens
+            attributes[gen_ai.USAGE_OUTPUT_TOKENS] = reply.usage.output_tokens
+        if self.owner.include_content:
+            attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages(call.messages)
+            if call.system_msgs:
+                attributes[gen_ai.SYSTEM_INSTRUCTIONS] = gen_ai.system_instructions(call.system_msgs)
+            if reply is not None:
+                attributes[gen_ai.OUTPUT_MESSAGES] = gen_ai.output_messages(reply)
+        model = attributes.get(gen_ai.REQUEST_MODEL)
+        parent = self._phase_context if self.phase is not None else self.run_context
+        ended = time.time_ns()
+        span = self.owner.tracer.start_span(
+            f"chat {model}" if model else "chat",
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=ended - int(call.duration_s * 1e9),
+        )
+        if call.error_type is not None:
+            span.set_attribute(gen_ai.ERROR_TYPE, call.error_type)
+            span.add_event(
+                "exception", {"exception.type": call.error_type, "exception.message": call.error or ""}
+            )
+            span.set_status(StatusCode.ERROR, call.error)
+        span.end(end_time=ended)
+
+    def _tool_started(self, started: ToolCallStarted) -> None:
+        call = started.call
+        tools = getattr(self.model, "tools", None)
+        tool = tools.get(call.name) if tools is not None else None
+        attributes: dict[str, Any] = {
+            gen_ai.OPERATION: "execute_tool",
+            gen_ai.TOOL_NAME: call.name,
+            gen_ai.TOOL_CALL_ID: call.id,
+            gen_ai.TOOL_TYPE: tool.tool_type if tool is not None else "function",
+        }
+        if tool is not None and tool.description:
+            attributes[gen_ai.TOOL_DESCRIPTION] = tool.description
+        if self.owner.include_content:
+            attributes[gen_ai.TOOL_CALL_ARGUMENTS] = call.arguments
+        span = self.owner.tracer.start_span(
+            f"execute_tool {call.name}", context=self.run_context, attributes=attributes
+        )
+        # Current while the tool runs, in the task that runs it (each parallel call has its own).
+        token = otel_context.attach(trace.set_span_in_context(span, self.run_context))
+        self.tools[call.id] = (span, token, _task())
+
+    def _tool_completed(self, completed: ToolCallCompleted) -> None:
+        observation = completed.observation
+        held = self.tools.get(observation.call.id)
+        if held is None:
+            return
+        span = held[0]
+        if self.owner.include_content:
+            span.set_attribute(gen_ai.TOOL_CALL_RESULT, observation.content)
+        if observation.input_required is not None:
+            span.set_attribute("agentfsm.tool.input_required", True)
+        self._end_tool(observation.call.id, error=observation.content if observation.is_error else None)
+
+    def _end_tool(self, call_id: str, *, error: str | None) -> None:
+        span, token, task = self.tools.pop(call_id)
+        if task is _task():  # else the task it was made current in is gone, and its context with it
+            otel_context.detach(token)  # type: ignore[arg-type]
+        if error is not None:
+            span.set_attribute(gen_ai.ERROR_TYPE, "tool_error")
+            span.set_status(StatusCode.ERROR, error)
+        span.end()
+
+    def close(self) -> None:
+        """The run is over (or replaced): end what is still open."""
+        for call_id in list(self.tools):
+            self._end_tool(call_id, error="the run ended before the call returned")
+        if self.phase is not None:
+            self.phase.end()
+            self.phase = None
+        if self.run is not None:
+            self.run.end()
+            self.run = None
+
+
+def _task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop: a listener called outside a run's loop
+        return None
+
+
+def _said(text: str) -> str:
+    return gen_ai.output_messages(LLMResponse(content=text))
+
+
+def _error_type(error: str, stop_reason: object) -> str:
+    """A low-cardinality `error.type`: the exception's class name of a run's ``"Type: message"``."""
+    head, sep, _ = error.partition(":")
+    if sep and head and " " not in head.strip():
+        return head.strip()
+    return str(stop_reason) if stop_reason else "_OTHER"
+
+
+@contextmanager
+def exported_over_otlp(*, include_content: bool = False) -> Iterator[Instrumentation]:
+    """The runs started in the block traced and sent over OTLP/HTTP, configured by the standard
+    ``OTEL_*`` environment variables (``OTEL_EXPORTER_OTLP_ENDPOINT`` and its traces variant,
+    headers, timeout, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, the sampler,
+    ``OTEL_SDK_DISABLED``). For an application (the command line): the provider becomes the
+    global one, so the MCP SDK's own client spans go there too; it is shut down at the end of
+    the block, which sends what is left."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = SDKTracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    instrumentation = instrument(provider, include_content=include_content)
+    try:
+        yield instrumentation
+    finally:
+        instrumentation.uninstrument()
+        provider.shutdown()
