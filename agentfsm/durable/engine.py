@@ -106,6 +106,7 @@ class Engine:
 
         DBOS(config=config)
         try:
+            DBOS.listen_queues([queue])  # else it takes runs from every queue the database knows
             await asyncio.to_thread(DBOS.launch)
             limiter = None if rate_limit is None else {"limit": rate_limit[0], "period": rate_limit[1]}
             await DBOS.register_queue_async(

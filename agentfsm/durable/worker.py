@@ -118,15 +118,19 @@ class Worker:
 
     async def start(self) -> None:
         """Launch: recover this worker id's unfinished runs, beat, and take runs from the queue."""
-        self._heartbeats = await asyncio.to_thread(Heartbeats, self.db)
-        await asyncio.to_thread(self._heartbeats.beat, self.worker_id, self.queue, self.app_version)
-        await self._engine.launch(
+        await self._engine.launch(  # first: DBOS creates the database when it is missing
             self.queue,
             concurrency=self.concurrency,
             global_concurrency=self.global_concurrency,
             rate_limit=self.rate_limit,
             polling_s=self.polling_s,
         )
+        try:
+            self._heartbeats = await asyncio.to_thread(Heartbeats, self.db)
+            await asyncio.to_thread(self._heartbeats.beat, self.worker_id, self.queue, self.app_version)
+        except BaseException:
+            await self._engine.shutdown()
+            raise
         self._watch = asyncio.get_running_loop().create_task(self._beat_and_watch())
         event(
             "durable_worker_started",
