@@ -98,3 +98,33 @@ def remote_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS = {"record": record_agent, "approval": approval_agent, "remote": remote_agent}
+
+
+def slow_agent(spec: AgentSpec) -> ToolCallAgent:
+    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out."""
+
+    def step_script(request: ModelRequest) -> object:
+        done = sum(1 for m in request.messages if m.role is Role.TOOL)
+        return reply(None, [ToolCall.create(f"c{done + 1}", "slow_record", {"n": done + 1})])
+
+    effects = Path(spec.options["effects"])
+
+    @tool
+    async def slow_record(n: int) -> str:
+        """Wait a little, then append `n` to the effects file."""
+        import asyncio
+
+        await asyncio.sleep(float(spec.options.get("delay", 0.2)))
+        with open(effects, "a") as out:
+            out.write(f"{n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        return f"recorded {n}"
+
+    steps = int(spec.options.get("steps", 50))
+    return ToolCallAgent(
+        llm=FunctionLLM(step_script), tools=[slow_record, Terminate()], name="slow", max_steps=steps
+    )
+
+
+AGENTS["slow"] = slow_agent

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
-from ..errors import AgentfsmError, ConfigError, LLMError, TokenLimitExceeded
+from ..errors import AgentfsmError, ConfigError, KeyNotFoundError, LLMError, TokenLimitExceeded
 from ..log import event
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
@@ -182,7 +182,7 @@ async def durable_run(
                 "submit to a queue whose workers register it"
             )
         agent = factory(declared)
-    except AgentfsmError as exc:
+    except Exception as exc:  # a spec its factory refuses: the run ends before it starts, saying why
         return _refused(journal.run_id, f"{type(exc).__name__}: {exc}").model_dump(mode="json")
     _bind(agent, journal)
     folder = tempfile.mkdtemp(prefix="agentfsm-durable-")
@@ -237,4 +237,4 @@ def _apply(agent: ToolCallAgent, message: Mapping[str, Any]) -> None:
         answer = Answer.model_validate(message["answer"])
         agent.answer(call_id, answer.content, action=answer.action, key=message.get("key"))
     else:
-        raise KeyError(f"unknown decision kind {kind!r}")
+        raise KeyNotFoundError(f"unknown decision kind {kind!r}: approve, reject or answer")
