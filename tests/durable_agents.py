@@ -78,7 +78,8 @@ def approval_agent(spec: AgentSpec) -> ToolCallAgent:
             return reply("recording 7", [ToolCall.create("c1", "record", {"n": 7})])
         return reply("done", [ToolCall.create("c2", "terminate", {"status": "success"})])
 
-    record = _recorder(Path(spec.options["effects"]), "none", needs_approval=True)
+    effects = spec.options.get("effects") or os.environ["DURABLE_EFFECTS"]  # the command line sets no options
+    record = _recorder(Path(effects), "none", needs_approval=True)
     return ToolCallAgent(
         llm=FunctionLLM(approve_script), tools=[record, Terminate()], name="approver", max_steps=5
     )
