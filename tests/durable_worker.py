@@ -3,7 +3,8 @@
     python durable_worker.py DB WORKER_ID [--queue Q] [--concurrency N] [--app-version V]
                              [--heartbeat S] [--dead-after S]
 
-Prints ``ready`` once it takes runs, and serves until killed (SIGTERM: stops cleanly).
+Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
+taken, or refused), and serves until killed (SIGTERM: stops cleanly).
 A run whose spec has ``kill: step:K`` SIGKILLs this process right after the K-th step
 of that run, when that step ran here for real (0: before its first step), once per run (a
 marker file beside the run's effects file says it happened).
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
 import os
 import signal
 import sys
@@ -66,8 +69,20 @@ def _hook_steps() -> None:
     engine._Journal.step = hooked
 
 
+class _Takeovers(logging.Handler):
+    """Prints the worker's takeover events (taken, refused) on stdout, one JSON object a line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.msg
+        if isinstance(message, dict) and str(message.get("event", "")).startswith("durable_takeover"):
+            print(json.dumps(message, default=str), flush=True)
+
+
 async def main(args: argparse.Namespace) -> None:
     _hook_steps()
+    logger = logging.getLogger("agentfsm")
+    logger.addHandler(_Takeovers())
+    logger.setLevel(logging.INFO)
     agents = {name: _planning(factory) for name, factory in durable_agents.AGENTS.items()}
     worker = Worker(
         args.db,
