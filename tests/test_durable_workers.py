@@ -1,5 +1,6 @@
 """Several workers on one queue, on PostgreSQL: a killed worker's runs are finished by another, within a
-bound; a worker of another application version refuses them and says which version can finish them."""
+bound; a worker of another application version refuses them and says which version can finish them; a
+queue's rate limit holds."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import json
 import signal
 import time
 
+from durable_agents import AGENTS, TASK
 from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
 from test_durable_crash import start_worker, stop_worker
 
-from agentfsm.durable import AgentSpec, DurableRuns
+from agentfsm.durable import AgentSpec, DurableRuns, Worker
 
 TAKEOVER_BOUND_S = 15.0
 """The issue's goal: a dead worker's runs go on within 15 s (here: 2 s without a beat, then the queue)."""
@@ -73,3 +75,28 @@ async def test_a_killed_workers_runs_are_finished_by_another(pg_url, tmp_path): 
     for i in range(6):  # each call ran at most once; one in flight when w1 died is reported interrupted
         effects = (tmp_path / f"effects-{i}.txt").read_text().split()
         assert len(effects) == len(set(effects)) and len(effects) >= 7, effects
+
+
+async def test_a_queues_rate_limit_holds(pg_url, tmp_path):  # noqa: F811
+    """At most 3 runs start per second: 9 runs take three windows (the starts are counted by the factory).
+    (On SQLite, DBOS's limiter lets a second window start early: measured 0.4 s instead of 1.)"""
+    db = pg_url
+    starts: list[float] = []
+
+    def counted(spec: AgentSpec):
+        starts.append(time.monotonic())
+        return AGENTS["record"](spec)
+
+    async with Worker(db, agents={"record": counted}, rate_limit=(3, 1.0), concurrency=9, polling_s=0.05):
+        runs = DurableRuns(db)
+        spec = lambda i: AgentSpec(agent="record", options={"effects": str(tmp_path / f"e{i}.txt")})  # noqa: E731
+        ids = [await runs.submit(TASK, spec(i)) for i in range(9)]
+        for run_id in ids:
+            await runs.result(run_id, wait=True, timeout=30)
+        runs.close()
+    times = sorted(starts)
+    assert len(times) == 9
+    assert all(sum(1 for t in times if start <= t < start + 0.95) <= 3 for start in times), [
+        round(t - times[0], 3) for t in times
+    ]
+    assert times[-1] - times[0] >= 1.9
