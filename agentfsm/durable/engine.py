@@ -127,6 +127,11 @@ class Engine:
         if self._launched:
             self._launched = False
             await asyncio.to_thread(DBOS.destroy, destroy_registry=True)
+            # DBOS made its thread pool the loop's default executor, and has shut it down now: the
+            # loop gets a pool of its own again, or every later `asyncio.to_thread` in it fails.
+            from concurrent.futures import ThreadPoolExecutor
+
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
