@@ -118,3 +118,10 @@ async def test_submitting_an_id_again_gives_that_run_back(sqlite_runs, tmp_path)
     assert first == again == "job-1"
     await sqlite_runs.result("job-1", wait=True, timeout=30)
     assert (tmp_path / "e.txt").read_text().split() == ["1", "2", "3"]
+
+
+async def test_a_stopped_worker_leaves_its_event_loop_a_working_thread_pool(tmp_path):
+    """DBOS puts its own pool in as the loop's default executor and shuts it down when it stops."""
+    async with Worker(f"sqlite:///{tmp_path / 'runs.db'}", agents=AGENTS, worker_id="solo"):
+        pass
+    assert await asyncio.to_thread(lambda: 41 + 1) == 42

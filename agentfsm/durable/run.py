@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
@@ -125,8 +126,11 @@ class DurableModel:
 
 
 def _bind(agent: ToolCallAgent, journal: Journal) -> None:
-    """Make `agent`'s model calls and tool calls steps of `journal`, and its run's id the run's."""
+    """Make `agent`'s model calls and tool calls steps of `journal`, and its run's id the run's.
+    A reply's calls run one after another: a step's place in the journal is the order it starts in."""
     agent.llm = DurableModel(agent.llm, journal)
+    if agent.options.parallel_tool_calls:  # concurrent steps would not take their places in the same order
+        agent.options = replace(agent.options, parallel_tool_calls=False)
     execute, open_run = agent.execute_tool, agent.open_run
 
     async def execute_tool(call: ToolCall) -> Observation:
