@@ -94,7 +94,7 @@ class Engine:
             "application_version": self.app_version,
             "serializer": DBOSPortableJSONSerializer(),
             "log_level": "WARNING",
-            "notification_listener_polling_interval_sec": 0.05,
+            "notification_listener_polling_interval_sec": 0.2,
         }
         agents = self.agents
 
