@@ -69,9 +69,12 @@ async def test_a_killed_workers_runs_are_finished_by_another(pg_url, tmp_path): 
     assert [(t["event"], t["dead"], sorted(t["runs"])) for t in taken] == [
         ("durable_takeover", "w1", sorted(held))
     ]
-    refused = [json.loads(line) for line in out3.splitlines() if line.startswith("{")]
-    assert [(r["event"], r["dead"]) for r in refused] == [("durable_takeover_refused", "w1")]
-    assert "start a worker of version 'agentfsm-" in refused[0]["reason"]
+    # (Under load, w3's short bound may also take a late beat of w2's for a death: a refusal too.)
+    refused = {
+        json.loads(line)["dead"]: json.loads(line) for line in out3.splitlines() if line.startswith("{")
+    }
+    assert refused["w1"]["event"] == "durable_takeover_refused"
+    assert "start a worker of version 'agentfsm-" in refused["w1"]["reason"]
     for i in range(6):  # each call ran at most once; one in flight when w1 died is reported interrupted
         effects = (tmp_path / f"effects-{i}.txt").read_text().split()
         assert len(effects) == len(set(effects)) and len(effects) >= 7, effects

@@ -20,9 +20,9 @@ continue them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -102,7 +102,8 @@ class Worker:
         self._engine = Engine(db, worker_id=self.worker_id, app_version=self.app_version, agents=agents)
         self._client = EngineClient(db)
         self._heartbeats: Heartbeats | None = None
-        self._watch: asyncio.Task[None] | None = None
+        self._watch: threading.Thread | None = None
+        self._stopping = threading.Event()
         self._seen: dict[str, tuple[int, float]] = {}
         """Each other worker's count, and when (by this worker's clock) it was first seen at it."""
         self._refused: set[str] = set()
@@ -131,7 +132,11 @@ class Worker:
         except BaseException:
             await self._engine.shutdown()
             raise
-        self._watch = asyncio.get_running_loop().create_task(self._beat_and_watch())
+        self._stopping.clear()
+        self._watch = threading.Thread(
+            target=self._beat_and_watch, name=f"agentfsm-heartbeat-{self.worker_id}"
+        )
+        self._watch.start()
         event(
             "durable_worker_started",
             worker=self.worker_id,
@@ -144,9 +149,8 @@ class Worker:
         """Stop taking runs. Runs in progress stay in the database, for this worker id's next start
         or, once its heartbeat has stood still long enough, for another worker."""
         if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            self._stopping.set()
+            await asyncio.to_thread(self._watch.join)
             self._watch = None
         await self._engine.shutdown()
         self._client.close()
@@ -160,16 +164,18 @@ class Worker:
         async with self:
             await (stop.wait() if stop is not None else asyncio.Event().wait())
 
-    async def _beat_and_watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_s)
+    def _beat_and_watch(self) -> None:
+        """The heartbeat's thread. A thread of its own, not a task of the event loop: a tool that
+        holds the loop (CPU work, a blocking call) must not stop the beats, or the worker would be
+        taken for dead while its runs go on."""
+        while not self._stopping.wait(self.heartbeat_s):
             try:
-                await asyncio.to_thread(self._round)
+                self._round()
             except Exception as exc:  # a database hiccup: the next beat tries again
                 event("durable_heartbeat_failed", worker=self.worker_id, error=f"{type(exc).__name__}: {exc}")
 
     def _round(self) -> None:
-        """One beat, and a look at the others' (in a thread: the database calls block)."""
+        """One beat, and a look at the others'."""
         heartbeats = self._heartbeats
         assert heartbeats is not None
         heartbeats.beat(self.worker_id, self.queue, self.app_version)
