@@ -111,6 +111,8 @@ def test_no_import_points_up_the_layers():
         "flow": {"agent", "run", "fsm", "model", "toolbox", "recording"},
         # spans are read from the one event stream of agents' and flows' runs
         "telemetry": {"flow", "run", "model"},
+        # durable runs: an agent's run as a workflow of steps (its model, its tools), queued and resumed
+        "durable": {"agent", "run", "fsm", "model", "toolbox", "recording"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives (and their
     # approvals' Decisions): the one module of the mcp wing that reads the run's data. It
@@ -181,3 +183,5 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["anyio"] == {"agentfsm.mcp.client"}
     assert importers["playwright"] == {"agentfsm.browser.session"}
     assert importers["opentelemetry"] == {"agentfsm.telemetry.spans"}
+    assert importers["dbos"] == {"agentfsm.durable.engine"}
+    assert importers["sqlalchemy"] == {"agentfsm.durable.heartbeat"}

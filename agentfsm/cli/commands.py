@@ -57,7 +57,7 @@ from .output import (
     format_transition,
     print_result,
 )
-from .parser import PROG, build_parser
+from .parser import DURABLE_COMMANDS, PROG, build_parser
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
@@ -97,12 +97,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sandbox import sandbox_command
 
         return sandbox_command(args)
+    if args.command in DURABLE_COMMANDS:
+        from .durable import durable_command
+
+        return durable_command(args)
     return _run(args)
 
 
 def _check_configuration_first(args_list: list[str]) -> None:
     """For `run`: load the file and environment before argparse checks anything else."""
-    commands = ("run", "debug", "resume", "mcp-serve")
+    commands = ("run", "debug", "resume", "mcp-serve", "worker")
     if not args_list or args_list[0] not in commands or {"-h", "--help"} & set(args_list):
         return
     from .config import Settings

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-__all__ = ["AGENTS", "FLOWS", "PROG", "build_parser", "package_version"]
+__all__ = ["AGENTS", "DURABLE_COMMANDS", "FLOWS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
 AGENTS = ("toolcall", "manus", "mcp")
@@ -178,7 +178,147 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --agent planning: the flow with plan review (AWAITING_PLAN_REVIEW)",
     )
+    _durable_commands(commands)
     return parser
+
+
+# -- durable runs (agentfsm.durable; the commands are agentfsm.cli.durable's) --------------------
+
+DURABLE_COMMANDS = ("worker", "submit", "status", "result", "cancel", "approve")
+
+
+def _durable_commands(commands: Any) -> None:
+    """A queue of runs in a database (``--db``), the workers that run them, and the runs by id."""
+    worker = commands.add_parser(
+        "worker",
+        help="run agents from a queue of durable runs",
+        description="Run the runs submitted to a queue, until stopped (Ctrl-C or SIGTERM). A run survives "
+        "a dead worker: a new process with the same --worker-id goes on with it at once, any other worker "
+        "of the queue once the dead one's heartbeat has stood still.",
+    )
+    _db_option(worker)
+    worker.add_argument("--concurrency", type=_positive_int, default=4, help="runs at a time (default: 4)")
+    worker.add_argument(
+        "--global-concurrency", type=_positive_int, help="runs at a time on the queue, across all its workers"
+    )
+    worker.add_argument(
+        "--rate-limit",
+        metavar="N/SECONDS",
+        type=_rate,
+        help="at most N runs started per SECONDS on the queue",
+    )
+    worker.add_argument(
+        "--worker-id", help="this worker's name (default: host-pid); reuse it to go on with its runs"
+    )
+    worker.add_argument("--app-version", help="the version its runs are continued by (default: agentfsm's)")
+    worker.add_argument(
+        "--agent-factory",
+        dest="factories",
+        metavar="NAME=MODULE:FUNCTION",
+        type=_factory,
+        action="append",
+        default=[],
+        help="one more agent: runs submitted with --agent NAME are built by FUNCTION(spec) (repeatable)",
+    )
+    worker.add_argument(
+        "--config", metavar="FILE", help="TOML configuration of its agents' models and options"
+    )
+    worker.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
+    )
+
+    submit = commands.add_parser(
+        "submit", help="put a durable run of TASK on a queue", description="Enqueue a run; print its id."
+    )
+    submit.add_argument("task", metavar="TASK", help="the request for the agent")
+    _db_option(submit)
+    submit.add_argument(
+        "--agent",
+        default="toolcall",
+        help="the agent a worker builds: toolcall, manus, or a --agent-factory's",
+    )
+    submit.add_argument("--model", help="the model (else the worker's configured one)")
+    submit.add_argument(
+        "--api-base", help="base URL of the model's server (never a key: the worker holds it)"
+    )
+    submit.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
+    submit.add_argument("--tool-choice", choices=("auto", "required", "none"), help="tool choice sent")
+    submit.add_argument(
+        "--require-approval",
+        metavar="TOOL",
+        type=_tool_names,
+        action="extend",
+        help="pause before each call to TOOL until `agentfsm approve` decides it",
+    )
+    submit.add_argument(
+        "--id", dest="run_id", help="the run's id (submitting an id again gives that run back)"
+    )
+
+    _run_id_command(commands, "status", "where a durable run is")
+    result = _run_id_command(commands, "result", "a durable run's result")
+    result.add_argument("--wait", action="store_true", help="wait until the run ends")
+    result.add_argument(
+        "--timeout", type=_positive_float, metavar="SECONDS", help="with --wait: at most this long"
+    )
+    result.add_argument("--trace", metavar="FILE", help="write the ended run's JSON Lines trace to FILE")
+
+    cancel = commands.add_parser(
+        "cancel", help="cancel a durable run", description="Cancel a run wherever it runs (at its next step)."
+    )
+    cancel.add_argument("run_id", metavar="ID")
+    _db_option(cancel)
+
+    approve = commands.add_parser(
+        "approve",
+        help="approve (or reject) a paused durable run's call",
+        description="Decide a call a paused run waits for; the run goes on once its calls are decided.",
+    )
+    approve.add_argument("run_id", metavar="ID")
+    approve.add_argument("call_id", metavar="CALL", help="the call's id, as `status` lists it")
+    _db_option(approve)
+    approve.add_argument("--reject", metavar="REASON", help="reject the call instead; the model reads REASON")
+
+
+def _run_id_command(commands: Any, name: str, text: str) -> argparse.ArgumentParser:
+    command: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=text,
+        description=f"Print {text}; exit as `run` does once it ended, 4 before (queued, running, paused).",
+    )
+    command.add_argument("run_id", metavar="ID", help="the id `submit` printed")
+    _db_option(command)
+    command.add_argument("--json", action="store_true", help="one JSON object on stdout, only")
+    return command
+
+
+def _db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        required=True,
+        metavar="URL",
+        help="the runs' database: sqlite:///FILE (one machine) or postgresql://... (tools/postgres-env)",
+    )
+    parser.add_argument("--queue", default="agentfsm", help="the queue (default: agentfsm)")
+
+
+def _rate(text: str) -> tuple[int, float]:
+    count, sep, seconds = text.partition("/")
+    try:
+        value = (int(count), float(seconds))
+    except ValueError:
+        value = (0, 0.0)
+    if not sep or value[0] < 1 or not value[1] > 0:
+        raise argparse.ArgumentTypeError(f"expected N/SECONDS (e.g. 10/1.5), got {text!r}")
+    return value
+
+
+def _factory(text: str) -> tuple[str, str]:
+    name, sep, target = text.partition("=")
+    if not sep or not name.strip() or ":" not in target:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=MODULE:FUNCTION (e.g. mine=myapp.agents:build), got {text!r}"
+        )
+    return name.strip(), target.strip()
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:

@@ -1,0 +1,200 @@
+"""The durable runs' commands: `worker`, `submit`, `status`, `result`, `cancel`, `approve`.
+
+Each is a thin layer over `agentfsm.durable` (`Worker`, `DurableRuns`): the
+same operations a Python program calls. A worker's agents are the command
+line's own (toolcall, manus), built from its configuration (``--config``, the
+``AGENTFSM_...`` variables) with what a run's spec sets laid over it, plus the
+factories ``--agent-factory`` names. The ``durable`` extra is imported only
+here, when one of these commands runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..agent.toolcall import ToolCallAgent
+from ..errors import AgentfsmError, ConfigError
+from ..toolbox.terminate import Terminate
+from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
+from .parser import PROG
+
+if TYPE_CHECKING:
+    from ..durable import AgentFactory, AgentSpec, DurableRuns, RunStatus
+
+__all__ = ["durable_command"]
+
+
+def durable_command(args: argparse.Namespace) -> int:
+    """Run the durable command `args.command`; its exit status."""
+    try:
+        if args.command == "worker":
+            return _worker(args)
+        return asyncio.run(_with_runs(args))
+    except AgentfsmError as exc:  # a missing extra, a bad URL, an unknown id, a run not paused
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+async def _with_runs(args: argparse.Namespace) -> int:
+    from ..durable import DurableRuns
+
+    runs = DurableRuns(args.db)
+    try:
+        if args.command == "submit":
+            return await _submit(runs, args)
+        if args.command == "status":
+            return _report(await runs.status(args.run_id), args.json)
+        if args.command == "result":
+            return await _result(runs, args)
+        if args.command == "cancel":
+            await runs.cancel(args.run_id)
+            print(f"{args.run_id}: cancel requested", file=sys.stderr)
+            return EXIT_OK
+        if args.reject is not None:
+            await runs.reject(args.run_id, args.call_id, args.reject)
+        else:
+            await runs.approve(args.run_id, args.call_id)
+        return EXIT_OK
+    finally:
+        runs.close()
+
+
+async def _submit(runs: DurableRuns, args: argparse.Namespace) -> int:
+    from ..durable import AgentSpec
+
+    options = {
+        name: value
+        for name in ("model", "api_base", "max_steps", "tool_choice", "require_approval")
+        if (value := getattr(args, name)) is not None
+    }
+    spec = AgentSpec(agent=args.agent, options=options)
+    run_id = await runs.submit(args.task, spec, queue=args.queue, run_id=args.run_id)
+    print(run_id, flush=True)
+    return EXIT_OK
+
+
+def _report(status: RunStatus, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(status.model_dump(mode="json"), ensure_ascii=False), flush=True)
+    else:
+        where = f" on {status.worker}" if status.worker and not status.ended else ""
+        print(f"{status.run_id}: {status.state}{where}", flush=True)
+        for call in status.pending_approval:
+            print(f"  waits for approval: {call.id} {call.name}({call.arguments})", flush=True)
+        if status.result is not None:
+            print_result(status.result, False, sys.stdout)
+    return exit_code(status.result) if status.result is not None else EXIT_PAUSED
+
+
+async def _result(runs: DurableRuns, args: argparse.Namespace) -> int:
+    result = await runs.result(args.run_id, wait=args.wait, timeout=args.timeout)
+    if result is None:
+        status = await runs.status(args.run_id)
+        print(
+            f"{PROG}: run {args.run_id} has not ended (it is {status.state}); wait with --wait",
+            file=sys.stderr,
+        )
+        return EXIT_PAUSED
+    if args.trace is not None:
+        trace = await runs.trace(args.run_id)
+        with open(args.trace, "w", encoding="utf-8") as out:
+            out.write(trace or "")
+    print_result(result, args.json, sys.stdout)
+    return exit_code(result)
+
+
+# -- the worker ------------------------------------------------------------------------------------
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from ..durable import Worker
+    from . import log_setup
+
+    agents: dict[str, AgentFactory] = {"toolcall": _configured("toolcall", args.config)}
+    agents["manus"] = _configured("manus", args.config)
+    for name, target in args.factories:
+        agents[name] = _imported(target)
+    worker = Worker(
+        args.db,
+        agents=agents,
+        queue=args.queue,
+        concurrency=args.concurrency,
+        global_concurrency=args.global_concurrency,
+        rate_limit=args.rate_limit,
+        worker_id=args.worker_id,
+        app_version=args.app_version,
+    )
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        async with worker:
+            print(
+                f"{PROG}: worker {worker.worker_id} runs queue {worker.queue!r} "
+                f"(version {worker.app_version}, {args.concurrency} at a time); Ctrl-C stops it",
+                file=sys.stderr,
+                flush=True,
+            )
+            await stop.wait()
+
+    with log_setup.configured(args.log_format):
+        asyncio.run(serve())
+    return EXIT_OK
+
+
+def _imported(target: str) -> AgentFactory:
+    """The factory ``MODULE:FUNCTION`` names; `ConfigError` when it is not there."""
+    module_name, _, function = target.partition(":")
+    try:
+        found: Any = getattr(importlib.import_module(module_name), function)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"--agent-factory {target!r} names no function ({exc}); give MODULE:FUNCTION"
+        ) from None
+    if not callable(found):
+        raise ConfigError(f"--agent-factory {target!r} is not a function; give MODULE:FUNCTION")
+    factory: AgentFactory = found
+    return factory
+
+
+def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent]:
+    """The factory of the command line's agent `name`: the worker's configuration, with the spec's
+    options laid over it (model options over ``[llm.<name>]``, agent options over ``[agent]``)."""
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+
+    Settings.load(config)  # a bad configuration stops the worker before it takes a run
+
+    def build(spec: AgentSpec) -> ToolCallAgent:
+        llm_keys, agent_keys = set(LLMSettings.model_fields), set(AgentSettings.model_fields)
+        unknown = sorted(set(spec.options) - llm_keys - agent_keys)
+        if unknown:
+            raise ConfigError(
+                f"the {name} agent takes no option {', '.join(unknown)}; "
+                f"its options: {', '.join(sorted(llm_keys | agent_keys))}"
+            )
+        overrides = {
+            "llm": {name: {k: v for k, v in spec.options.items() if k in llm_keys}},
+            "agent": {k: v for k, v in spec.options.items() if k in agent_keys},
+        }
+        settings = Settings.load(config, overrides)
+        llm = build_llm(settings.llm_for(name))
+        options = settings.agent.agent_kwargs()
+        if name == "manus":
+            from ..agent.manus import Manus
+
+            return Manus(llm=llm, sandbox=settings.sandbox, browser=settings.browser, name=name, **options)
+        return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+
+    return build

@@ -1,0 +1,35 @@
+"""Durable runs on DBOS: runs that survive a dead process, spread over workers from a queue.
+
+`Worker` runs agents from a queue; `DurableRuns` submits runs and follows,
+decides and cancels them from any process; `AgentSpec` declares a run's agent
+as data. A run's model calls and tool calls are steps recorded in the database
+(`agentfsm.durable.run`), so a run resumed after a crash ends as it would have,
+and no tool runs twice. Needs the ``durable`` extra (``pip install
+'agentfsm[durable]'``).
+"""
+
+from __future__ import annotations
+
+from ..errors import MissingExtraError
+
+try:
+    from .client import DurableRuns, RunStatus, RunStatusState
+    from .spec import AgentFactory, AgentSpec
+    from .worker import DEFAULT_QUEUE, Worker, default_app_version
+except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
+    if exc.name not in ("dbos", "sqlalchemy"):
+        raise
+    raise MissingExtraError(
+        f"durable runs need the `durable` extra ({exc.name} is missing): pip install 'agentfsm[durable]'"
+    ) from None
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "AgentFactory",
+    "AgentSpec",
+    "DurableRuns",
+    "RunStatus",
+    "RunStatusState",
+    "Worker",
+    "default_app_version",
+]

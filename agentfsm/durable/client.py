@@ -1,0 +1,173 @@
+"""`DurableRuns`: submit runs to a queue, and follow, decide, cancel them, from any process.
+
+Everything goes through the database (DBOS's `DBOSClient`): the process that
+asks needs no worker of its own, and a run is reached wherever it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import KeyNotFoundError, WrongPhaseError
+from ..messages import ToolCall
+from ..questions import Answer, AnswerAction
+from ..run.result import AgentState, RunResult, StopReason
+from ..serde import Serializable
+from .engine import EngineClient, Listed
+from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT
+from .spec import AgentSpec
+from .worker import DEFAULT_QUEUE
+
+__all__ = ["DurableRuns", "RunStatus", "RunStatusState"]
+
+RunStatusState = Literal["queued", "running", "paused", "finished", "error", "cancelled"]
+_CANCELLED = "CancelledError: the run was cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStatus(Serializable):
+    """Where a durable run is: queued, running (on `worker`), paused, or ended with its `result`."""
+
+    run_id: str
+    state: RunStatusState
+    task: str | None = None
+    queue: str | None = None
+    worker: str | None = None
+    """The worker that holds (or last held) the run."""
+    app_version: str | None = None
+    result: RunResult | None = None
+    """Once it ended: its result (a cancelled run's says `cancelled`)."""
+    pending_approval: tuple[ToolCall, ...] = ()
+    """While paused: the calls waiting for a decision (`DurableRuns.approve`, `reject`)."""
+
+    @property
+    def ended(self) -> bool:
+        return self.result is not None
+
+
+class DurableRuns:
+    """The runs in the database at `db` (``sqlite:///FILE`` or ``postgresql://...``)."""
+
+    def __init__(self, db: str) -> None:
+        self._client = EngineClient(db)
+
+    def close(self) -> None:
+        self._client.close()
+
+    async def submit(
+        self,
+        task: str,
+        agent: AgentSpec | str = "toolcall",
+        *,
+        queue: str = DEFAULT_QUEUE,
+        run_id: str | None = None,
+    ) -> str:
+        """Put a run of `task` on `queue`, by the agent `agent` (a spec, or a factory's name); its id.
+        Submitting again with the same `run_id` gives back that run, not a second one."""
+        spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
+        return await asyncio.to_thread(self._client.enqueue, queue, task, spec.to_json(), run_id)
+
+    async def status(self, run_id: str) -> RunStatus:
+        listed = await asyncio.to_thread(self._client.get, run_id)
+        return await asyncio.to_thread(self._status, listed)
+
+    def _status(self, listed: Listed) -> RunStatus:
+        state, result, calls = self._where(listed)
+        return RunStatus(
+            run_id=listed.run_id,
+            state=state,
+            task=listed.task,
+            queue=listed.queue,
+            worker=listed.worker,
+            app_version=listed.app_version,
+            result=result,
+            pending_approval=calls,
+        )
+
+    def _where(self, listed: Listed) -> tuple[RunStatusState, RunResult | None, tuple[ToolCall, ...]]:
+        """DBOS's status of the run, read as a run's: its state, its result once ended, the calls
+        a paused run waits for."""
+        status, run_id = listed.status, listed.run_id
+        if status in ("ENQUEUED", "DELAYED"):
+            return "queued", None, ()
+        if status == "PENDING":
+            pause = self._client.event(run_id, PAUSE_EVENT)
+            if pause:
+                return "paused", None, tuple(ToolCall.model_validate(c) for c in pause.get("calls", ()))
+            return "running", None, ()
+        if status == "SUCCESS" and isinstance(listed.output, dict):
+            result = RunResult.model_validate(listed.output)
+            result = result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
+            return ("finished" if result.state is AgentState.FINISHED else "error"), result, ()
+        if status == "CANCELLED":
+            cancelled = StopReason.CANCELLED
+            return "cancelled", _ended(run_id, cancelled, _CANCELLED), ()
+        return "error", _ended(run_id, StopReason.ERROR, listed.error or f"the run ended as {status}"), ()
+
+    async def result(
+        self, run_id: str, *, wait: bool = False, timeout: float | None = None, poll_s: float = 0.1
+    ) -> RunResult | None:
+        """The run's result once it ended; None while it has not (`wait`: wait for it, up to `timeout`)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = await self.status(run_id)
+            if status.result is not None or not wait:
+                return status.result
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(poll_s)
+
+    async def trace(self, run_id: str) -> str | None:
+        """The ended run's trace (JSON Lines, as `agent.run(trace=...)` writes it), or None."""
+        await asyncio.to_thread(self._client.get, run_id)
+        text = await asyncio.to_thread(self._client.event, run_id, TRACE_EVENT)
+        return text if isinstance(text, str) else None
+
+    async def cancel(self, run_id: str) -> None:
+        """End the run wherever it runs: it stops at its next step (a tool call in progress ends first)."""
+        await asyncio.to_thread(self._client.cancel, run_id)
+
+    async def approve(self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None) -> None:
+        """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given)."""
+        await self._decide(run_id, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
+
+    async def reject(self, run_id: str, call_id: str, reason: str | None = None) -> None:
+        """Reject the paused run's call `call_id`; the model reads `reason`."""
+        await self._decide(run_id, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
+
+    async def answer(
+        self,
+        run_id: str,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> None:
+        """Answer the question of the paused run's call `call_id` (as `ToolCallAgent.answer`)."""
+        answer = Answer(action=action, content=content).model_dump(mode="json")
+        await self._decide(
+            run_id, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
+        )
+
+    async def _decide(self, run_id: str, call_id: str, message: dict[str, Any]) -> None:
+        status = await self.status(run_id)
+        if status.state != "paused":
+            raise WrongPhaseError(
+                f"run {run_id!r} is {status.state}, not paused: a decision is taken only while it waits"
+            )
+        pause = await asyncio.to_thread(self._client.event, run_id, PAUSE_EVENT) or {}
+        waiting = [c["id"] for c in pause.get("calls", ())] + [
+            q["call"]["id"] for q in pause.get("questions", ())
+        ]
+        if call_id not in waiting:
+            raise KeyNotFoundError(f"run {run_id!r} waits for no call {call_id!r}; it waits for {waiting!r}")
+        await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC)
+
+
+def _ended(run_id: str, reason: StopReason, error: str) -> RunResult:
+    """The result of a run that ended without one of its own (cancelled, or its workflow failed)."""
+    return RunResult(run_id=run_id, state=AgentState.ERROR, stop_reason=reason, steps=0, error=error)

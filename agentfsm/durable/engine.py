@@ -1,0 +1,234 @@
+"""The workflow engine under durable runs: DBOS, on PostgreSQL or SQLite. The only module that imports dbos.
+
+Why DBOS: its workflows are plain functions whose steps are recorded in a
+database (the system database, which is also its queue), it needs no server
+of its own, and it runs on SQLite for one machine. What this module uses of it
+is public API only: workflows and steps, queues with their concurrency and rate
+limits, messages and events, and the `DBOSClient` operations (enqueue, list,
+cancel, resume). Everything is stored as JSON (DBOS's portable serializer),
+never pickled.
+
+DBOS keeps one instance per process: `Engine` owns it for a worker's lifetime,
+registering the workflow afresh at each launch and dropping the registrations
+at shutdown, so a process may run one worker after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer
+from dbos import error as dbos_error
+
+from ..errors import ConfigError, KeyNotFoundError
+from .run import durable_run
+from .spec import AgentFactory
+
+__all__ = ["WORKFLOW", "Engine", "EngineClient", "Listed", "check_url"]
+
+WORKFLOW = "agentfsm.run"
+"""The workflow's registered name: what a queue entry names (the same in every release)."""
+APP_NAME = "agentfsm"
+_ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
+
+
+def check_url(url: str) -> str:
+    """`url` when it names a database DBOS runs on; `ConfigError` naming the forms it takes."""
+    if url.startswith(("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")):
+        return url
+    raise ConfigError(
+        f"--db {url!r} is not a database URL: give sqlite:///FILE (one machine) or "
+        "postgresql://USER@HOST:PORT/DB (several; tools/postgres-env starts one)"
+    )
+
+
+class _Journal:
+    """The running workflow's steps, messages and events, as `agentfsm.durable.run.Journal`."""
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
+        return await DBOS.run_step_async({"name": name}, body)
+
+    async def receive(self, topic: str, timeout_s: float) -> Any:
+        return await DBOS.recv_async(topic, timeout_s)
+
+    async def publish(self, key: str, value: Any) -> None:
+        await DBOS.set_event_async(key, value)
+
+
+class Engine:
+    """The process's DBOS, launched as the worker `worker_id` running `agents` from queues."""
+
+    def __init__(
+        self, url: str, *, worker_id: str, app_version: str, agents: Mapping[str, AgentFactory]
+    ) -> None:
+        self.url = check_url(url)
+        self.worker_id = worker_id
+        self.app_version = app_version
+        self.agents = dict(agents)
+        self._launched = False
+
+    async def launch(
+        self,
+        queue: str,
+        *,
+        concurrency: int | None,
+        global_concurrency: int | None,
+        rate_limit: tuple[int, float] | None,
+        polling_s: float,
+    ) -> None:
+        """Start DBOS (recovering this worker id's own unfinished runs) and listen to `queue`."""
+        config: DBOSConfig = {
+            "name": APP_NAME,
+            "system_database_url": self.url,
+            "executor_id": self.worker_id,
+            "application_version": self.app_version,
+            "serializer": DBOSPortableJSONSerializer(),
+            "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": 0.2,
+        }
+        agents = self.agents
+
+        @DBOS.workflow(name=WORKFLOW)
+        async def run(task: str, spec: dict[str, Any]) -> dict[str, Any]:
+            run_id = DBOS.workflow_id
+            assert run_id is not None  # inside a workflow
+            return await durable_run(_Journal(run_id), agents, task, spec)
+
+        DBOS(config=config)
+        try:
+            DBOS.listen_queues([queue])  # else it takes runs from every queue the database knows
+            await asyncio.to_thread(DBOS.launch)
+            limiter = None if rate_limit is None else {"limit": rate_limit[0], "period": rate_limit[1]}
+            await DBOS.register_queue_async(
+                queue,
+                worker_concurrency=concurrency,
+                global_concurrency=global_concurrency,
+                limiter=limiter,  # type: ignore[arg-type]
+                polling_interval_sec=polling_s,
+                on_conflict="always_update",
+            )
+        except BaseException:
+            DBOS.destroy(destroy_registry=True)
+            raise
+        self._launched = True
+
+    async def shutdown(self) -> None:
+        """Stop DBOS; runs still in progress stay PENDING in the database, to be recovered."""
+        if self._launched:
+            self._launched = False
+            await asyncio.to_thread(DBOS.destroy, destroy_registry=True)
+            # DBOS made its thread pool the loop's default executor, and has shut it down now: the
+            # loop gets a pool of its own again, or every later `asyncio.to_thread` in it fails.
+            from concurrent.futures import ThreadPoolExecutor
+
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listed:
+    """A workflow as the database lists it."""
+
+    run_id: str
+    status: str
+    """DBOS's status: ENQUEUED, PENDING, SUCCESS, ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED, ..."""
+    output: Any
+    error: str | None
+    worker: str | None
+    app_version: str | None
+    queue: str | None
+    task: str | None
+
+
+class EngineClient:
+    """The operations on runs that any process may do: enqueue, read, message, cancel, resume."""
+
+    def __init__(self, url: str) -> None:
+        self.url = check_url(url)
+        self._client: DBOSClient | None = None
+
+    def _dbos(self) -> DBOSClient:
+        if self._client is None:
+            self._client = DBOSClient(
+                system_database_url=self.url,
+                serializer=DBOSPortableJSONSerializer(),
+                application_name=APP_NAME,
+                lazy=True,
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+
+    def enqueue(self, queue: str, task: str, spec: dict[str, Any], run_id: str | None) -> str:
+        options: Any = {"workflow_name": WORKFLOW, "queue_name": queue}
+        if run_id is not None:
+            options["workflow_id"] = run_id
+        handle: Any = self._dbos().enqueue(options, task, spec)
+        return str(handle.get_workflow_id())
+
+    def get(self, run_id: str) -> Listed:
+        found = self._dbos().list_workflows(workflow_ids=[run_id], name=WORKFLOW)
+        if not found:
+            raise KeyNotFoundError(
+                f"no run {run_id!r} in {self.url}; `agentfsm submit` prints the ids it makes"
+            )
+        return _listed(found[0])
+
+    def active(self, queue: str, worker: str) -> list[Listed]:
+        """The runs of `queue` that the worker `worker` holds (started or recovering)."""
+        found = self._dbos().list_workflows(
+            status=["PENDING"], executor_id=worker, queue_name=queue, name=WORKFLOW, load_output=False
+        )
+        return [_listed(status) for status in found]
+
+    def listed(self, queue: str | None = None, *, active_only: bool = False) -> list[Listed]:
+        found = self._dbos().list_workflows(
+            queue_name=queue, name=WORKFLOW, status=list(_ACTIVE) if active_only else None
+        )
+        return [_listed(status) for status in found]
+
+    def resume(self, run_ids: list[str], queue: str) -> None:
+        """Put `run_ids` back on `queue` (ENQUEUED): a worker of their version continues each."""
+        if run_ids:
+            self._dbos().resume_workflows(run_ids, queue_name=queue)
+
+    def event(self, run_id: str, key: str) -> Any:
+        return self._dbos().get_event(run_id, key, timeout_seconds=0)
+
+    def send(self, run_id: str, message: dict[str, Any], topic: str) -> None:
+        try:
+            self._dbos().send(run_id, message, topic)
+        except dbos_error.DBOSNonExistentWorkflowError:
+            raise KeyNotFoundError(f"no run {run_id!r} in {self.url}") from None
+
+    def cancel(self, run_id: str) -> None:
+        self.get(run_id)  # an unknown id is an error, not a silent no-op
+        self._dbos().cancel_workflow(run_id)
+
+
+def _listed(status: Any) -> Listed:
+    inputs = status.input or {}
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    error = status.error
+    return Listed(
+        run_id=status.workflow_id,
+        status=str(status.status),
+        output=status.output,
+        error=None if error is None else f"{type(error).__name__}: {error}",
+        worker=status.executor_id,
+        app_version=status.app_version,
+        queue=status.queue_name,
+        task=args[0] if args else None,
+    )

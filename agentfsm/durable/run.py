@@ -1,0 +1,244 @@
+"""One durable run: an agent's run whose model calls and tool calls are steps of a workflow.
+
+The workflow engine (`agentfsm.durable.engine`, on DBOS) records the output of
+every step. A run that is recovered (its worker died, or was restarted) runs
+its workflow again from the start: each step already recorded returns its
+recorded output instead of running, so the agent goes through the very same
+replies, observations and transitions, and its result and trace are those of a
+run that was never interrupted. Steps not yet recorded then run for real.
+
+What is a step, and why:
+
+- each model call (``model``): its reply, or the error it raised, as data. An
+  error comes back as the same `LLMError` whether it was just raised or read
+  back, so a replayed run fails the same way;
+- each tool call, as two steps: ``tool_started`` (a record that the call is
+  about to run, durable before it does) and ``tool`` (its observation). A
+  recovered run that finds a call started but not completed does not run it
+  again (the crash landed inside the call: its effect may or may not have
+  happened); the model gets the interrupted observation instead, as a resumed
+  checkpoint gives it. A tool marked `idempotent` runs again. So tools run at
+  most once, and exactly once unless the crash lands inside the call;
+- each decision on a paused run (``recv``: an approval, an answer), and the
+  pause itself (an event other processes read).
+
+A step may run twice (at least once: a crash after it ran and before its
+output was recorded); for ``tool_started`` that is harmless, and it is why the
+tool's own step checks the record rather than trusting it ran once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
+from ..errors import AgentfsmError, ConfigError, KeyNotFoundError, LLMError, TokenLimitExceeded
+from ..log import event
+from ..messages import Message, ToolCall
+from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..questions import Answer
+from ..run.result import AgentState, RunResult, StopReason
+from ..run.state import Observation
+from .spec import AgentFactory, AgentSpec
+
+__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "DurableModel", "Journal", "durable_run"]
+
+DECISION_TOPIC = "decision"
+"""The topic a paused run receives its approvals and answers on."""
+PAUSE_EVENT = "pause"
+"""The event a paused run publishes (what it waits for); None once it goes on."""
+TRACE_EVENT = "trace"
+"""The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
+WAIT_S = 60.0
+"""How long one wait for a decision lasts before the run waits again (each wait is a step)."""
+
+JSON = Any
+
+
+class Journal(Protocol):
+    """What a durable run asks of its workflow engine: steps, messages and events."""
+
+    @property
+    def run_id(self) -> str:
+        """The workflow's id: the run's id everywhere (results, traces, the command line)."""
+        ...
+
+    async def step(self, name: str, body: Callable[[], Awaitable[JSON]]) -> JSON:
+        """`body()`'s output, recorded; when this step is already recorded, its recorded output."""
+        ...
+
+    async def receive(self, topic: str, timeout_s: float) -> JSON:
+        """The next message sent to this run on `topic` (None when `timeout_s` passed without one)."""
+        ...
+
+    async def publish(self, key: str, value: JSON) -> None:
+        """Set the run's event `key` to `value`, for other processes to read."""
+        ...
+
+
+class DurableModel:
+    """A chat model whose every call is a ``model`` step of the run's journal.
+
+    Attributes other than the call are the wrapped model's, so a trace header describes
+    the model the worker configured.
+    """
+
+    def __init__(self, inner: ChatModel, journal: Journal) -> None:
+        self.inner = inner
+        self.journal = journal
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def token_budget(self) -> int | None:
+        return self.inner.token_budget
+
+    async def ask_tool(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_msgs: Sequence[Message] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> LLMResponse:
+        async def call() -> JSON:
+            try:
+                reply = await self.inner.ask_tool(
+                    messages, system_msgs=system_msgs, tools=tools, tool_choice=tool_choice
+                )
+            except TokenLimitExceeded as exc:
+                return {"token_limit": str(exc)}
+            except Exception as exc:  # recorded as data: a replay raises it as the first run did
+                return {"error": f"{type(exc).__name__}: {exc}"}
+            return {"reply": reply.model_dump(mode="json")}
+
+        data = await self.journal.step("model", call)
+        if "reply" in data:
+            return LLMResponse.model_validate(data["reply"])
+        if "token_limit" in data:
+            raise TokenLimitExceeded(data["token_limit"])
+        raise LLMError(data["error"])
+
+
+def _bind(agent: ToolCallAgent, journal: Journal) -> None:
+    """Make `agent`'s model calls and tool calls steps of `journal`, and its run's id the run's.
+    A reply's calls run one after another: a step's place in the journal is the order it starts in."""
+    agent.llm = DurableModel(agent.llm, journal)
+    if agent.options.parallel_tool_calls:  # concurrent steps would not take their places in the same order
+        agent.options = replace(agent.options, parallel_tool_calls=False)
+    execute, open_run = agent.execute_tool, agent.open_run
+
+    async def execute_tool(call: ToolCall) -> Observation:
+        began = False
+
+        async def started() -> JSON:
+            nonlocal began
+            began = True
+            return {"call": call.id}
+
+        await journal.step("tool_started", started)
+        tool = agent.tools.get(call.name)
+
+        async def run() -> JSON:
+            if not began and tool is not None and not tool.idempotent:
+                event("durable_call_interrupted", run_id=journal.run_id, call_id=call.id, tool=call.name)
+                content = INTERRUPTED_CALL.format(name=call.name)
+                return Observation(call=call, content=content, is_error=True).model_dump(mode="json")
+            return (await execute(call)).model_dump(mode="json")
+
+        return Observation.model_validate(await journal.step("tool", run))
+
+    def opened(request: str) -> None:
+        open_run(request)
+        agent.run_state.run_id = journal.run_id
+
+    # The instance's own methods are replaced, so every agent class gets its steps the same way.
+    agent.execute_tool = execute_tool  # type: ignore[method-assign]
+    agent.open_run = opened  # type: ignore[method-assign]
+
+
+def _refused(run_id: str, error: str) -> RunResult:
+    """The result of a run whose agent could not be built: it ended before it started."""
+    return RunResult(
+        run_id=run_id, state=AgentState.ERROR, stop_reason=StopReason.ERROR, steps=0, error=error
+    )
+
+
+async def durable_run(
+    journal: Journal, agents: Mapping[str, AgentFactory], task: str, spec: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The workflow's body: build the agent from `spec`, run `task` to its end, pauses included.
+
+    Returns the `RunResult` as JSON. A pause publishes what it waits for and waits for
+    decisions sent from any process (`DurableRuns.approve`, `DurableRuns.answer`).
+    """
+    try:
+        declared = AgentSpec.from_json(spec)
+        factory = agents.get(declared.agent)
+        if factory is None:
+            raise ConfigError(
+                f"this worker has no agent {declared.agent!r} (it runs {', '.join(sorted(agents))}); "
+                "submit to a queue whose workers register it"
+            )
+        agent = factory(declared)
+    except Exception as exc:  # a spec its factory refuses: the run ends before it starts, saying why
+        return _refused(journal.run_id, f"{type(exc).__name__}: {exc}").model_dump(mode="json")
+    _bind(agent, journal)
+    folder = tempfile.mkdtemp(prefix="agentfsm-durable-")
+    trace = os.path.join(folder, "trace.jsonl")
+    try:
+        result = await agent.run(task, trace=trace)
+        while result.paused:
+            await journal.publish(PAUSE_EVENT, _pause(result))
+            await _decided(agent, journal)
+            await journal.publish(PAUSE_EVENT, None)
+            result = await agent.resume(trace=trace)
+        with open(trace, encoding="utf-8") as lines:
+            await journal.publish(TRACE_EVENT, lines.read())
+    finally:
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+    return result.model_dump(mode="json")
+
+
+def _pause(result: RunResult) -> dict[str, Any]:
+    return {
+        "reason": str(result.stop_reason),
+        "calls": [call.model_dump(mode="json") for call in result.pending_approval],
+        "questions": [
+            {"call": call.model_dump(mode="json"), "question": question.model_dump(mode="json")}
+            for call, question in result.pending_input
+        ],
+    }
+
+
+async def _decided(agent: ToolCallAgent, journal: Journal) -> None:
+    """Wait for decisions until nothing the run waits for is left undecided. A decision that does
+    not apply (an unknown call, one decided already) is logged and dropped: a replay drops it too."""
+    while agent.pending_approval or agent.pending_input:
+        message = await journal.receive(DECISION_TOPIC, WAIT_S)
+        if message is None:
+            continue
+        try:
+            _apply(agent, message)
+        except (AgentfsmError, KeyError, TypeError) as exc:
+            event("durable_decision_dropped", run_id=journal.run_id, reason=f"{type(exc).__name__}: {exc}")
+
+
+def _apply(agent: ToolCallAgent, message: Mapping[str, Any]) -> None:
+    kind, call_id = message["kind"], message["call_id"]
+    if kind == "approve":
+        agent.approve(call_id, arguments=message.get("arguments"))
+    elif kind == "reject":
+        agent.reject(call_id, message.get("reason"))
+    elif kind == "answer":
+        answer = Answer.model_validate(message["answer"])
+        agent.answer(call_id, answer.content, action=answer.action, key=message.get("key"))
+    else:
+        raise KeyNotFoundError(f"unknown decision kind {kind!r}: approve, reject or answer")

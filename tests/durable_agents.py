@@ -1,0 +1,131 @@
+"""The agents the durable tests' workers run, built from their `AgentSpec` as any worker builds them.
+
+``record``: three calls of a side-effecting tool (each appends its number to the
+file ``options["effects"]``, fsynced: the tool's own counter), then `terminate`;
+the model is a `FunctionLLM` answering from the conversation alone, so a worker
+that recovers a run answers as the one that died would have. ``record`` takes
+``options["kill"]``: ``before:N`` / ``after:N`` SIGKILLs the worker inside the call
+``record(n=N)``, before or after its side effect (once per run: a marker file
+beside the effects file says it happened). ``approval``: one call of ``record``
+that needs approval, then `terminate`. ``remote``: the `OpenAICompatible` model at
+``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from agentfsm import Terminate, ToolCallAgent, tool
+from agentfsm.durable import AgentSpec
+from agentfsm.messages import Role, ToolCall
+from agentfsm.testing import FunctionLLM, ModelRequest, reply
+
+TASK = "record 1, 2 and 3, then finish"
+
+
+def script(request: ModelRequest) -> object:
+    done = sum(1 for m in request.messages if m.role is Role.TOOL)
+    if done == 0:
+        calls = [ToolCall.create("c1", "record", {"n": 1}), ToolCall.create("c2", "record", {"n": 2})]
+        return reply("recording 1 and 2", calls)
+    if done == 2:
+        return reply("recording 3", [ToolCall.create("c3", "record", {"n": 3})])
+    return reply("done", [ToolCall.create("c4", "terminate", {"status": "success"})])
+
+
+def _once(marker: Path) -> bool:
+    """True the first time it is asked for `marker` (made durable before the kill)."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.fsync(fd)
+    os.close(fd)
+    return True
+
+
+def _recorder(effects: Path, kill: str, *, needs_approval: bool = False):
+    mode, _, arg = kill.partition(":")
+
+    @tool(needs_approval=needs_approval)
+    def record(n: int) -> str:
+        """Append `n` to the effects file (the side effect that must not happen twice)."""
+        marker = effects.with_suffix(f".killed-{n}")
+        if mode == "before" and n == int(arg) and _once(marker):
+            os.kill(os.getpid(), signal.SIGKILL)
+        with open(effects, "a") as out:
+            out.write(f"{n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        if mode == "after" and n == int(arg) and _once(marker):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"recorded {n}"
+
+    return record
+
+
+def record_agent(spec: AgentSpec) -> ToolCallAgent:
+    effects = Path(spec.options["effects"])
+    record = _recorder(effects, spec.options.get("kill", "none"))
+    return ToolCallAgent(llm=FunctionLLM(script), tools=[record, Terminate()], name="recorder", max_steps=5)
+
+
+def approval_agent(spec: AgentSpec) -> ToolCallAgent:
+    def approve_script(request: ModelRequest) -> object:
+        if not any(m.role is Role.TOOL for m in request.messages):
+            return reply("recording 7", [ToolCall.create("c1", "record", {"n": 7})])
+        return reply("done", [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    effects = spec.options.get("effects") or os.environ["DURABLE_EFFECTS"]  # the command line sets no options
+    record = _recorder(Path(effects), "none", needs_approval=True)
+    return ToolCallAgent(
+        llm=FunctionLLM(approve_script), tools=[record, Terminate()], name="approver", max_steps=5
+    )
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def remote_agent(spec: AgentSpec) -> ToolCallAgent:
+    from agentfsm import OpenAICompatible
+
+    llm = OpenAICompatible(model="openai/bench-model", api_base=spec.options["api_base"], api_key="test")
+    return ToolCallAgent(llm=llm, tools=[add, Terminate()], name="remote", max_steps=4)
+
+
+AGENTS = {"record": record_agent, "approval": approval_agent, "remote": remote_agent}
+
+
+def slow_agent(spec: AgentSpec) -> ToolCallAgent:
+    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out."""
+
+    def step_script(request: ModelRequest) -> object:
+        done = sum(1 for m in request.messages if m.role is Role.TOOL)
+        return reply(None, [ToolCall.create(f"c{done + 1}", "slow_record", {"n": done + 1})])
+
+    effects = Path(spec.options["effects"])
+
+    @tool
+    async def slow_record(n: int) -> str:
+        """Wait a little, then append `n` to the effects file."""
+        import asyncio
+
+        await asyncio.sleep(float(spec.options.get("delay", 0.2)))
+        with open(effects, "a") as out:
+            out.write(f"{n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        return f"recorded {n}"
+
+    steps = int(spec.options.get("steps", 50))
+    return ToolCallAgent(
+        llm=FunctionLLM(step_script), tools=[slow_record, Terminate()], name="slow", max_steps=steps
+    )
+
+
+AGENTS["slow"] = slow_agent

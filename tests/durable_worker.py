@@ -1,0 +1,115 @@
+"""A worker process for the durable tests: `Worker` over the agents of `durable_agents.py`.
+
+    python durable_worker.py DB WORKER_ID [--queue Q] [--concurrency N] [--app-version V]
+                             [--heartbeat S] [--dead-after S]
+
+Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
+taken, or refused), and serves until killed (SIGTERM: stops cleanly).
+A run whose spec has ``kill: step:K`` SIGKILLs this process right after the K-th step
+of that run, when that step ran here for real (0: before its first step), once per run (a
+marker file beside the run's effects file says it happened).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import durable_agents
+
+from agentfsm.durable import AgentSpec, Worker, engine
+
+_PLANS: dict[str, tuple[int, Path]] = {}
+"""Run id -> (the step after which to die, the marker file), set by the factory in the run."""
+
+
+def _planning(factory):
+    def build(spec: AgentSpec):
+        from dbos import DBOS
+
+        kill = spec.options.get("kill", "none")
+        if kill.startswith("step:") and DBOS.workflow_id is not None:
+            marker = Path(spec.options["effects"]).with_suffix(".killed-step")
+            _PLANS[DBOS.workflow_id] = (int(kill.partition(":")[2]), marker)
+        return factory(spec)
+
+    return build
+
+
+def _hook_steps() -> None:
+    step = engine._Journal.step
+    taken: dict[str, int] = {}
+
+    def die_if_planned(run_id: str, count: int) -> None:
+        plan = _PLANS.get(run_id)
+        if plan is not None and plan[0] == count and durable_agents._once(plan[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def hooked(self, name, body):
+        die_if_planned(self.run_id, 0)
+        ran = False
+
+        async def counted():
+            nonlocal ran
+            ran = True
+            return await body()
+
+        output = await step(self, name, counted)
+        taken[self.run_id] = taken.get(self.run_id, 0) + 1  # replayed or not: its place in the run
+        if ran:
+            die_if_planned(self.run_id, taken[self.run_id])
+        return output
+
+    engine._Journal.step = hooked
+
+
+class _Takeovers(logging.Handler):
+    """Prints the worker's takeover events (taken, refused) on stdout, one JSON object a line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.msg
+        if isinstance(message, dict) and str(message.get("event", "")).startswith("durable_takeover"):
+            print(json.dumps(message, default=str), flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    _hook_steps()
+    logger = logging.getLogger("agentfsm")
+    logger.addHandler(_Takeovers())
+    logger.setLevel(logging.INFO)
+    agents = {name: _planning(factory) for name, factory in durable_agents.AGENTS.items()}
+    worker = Worker(
+        args.db,
+        agents=agents,
+        queue=args.queue,
+        concurrency=args.concurrency,
+        worker_id=args.worker_id,
+        app_version=args.app_version,
+        heartbeat_s=args.heartbeat,
+        dead_after_s=args.dead_after,
+        polling_s=0.05,
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with worker:
+        print("ready", flush=True)
+        await stop.wait()
+    print(f"taken over: {' '.join(worker.taken_over)}", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("db")
+    parser.add_argument("worker_id")
+    parser.add_argument("--queue", default="agentfsm")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--app-version", default=None)
+    parser.add_argument("--heartbeat", type=float, default=0.5)
+    parser.add_argument("--dead-after", type=float, default=2.0)
+    asyncio.run(main(parser.parse_args(sys.argv[1:])))

@@ -1,0 +1,127 @@
+"""Durable runs on SQLite in one process: `Worker` and `DurableRuns` side by side, the same API as across
+machines. What a run does and returns, its trace, approvals and rejections, cancellation, and refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from durable_agents import AGENTS, TASK
+
+from agentfsm.durable import AgentSpec, DurableRuns, Worker
+from agentfsm.errors import ConfigError, KeyNotFoundError, WrongPhaseError, WrongValueError
+
+
+@pytest.fixture
+async def sqlite_runs(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Worker(db, agents=AGENTS, worker_id="solo", polling_s=0.05):
+        runs = DurableRuns(db)
+        try:
+            yield runs
+        finally:
+            runs.close()
+
+
+async def until(runs: DurableRuns, run_id: str, state: str, timeout: float = 20.0):
+    for _ in range(int(timeout / 0.05)):
+        status = await runs.status(run_id)
+        if status.state == state:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} is {status.state}, not {state}")
+
+
+async def test_a_durable_run_returns_the_result_and_trace_of_its_run(sqlite_runs, tmp_path):
+    effects = tmp_path / "effects.txt"
+    run_id = await sqlite_runs.submit(TASK, AgentSpec(agent="record", options={"effects": str(effects)}))
+    result = await sqlite_runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.run_id == run_id
+    assert (str(result.state), str(result.stop_reason), result.steps, result.output) == (
+        "FINISHED",
+        "terminated",
+        3,
+        "done",
+    )
+    assert result.usage.llm_calls == 3 and result.usage.tool_calls == 4
+    assert effects.read_text().split() == ["1", "2", "3"]
+    status = await sqlite_runs.status(run_id)
+    assert (status.state, status.worker, status.task) == ("finished", "solo", TASK)
+    records = [json.loads(line) for line in (await sqlite_runs.trace(run_id)).splitlines()]
+    assert records[0]["kind"] == "header" and records[0]["run_id"] == run_id
+    assert [r["kind"] for r in records].count("tool") == 4
+    assert records[-1]["kind"] == "result" and records[-1]["result"]["stop_reason"] == "terminated"
+
+
+async def test_a_paused_run_is_approved_or_rejected_through_the_database(sqlite_runs, tmp_path):
+    effects = tmp_path / "effects.txt"
+    spec = AgentSpec(agent="approval", options={"effects": str(effects)})
+    approved, rejected = await sqlite_runs.submit("a", spec), await sqlite_runs.submit("b", spec)
+    for run_id in (approved, rejected):
+        status = await until(sqlite_runs, run_id, "paused")
+        assert [(c.id, c.name) for c in status.pending_approval] == [("c1", "record")]
+    assert not effects.exists()  # nothing runs before its decision
+    with pytest.raises(KeyNotFoundError, match="waits for no call 'c9'"):
+        await sqlite_runs.approve(approved, "c9")
+    await sqlite_runs.approve(approved, "c1")
+    await sqlite_runs.reject(rejected, "c1", "not today")
+    first = await sqlite_runs.result(approved, wait=True, timeout=30)
+    second = await sqlite_runs.result(rejected, wait=True, timeout=30)
+    assert str(first.stop_reason) == str(second.stop_reason) == "terminated"
+    assert effects.read_text().split() == ["7"]  # the approved call ran, the rejected one did not
+    assert "not today" in await sqlite_runs.trace(rejected)
+    with pytest.raises(WrongPhaseError, match="is finished, not paused"):
+        await sqlite_runs.approve(approved, "c1")
+
+
+async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):
+    effects = tmp_path / "effects.txt"
+    spec = AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1})
+    run_id = await sqlite_runs.submit("count", spec)
+    await until(sqlite_runs, run_id, "running")
+    while not effects.exists():
+        await asyncio.sleep(0.05)
+    await sqlite_runs.cancel(run_id)
+    status = await sqlite_runs.status(run_id)
+    assert status.state == "cancelled" and str(status.result.stop_reason) == "cancelled"
+    done = len(effects.read_text().split())
+    await asyncio.sleep(0.6)
+    assert len(effects.read_text().split()) <= done + 1  # the call in flight may finish, no later one runs
+    assert (await sqlite_runs.result(run_id)).error == "CancelledError: the run was cancelled"
+
+
+async def test_a_run_of_an_agent_the_worker_lacks_ends_in_error_saying_so(sqlite_runs):
+    run_id = await sqlite_runs.submit("x", "nobody")
+    result = await sqlite_runs.result(run_id, wait=True, timeout=30)
+    assert str(result.state) == "ERROR" and result.steps == 0
+    assert "this worker has no agent 'nobody'" in result.error and "record" in result.error
+
+
+async def test_unknown_runs_bad_specs_and_bad_databases_are_refused_by_name(sqlite_runs, tmp_path):
+    with pytest.raises(KeyNotFoundError, match="no run 'nope'"):
+        await sqlite_runs.status("nope")
+    with pytest.raises(WrongValueError, match="takes no secrets \\(api_key\\)"):
+        AgentSpec(agent="toolcall", options={"api_key": "sk-1"})
+    with pytest.raises(WrongValueError, match="must be JSON values"):
+        AgentSpec(agent="toolcall", options={"when": object()})
+    with pytest.raises(ConfigError, match="is not a database URL"):
+        DurableRuns("mysql://x")
+    with pytest.raises(WrongValueError, match="`concurrency` must be at least 1"):
+        Worker(f"sqlite:///{tmp_path / 'x.db'}", agents=AGENTS, concurrency=0)
+
+
+async def test_submitting_an_id_again_gives_that_run_back(sqlite_runs, tmp_path):
+    spec = AgentSpec(agent="record", options={"effects": str(tmp_path / "e.txt")})
+    first = await sqlite_runs.submit(TASK, spec, run_id="job-1")
+    again = await sqlite_runs.submit(TASK, spec, run_id="job-1")
+    assert first == again == "job-1"
+    await sqlite_runs.result("job-1", wait=True, timeout=30)
+    assert (tmp_path / "e.txt").read_text().split() == ["1", "2", "3"]
+
+
+async def test_a_stopped_worker_leaves_its_event_loop_a_working_thread_pool(tmp_path):
+    """DBOS puts its own pool in as the loop's default executor and shuts it down when it stops."""
+    async with Worker(f"sqlite:///{tmp_path / 'runs.db'}", agents=AGENTS, worker_id="solo"):
+        pass
+    assert await asyncio.to_thread(lambda: 41 + 1) == 42

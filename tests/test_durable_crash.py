@@ -1,0 +1,143 @@
+"""Durable runs killed with SIGKILL at every step boundary and inside each tool call, on PostgreSQL.
+
+Every run of the ``record`` agent (durable_agents.py) is submitted to one
+queue; a worker process (durable_worker.py, always the same worker id, so a new
+process recovers the runs the killed one held) dies at each run's planned
+point and is started again until all runs ended. Each run's result then equals
+the uninterrupted run's, a run killed between steps has its trace too, and the
+tool's own counter (its effects file) shows each call ran at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from durable_agents import TASK
+from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
+
+from agentfsm.durable import AgentSpec, DurableRuns
+
+HERE = Path(__file__).parent
+STEPS = 11
+"""Steps of one run: three model calls, four tool calls of two steps each (the started record, the call)."""
+
+
+def start_worker(db: str, worker_id: str, *extra: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, str(HERE / "durable_worker.py"), db, worker_id, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    if line.strip() != "ready":
+        child.kill()
+        raise AssertionError(
+            f"the worker did not start: {line!r} {child.stderr.read() if child.stderr else ''}"
+        )
+    return child
+
+
+def stop_worker(child: subprocess.Popen[str]) -> str:
+    if child.poll() is None:
+        child.terminate()
+    out, _ = child.communicate(timeout=30)
+    return out
+
+
+def comparable(result: dict, run_id: str) -> dict:
+    return {**result, "run_id": None} if result["run_id"] == run_id else result
+
+
+def trace_records(text: str, run_id: str) -> list[dict]:
+    """The trace without what differs between any two runs (ids, clocks, durations)."""
+    timing = {"duration_s", "duration_ms", "started_at", "written_at", "at", "elapsed_s", "timestamp"}
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in timing and k != "run_id"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return None if value == run_id else value
+
+    return [strip(json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+STARTED = {2: "1", 4: "2", 7: "3"}
+"""The steps that are a call's started record, and that call's number: a kill right after one lands
+inside the call (started, not completed), so the call is reported interrupted, never run again."""
+
+
+def interrupted_call(plan: str) -> str | None:
+    """The call a plan kills inside of before its effect, if it does."""
+    kind, _, arg = plan.partition(":")
+    if kind == "before":
+        return arg
+    return STARTED.get(int(arg)) if kind == "step" else None
+
+
+async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrupted_ones(
+    pg_url,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    plans = ["none"] + [f"step:{k}" for k in range(STEPS + 1)]
+    plans += [f"{when}:{n}" for when in ("before", "after") for n in (1, 2, 3)]
+    chains = ("w1", "w2")  # two workers, each on a queue of its own: the kills of one do not touch the other
+    runs = DurableRuns(pg_url)
+    ids: dict[str, str] = {}
+    starts = 0
+
+    async def chain(name: str, mine: list[tuple[int, str]]) -> None:
+        """The plans of one worker, one run at a time (so a kill lands in the run it was planned for)."""
+        nonlocal starts
+        worker = await asyncio.to_thread(start_worker, pg_url, name, "--concurrency", "1", "--queue", name)
+        starts += 1
+        try:
+            for index, plan in mine:
+                options = {"effects": str(tmp_path / f"effects-{index}.txt"), "kill": plan}
+                ids[plan] = run_id = await runs.submit(
+                    TASK, AgentSpec(agent="record", options=options), queue=name
+                )
+                deadline = time.monotonic() + 60
+                while not (await runs.status(run_id)).ended:
+                    assert time.monotonic() < deadline, (plan, (await runs.status(run_id)).state)
+                    if (
+                        worker.poll() is not None
+                    ):  # killed as planned: a new process of the same worker goes on
+                        assert worker.returncode == -9, worker.stderr.read() if worker.stderr else ""
+                        worker = await asyncio.to_thread(
+                            start_worker, pg_url, name, "--concurrency", "1", "--queue", name
+                        )
+                        starts += 1
+                    await asyncio.sleep(0.05)
+        finally:
+            stop_worker(worker)
+
+    numbered = list(enumerate(plans))
+    await asyncio.gather(*(chain(name, numbered[i :: len(chains)]) for i, name in enumerate(chains)))
+    assert starts == len(plans) - 1 + len(chains)  # every planned kill happened
+    reference_id = ids["none"]
+    reference = (await runs.status(reference_id)).result.model_dump(mode="json")
+    reference_trace = trace_records(await runs.trace(reference_id), reference_id)
+    assert reference["stop_reason"] == "terminated" and reference["steps"] == 3
+    for index, plan in enumerate(plans):
+        run_id = ids[plan]
+        result = (await runs.status(run_id)).result.model_dump(mode="json")
+        assert comparable(result, run_id) == {**reference, "run_id": None}, plan
+        effects = (tmp_path / f"effects-{index}.txt").read_text().split()
+        assert len(effects) == len(set(effects)), f"{plan}: a call ran twice: {effects}"
+        missing = interrupted_call(plan)
+        assert sorted(effects) == sorted({"1", "2", "3"} - {missing}), plan
+        trace = trace_records(await runs.trace(run_id), run_id)
+        if missing is None and not plan.startswith("after:"):
+            assert trace == reference_trace, plan
+        else:  # the interrupted call's observation says so, instead of its result
+            assert "the run was interrupted while `record` ran" in json.dumps(trace), plan
+    runs.close()
