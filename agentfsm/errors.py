@@ -65,6 +65,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RecordingError",
     "ReplayError",
+    "RunningLoopError",
     "SandboxError",
     "SandboxPathError",
     "ScriptExhaustedError",
@@ -159,6 +160,11 @@ class EndOfInputError(AgentfsmError, EOFError):
 
 class AgentBusyError(AgentfsmError, RuntimeError):
     """`run()` or `reset()` was called while a run is in progress."""
+
+
+class RunningLoopError(AgentfsmError, RuntimeError):
+    """`run_sync()` was called where an event loop already runs (async code, a notebook): it
+    would have to start a second loop in the same thread, which asyncio refuses."""
 
 
 class WrongPhaseError(AgentfsmError, RuntimeError):

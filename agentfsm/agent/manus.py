@@ -269,18 +269,15 @@ class Manus(ToolCallAgent):
 
     async def aclose(self) -> None:
         """Destroy the sandbox and close the browser, if they exist (the agent can still run: it
-        makes new ones), and close the MCP servers it owns."""
+        makes new ones), close the MCP servers it owns, and its model's connections."""
         try:
             await self.session.close()
         finally:
             try:
                 await self.browser.close()
             finally:
-                if self._owns_servers:
-                    await self.mcp_servers.aclose()
-
-    async def __aenter__(self) -> Manus:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+                try:
+                    if self._owns_servers:
+                        await self.mcp_servers.aclose()
+                finally:
+                    await super().aclose()

@@ -18,7 +18,7 @@ SDK: `agentfsm.mcp.client` does, when a connection opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
@@ -126,13 +126,14 @@ class MCPAgent(ToolCallAgent):
         await super().act()
 
     async def aclose(self) -> None:
-        """Close the servers the agent owns (a shared `MCPServers` is its owner's to close)."""
-        if self._owns_servers:
-            await self.servers.aclose()
+        """Close the servers the agent owns (a shared `MCPServers` is its owner's to close), and
+        its model's connections."""
+        try:
+            if self._owns_servers:
+                await self.servers.aclose()
+        finally:
+            await super().aclose()
 
-    async def __aenter__(self) -> MCPAgent:
+    async def __aenter__(self) -> Self:
         await self.connect()
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -519,7 +519,7 @@ class ToolCallAgent(ReActAgent):
             content, is_error = arguments, True
         else:
             run = self.run_state
-            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name)
+            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name, self.deps)
             asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
                 with executing(context):
@@ -550,6 +550,23 @@ class ToolCallAgent(ReActAgent):
             is_error=is_error,
             duration_s=time.perf_counter() - started,
         )
+
+    def check_deps(self, deps: Any) -> None:
+        """Each tool with a `deps_type` takes `deps`: refused before the run starts otherwise."""
+        for item in self.tools:
+            wanted = item.deps_type
+            if wanted is not None and not isinstance(deps, wanted):
+                raise WrongTypeError(
+                    f"tool {item.name!r} takes the run's dependencies, a {wanted.__qualname__}; "
+                    f"got {deps!r}: pass `deps=` a {wanted.__qualname__} to the run"
+                )
+
+    async def aclose(self) -> None:
+        """Close the model's connections, if it holds any (`OpenAICompatible`: this event loop's
+        session; a model shared with other agents opens a new one on its next request)."""
+        aclose = getattr(self.llm, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     def interrupt(self) -> None:
         """The run ends outside its phases: answer its open calls, each with its result when this

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import ToolCall
 from ..model.base import Usage
@@ -60,6 +60,9 @@ class StopReason(StrEnum):
 class RunResult(Serializable):
     """The outcome of one `run()`."""
 
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"arbitrary_types_allowed": True}
+    """`exception` is validated as an instance of its class (it is never dumped)."""
+
     run_id: str
     state: AgentState
     """`FINISHED` or `ERROR`: the state the agent is left in (`RUNNING` when the run is paused)."""
@@ -71,6 +74,14 @@ class RunResult(Serializable):
     """The final text: the answer, the last thing the model said, or a note on why it stopped."""
     error: str | None = None
     """None, or ``"ExceptionType: message"``."""
+    exception: BaseException | None = field(
+        default=None, compare=False, repr=False, metadata={"exclude": True}
+    )
+    """The exception behind `error`, to re-raise or inspect: what a phase raised (a provider's
+    `LLMError`, a tool's setup error), a recorder's failure, or the cancellation. None when the
+    run ended without error, when the machine itself decided the error (tool calls required),
+    and in a result read back from JSON: it is left out of every dump (`--json`, traces,
+    checkpoints), which keep `error`'s text."""
     usage: Usage = field(default_factory=Usage)
     pending_approval: tuple[ToolCall, ...] = ()
     """When paused (`awaiting_approval`): the calls waiting for a decision, in call order."""

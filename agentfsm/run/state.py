@@ -8,6 +8,7 @@ and the memory snapshot, and nothing else is needed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from ..messages import ToolCall
 from ..model.base import LLMResponse, Usage
@@ -59,7 +60,13 @@ class Decision(Serializable):
 
 @dataclass(slots=True, kw_only=True)
 class RunState(Serializable):
-    """One run's state. `state` is the machine's leaf state name."""
+    """One run's state. `state` is the machine's leaf state name.
+
+    `exception` is the one field a dump leaves out: a live object, for `RunResult.exception`.
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"arbitrary_types_allowed": True}
+    """`exception` is validated as an instance of its class (it is never dumped)."""
 
     run_id: str = ""
     state: str = "IDLE"
@@ -68,6 +75,8 @@ class RunState(Serializable):
     stop_reason: StopReason | str | None = None
     """Why the run ended, from the edge that ended it (a user's edge may give any string)."""
     error: str | None = None
+    exception: BaseException | None = field(default=None, compare=False, metadata={"exclude": True})
+    """The exception behind `error`, when one ended the run (never dumped: a checkpoint keeps the text)."""
     output: str | None = None
     usage: Usage = field(default_factory=Usage)
 
