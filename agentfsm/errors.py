@@ -58,6 +58,7 @@ __all__ = [
     "NotAFileError",
     "NotFoundError",
     "OptionsSetupError",
+    "OutputValidationError",
     "OutsideWorkspaceError",
     "PauseRun",
     "ProviderConnectionError",
@@ -165,6 +166,11 @@ class AgentBusyError(AgentfsmError, RuntimeError):
 class RunningLoopError(AgentfsmError, RuntimeError):
     """`run_sync()` was called where an event loop already runs (async code, a notebook): it
     would have to start a second loop in the same thread, which asyncio refuses."""
+
+
+class OutputValidationError(AgentfsmError, ValueError):
+    """The model gave no valid final result for the agent's `output_type` within `output_retries`
+    corrections: the run ends in ERROR with `output_retries`, this on `RunResult.exception`."""
 
 
 class WrongPhaseError(AgentfsmError, RuntimeError):

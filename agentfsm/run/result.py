@@ -45,6 +45,9 @@ class StopReason(StrEnum):
     STUCK = "stuck"
     ERROR = "error"
     CANCELLED = "cancelled"
+    OUTPUT_RETRIES = "output_retries"
+    """The model gave no valid final result for `output_type` within `output_retries` (see
+    `agentfsm.agent.output`)."""
     AWAITING_APPROVAL = "awaiting_approval"
     """Not an end: why a run paused in AWAITING_APPROVAL (see `agentfsm.agent.approval`)."""
     AWAITING_INPUT = "awaiting_input"
@@ -83,6 +86,9 @@ class RunResult(Serializable):
     and in a result read back from JSON: it is left out of every dump (`--json`, traces,
     checkpoints), which keep `error`'s text."""
     usage: Usage = field(default_factory=Usage)
+    parsed: Any = None
+    """With `output_type`: the validated final answer, an instance of it (its JSON is `output`);
+    None when the run ended otherwise. Read back from JSON (or replayed), its JSON data."""
     pending_approval: tuple[ToolCall, ...] = ()
     """When paused (`awaiting_approval`): the calls waiting for a decision, in call order."""
     pending_input: tuple[tuple[ToolCall, Question], ...] = ()

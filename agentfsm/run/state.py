@@ -31,6 +31,8 @@ class Observation(Serializable):
     input_required: InputRequired | None = None
     """The call asked for input instead of finishing (AWAITING_INPUT follows; not an observation
     the model reads)."""
+    output: Any = None
+    """A valid `final_result` call's answer, as JSON data (see `agentfsm.agent.output`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,3 +113,11 @@ class RunState(Serializable):
     """The answers to them so far, by call id, then by question key (AWAITING_INPUT writes them)."""
     input_rounds: dict[str, int] = field(default_factory=dict)
     """How often each of this step's calls asked for input (bounded by `max_input_rounds`)."""
+    output_failures: int = 0
+    """Final answers of this run that failed `output_type`'s validation (bounded by `output_retries`)."""
+    output_problem: str | None = None
+    """What was wrong with the last of them."""
+    final_output: Any = None
+    """The valid final answer, as JSON data, once `final_result` ended the run."""
+    parsed: Any = field(default=None, compare=False, metadata={"exclude": True})
+    """The same answer as the validated object (never dumped: a restored run rebuilds it)."""
