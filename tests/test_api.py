@@ -269,3 +269,23 @@ def test_deps_type_without_a_parameter_of_that_type_is_a_setup_error() -> None:
 
     with pytest.raises(ToolSetupError, match=r"deps_type=Shop but no parameter is annotated `Shop`"):
         tool(deps_type=Shop)(lookup)
+
+
+async def test_a_paused_run_keeps_its_deps_and_a_checkpoint_is_given_them_again(tmp_path: Any) -> None:
+    shop = Shop({"tea": 3.5})
+    needs_ok = tool(deps_type=Shop, needs_approval=True, name="price")(price.fn)
+    llm = ScriptedLLM([reply(tool_calls=[("price", {"item": "tea"})]), DONE])
+    agent = ToolCallAgent(llm=llm, tools=[needs_ok, Terminate()])
+    checkpoint = tmp_path / "run.ckpt"
+
+    paused = await agent.run("what does tea cost?", deps=shop, checkpoint=checkpoint)
+    assert paused.paused
+    restarted = ToolCallAgent(llm=ScriptedLLM([DONE]), tools=[needs_ok, Terminate()])
+    with pytest.raises(WrongTypeError, match=r"tool 'price' takes the run's dependencies, a Shop; got None"):
+        await restarted.resume(checkpoint)
+
+    agent.approve()
+    result = await agent.resume()  # in place: the deps it was given
+
+    assert result.stop_reason is StopReason.TERMINATED
+    assert shop.asked == ["tea"]
