@@ -135,7 +135,9 @@ async def test_trace_and_replay_hold_the_answer_and_its_corrections(tmp_path: Pa
     assert [t.dest for t in replayed.transitions][-1] == "FINISHED"
 
 
-async def test_replay_of_a_run_that_ran_out_of_retries_takes_the_same_edge(tmp_path: Path) -> None:
+async def test_replay_of_a_run_that_ran_out_of_retries_takes_the_same_edge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "run.jsonl"
     llm = ScriptedLLM(answers("{", "{"))
     result = await ToolCallAgent(llm=llm, output_type=City, output_retries=1).run("go", trace=trace)
@@ -147,6 +149,11 @@ async def test_replay_of_a_run_that_ran_out_of_retries_takes_the_same_edge(tmp_p
     assert replayed.result.error == result.error
     guards = [g.name for g in replayed.transitions[-1].guards]
     assert guards[:2] == ["terminated", "output_retries_spent"]
+    from agentfsm.cli.commands import main
+
+    assert main(["diagram", "--trace", str(trace)]) == 0  # drawn over the machine with the edge
+    drawn = capsys.readouterr().out
+    assert "OBSERVING --> ERROR: observe_done [output_retries_spent] / output_retries" in drawn
 
 
 async def test_a_finished_runs_checkpoint_gives_back_the_validated_object(tmp_path: Path) -> None:
