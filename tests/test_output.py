@@ -190,3 +190,21 @@ async def test_invalid_json_then_valid_over_http(llmock: Any, adapter: str) -> N
         sent[1]["messages"][-2]["tool_calls"][0]["id"],
         "Error: Error parsing arguments for final_result: Invalid JSON format",
     )
+
+
+async def test_manus_and_the_mcp_agent_take_output_type_and_the_config_files_output_retries(
+    tmp_path: Path,
+) -> None:
+    from agentfsm import Manus, MCPAgent
+    from agentfsm.sandbox.settings import SandboxSettings
+
+    llm = ScriptedLLM(answers({"name": "Paris"}, PARIS))
+    sandbox = SandboxSettings(mode="local", local_dir=str(tmp_path))
+    async with Manus(llm=llm, sandbox=sandbox, output_type=City, output_retries=1) as manus:
+        result = await manus.run("go")
+    assert (result.stop_reason, result.parsed) == (StopReason.TERMINATED, City(**PARIS))
+    assert "final_result" in llm.requests[0].tool_names and "terminate" in llm.requests[0].tool_names
+
+    mcp = MCPAgent(llm=ScriptedLLM(answers("{")), servers={}, output_type=City, output_retries=0)
+    assert (await mcp.run("go")).stop_reason is StopReason.OUTPUT_RETRIES
+    await mcp.aclose()
