@@ -58,6 +58,7 @@ __all__ = [
     "NotAFileError",
     "NotFoundError",
     "OptionsSetupError",
+    "OutputValidationError",
     "OutsideWorkspaceError",
     "PauseRun",
     "ProviderConnectionError",
@@ -65,6 +66,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RecordingError",
     "ReplayError",
+    "RunningLoopError",
     "SandboxError",
     "SandboxPathError",
     "ScriptExhaustedError",
@@ -159,6 +161,16 @@ class EndOfInputError(AgentfsmError, EOFError):
 
 class AgentBusyError(AgentfsmError, RuntimeError):
     """`run()` or `reset()` was called while a run is in progress."""
+
+
+class RunningLoopError(AgentfsmError, RuntimeError):
+    """`run_sync()` was called where an event loop already runs (async code, a notebook): it
+    would have to start a second loop in the same thread, which asyncio refuses."""
+
+
+class OutputValidationError(AgentfsmError, ValueError):
+    """The model gave no valid final result for the agent's `output_type` within `output_retries`
+    corrections: the run ends in ERROR with `output_retries`, this on `RunResult.exception`."""
 
 
 class WrongPhaseError(AgentfsmError, RuntimeError):

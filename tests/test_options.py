@@ -76,12 +76,16 @@ def test_manus_records_its_prompt_as_configured() -> None:
     ("agent_class", "record", "parts"),
     [
         (Idle, AgentOptions, {"name", "memory"}),
-        (ToolCallAgent, ToolCallOptions, {"llm", "tools", "memory", "approver", "input_handler", "name"}),
+        (
+            ToolCallAgent,
+            ToolCallOptions,
+            {"llm", "tools", "memory", "approver", "input_handler", "name", "output_type"},
+        ),
         (
             Manus,
             ManusOptions,
             {"llm", "sandbox", "ask_human", "extra_tools", "mcp_servers", "browser", "search", "memory"}
-            | {"approver", "input_handler", "name"},
+            | {"approver", "input_handler", "name", "output_type"},
         ),
     ],
 )

@@ -16,13 +16,14 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import AbstractContextManager, aclosing, nullcontext
-from typing import Any
+from typing import Any, Self
 
 from ..errors import (
     AgentBusyError,
     CheckpointError,
     IndexOutOfRangeError,
     KeyNotFoundError,
+    RunningLoopError,
     WrongPhaseError,
     WrongTypeError,
     WrongValueError,
@@ -87,6 +88,8 @@ class BaseAgent(DrivenModel, ABC):
         """The agent's options; `trace_config()`, checkpoints, replay and resume read them."""
         self.name = name or type(self).__name__.removesuffix("Agent").lower() or "agent"
         self.memory = memory if memory is not None else Memory()
+        self._deps: Any = None
+        """The dependencies the current (or last) run was given (`run(..., deps=...)`)."""
 
     # -- the options, by name (read-only: replace `options` to change them) ----------------
 
@@ -134,6 +137,11 @@ class BaseAgent(DrivenModel, ABC):
         return self.run_state.step
 
     @property
+    def deps(self) -> Any:
+        """The dependencies of the current run (or the last one): what `run(..., deps=...)` was given."""
+        return self._deps
+
+    @property
     def pending_approval(self) -> list[ToolCall]:
         """While the run is paused for approval: the calls waiting for a decision (none here)."""
         return []
@@ -146,7 +154,12 @@ class BaseAgent(DrivenModel, ABC):
     # -- driving the machine --------------------------------------------------------
 
     async def run(
-        self, request: str, *, trace: RecordPath | None = None, checkpoint: RecordPath | None = None
+        self,
+        request: str,
+        *,
+        trace: RecordPath | None = None,
+        checkpoint: RecordPath | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Run the machine from `request` to a final state, or a pause (`result.paused`); say why.
 
@@ -155,14 +168,67 @@ class BaseAgent(DrivenModel, ABC):
         `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.recording.trace`).
         `checkpoint`: a journal appended to after every transition and tool call, for `resume`
         (see `agentfsm.recording.checkpoint`).
+        `deps`: the app's objects this run's tools take (a tool's `deps_type`); never shown to
+        the model, traced or checkpointed, so a resumed run is given them again.
         """
         self._check_startable()
+        self._take_deps(deps)
         driver = self._new_run(checkpoint)
         with self._trace(trace, append=False):
             return await driver.run(request)
 
+    def run_sync(
+        self,
+        request: str,
+        *,
+        trace: RecordPath | None = None,
+        checkpoint: RecordPath | None = None,
+        deps: Any = None,
+    ) -> RunResult:
+        """`run()` for a script, where no event loop runs: the run on an event loop of its own.
+
+        What the agent opened on that loop (connections, a sandbox, a browser) cannot outlive it,
+        so `aclose()` closes it before the loop ends; memory stays, so the next `run_sync` goes
+        on with the conversation. Inside a running loop (async code, a notebook) this refuses
+        with `RunningLoopError`: ``await agent.run(...)`` there instead.
+        """
+        import asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RunningLoopError(
+                f"`run_sync()` of agent {self.name!r} was called inside a running event loop; "
+                "use `await agent.run(...)` there"
+            )
+        self._check_startable()  # before a loop is made: a refusal leaves nothing to close
+
+        async def run_then_close() -> RunResult:
+            try:
+                return await self.run(request, trace=trace, checkpoint=checkpoint, deps=deps)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(run_then_close())
+
+    async def aclose(self) -> None:
+        """Close what the agent holds open (subclasses: their model's connections, a sandbox, a
+        browser, MCP servers). The agent can run again afterwards: it opens them anew."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def resume(
-        self, checkpoint: RecordPath | None = None, *, trace: RecordPath | None = None
+        self,
+        checkpoint: RecordPath | None = None,
+        *,
+        trace: RecordPath | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Continue a run to its end: the paused one (no `checkpoint`), or the one saved in `checkpoint`.
 
@@ -172,13 +238,14 @@ class BaseAgent(DrivenModel, ABC):
         the agent must be built as the one that wrote it (same class and options; the
         model may differ), else `CheckpointError`; `trace` is not accepted there, since a
         trace starts at a run's `start` edge. A finished run's checkpoint gives back its
-        result and runs nothing.
+        result and runs nothing. `deps`: the run's dependencies (None: a paused run keeps those
+        it was given; a run from a checkpoint has none unless given).
         """
         if checkpoint is not None and trace is not None:
             raise WrongValueError(
                 "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
             )
-        driver = self._resumed_run(checkpoint)
+        driver = self._resumed_run(checkpoint, deps)
         with self._trace(trace, append=True):
             self.paused_edits = ()  # the trace has them now
             return await driver.run(None)
@@ -190,6 +257,7 @@ class BaseAgent(DrivenModel, ABC):
         final_only: bool = False,
         trace: RecordPath | None = None,
         checkpoint: RecordPath | None = None,
+        deps: Any = None,
     ) -> AsyncGenerator[AgentEvent | RunResult, None]:
         """`run`, as an async iterator of every event as it happens, ending with the `RunResult`.
 
@@ -199,26 +267,33 @@ class BaseAgent(DrivenModel, ABC):
         loop early cancels it (it ends `cancelled`). `final_only`: only the deltas of the turn
         that ends the run, each turn's held back until the machine has decided the edge after
         it (see `agentfsm.agent.streaming`); every other event comes as it happens.
-        `trace`, `checkpoint`: as `run`'s.
+        `trace`, `checkpoint`, `deps`: as `run`'s.
         """
         self._check_startable()
         return stream_run(
-            self, lambda: self.run(request, trace=trace, checkpoint=checkpoint), final_only=final_only
+            self,
+            lambda: self.run(request, trace=trace, checkpoint=checkpoint, deps=deps),
+            final_only=final_only,
         )
 
-    def iter(self, request: str, *, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
+    def iter(
+        self, request: str, *, checkpoint: RecordPath | None = None, deps: Any = None
+    ) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
         self._check_startable()
+        self._take_deps(deps)
         return _transitions(self._new_run(checkpoint), request)
 
-    def resume_iter(self, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
+    def resume_iter(
+        self, checkpoint: RecordPath | None = None, *, deps: Any = None
+    ) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step. A checkpoint is read and checked at once (`CheckpointError`).
 
         The run continues in its state: a phase runs its action again (THINKING asks
         the model again; ACTING runs only the calls not recorded as completed, see
         `ToolCallAgent._run_once`; OBSERVING records the observations).
         """
-        driver = self._resumed_run(checkpoint)
+        driver = self._resumed_run(checkpoint, deps)
         self.paused_edits = ()
         return _transitions(driver, None)
 
@@ -266,7 +341,15 @@ class BaseAgent(DrivenModel, ABC):
         self.paused_edits = ()
         return driver
 
-    def _resumed_run(self, checkpoint: RecordPath | None) -> RunDriver:
+    def check_deps(self, deps: Any) -> None:
+        """Refuse, before a run starts, `deps` that its tools cannot take (`WrongTypeError`);
+        the tool-calling agent checks each tool's `deps_type`. Nothing to check here."""
+
+    def _take_deps(self, deps: Any) -> None:
+        self.check_deps(deps)
+        self._deps = deps
+
+    def _resumed_run(self, checkpoint: RecordPath | None, deps: Any = None) -> RunDriver:
         """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
         self._check_idle()
         if checkpoint is None:
@@ -275,7 +358,9 @@ class BaseAgent(DrivenModel, ABC):
                     f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
                     "pass the checkpoint file of the run to continue"
                 )
+            self._take_deps(deps if deps is not None else self._deps)
             return self._run
+        self._take_deps(deps)
         lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
         try:
             restore(self, read_checkpoint(checkpoint, resuming=True))
@@ -431,6 +516,7 @@ class BaseAgent(DrivenModel, ABC):
             steps=run.step,
             output=self._output(run.stop_reason),
             error=run.error,
+            exception=run.exception,
             usage=run.usage,  # not a copy: the run is over, and the next one starts a new `RunState`
         )
 

@@ -34,6 +34,8 @@ from .toolcall import ToolCallAgent, ToolCallOptions
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from pydantic import BaseModel
+
     from ..browser.search import SearchBackend
     from ..browser.session import BrowserSession
     from ..browser.settings import BrowserSettings
@@ -123,6 +125,8 @@ class Manus(ToolCallAgent):
         parallel_tool_calls: bool = ManusOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ManusOptions.require_approval,
         max_input_rounds: int = ManusOptions.max_input_rounds,
+        output_type: type[BaseModel] | None = None,
+        output_retries: int = ManusOptions.output_retries,
         approver: Approver | None = None,
         input_handler: InputHandler | None = None,
         name: str | None = "manus",
@@ -136,7 +140,8 @@ class Manus(ToolCallAgent):
         first think. `browser`: settings for the agent's browser (default: `BrowserSettings()`,
         the system's Chromium, loopback hosts only), or a session, which the agent then owns and
         closes. `search`: the backend of browser_use's web_search (None: there is none).
-        `system_prompt` may contain ``{directory}``, replaced by the workspace at each think."""
+        `system_prompt` may contain ``{directory}``, replaced by the workspace at each think.
+        `output_type`: as `ToolCallAgent`'s (`final_result` joins the toolbox, beside `terminate`)."""
         from ..browser.session import BrowserSession
         from ..browser.tool import BrowserUseTool
         from ..sandbox.session import SandboxSession
@@ -154,6 +159,7 @@ class Manus(ToolCallAgent):
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
             max_input_rounds=max_input_rounds,
+            output_retries=output_retries,
         )
         self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
         self._owns_servers = not isinstance(mcp_servers, MCPServers)
@@ -184,6 +190,7 @@ class Manus(ToolCallAgent):
             approver=approver,
             input_handler=input_handler,
             name=name,
+            output_type=output_type,
         )
 
     @classmethod
@@ -269,18 +276,15 @@ class Manus(ToolCallAgent):
 
     async def aclose(self) -> None:
         """Destroy the sandbox and close the browser, if they exist (the agent can still run: it
-        makes new ones), and close the MCP servers it owns."""
+        makes new ones), close the MCP servers it owns, and its model's connections."""
         try:
             await self.session.close()
         finally:
             try:
                 await self.browser.close()
             finally:
-                if self._owns_servers:
-                    await self.mcp_servers.aclose()
-
-    async def __aenter__(self) -> Manus:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+                try:
+                    if self._owns_servers:
+                        await self.mcp_servers.aclose()
+                finally:
+                    await super().aclose()

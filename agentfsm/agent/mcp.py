@@ -18,7 +18,7 @@ SDK: `agentfsm.mcp.client` does, when a connection opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
@@ -27,6 +27,8 @@ from .awaiting_input import with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..memory import Memory
     from ..model.base import ChatModel, ToolChoice
     from ..questions import InputHandler
@@ -67,13 +69,16 @@ class MCPAgent(ToolCallAgent):
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
         max_input_rounds: int = ToolCallOptions.max_input_rounds,
+        output_type: type[BaseModel] | None = None,
+        output_retries: int = ToolCallOptions.output_retries,
         approver: Approver | None = None,
         input_handler: InputHandler | None = None,
         name: str | None = "mcp",
     ) -> None:
         """The options are `ToolCallOptions`' (documented and checked there). `servers`: an
         `MCPServers` (shared: the caller closes it), or settings by server id (owned: the
-        agent's `aclose()` closes them). `tools` join `terminate` as the agent's own tools."""
+        agent's `aclose()` closes them). `tools` join `terminate` as the agent's own tools.
+        `output_type`: as `ToolCallAgent`'s (`final_result` joins them)."""
         options = ToolCallOptions(
             max_steps=max_steps,
             stuck_limit=stuck_limit,
@@ -87,6 +92,7 @@ class MCPAgent(ToolCallAgent):
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
             max_input_rounds=max_input_rounds,
+            output_retries=output_retries,
         )
         self._owns_servers = not isinstance(servers, MCPServers)
         self.servers = servers if isinstance(servers, MCPServers) else MCPServers(servers)
@@ -99,6 +105,7 @@ class MCPAgent(ToolCallAgent):
             approver=approver,
             input_handler=input_handler,
             name=name,
+            output_type=output_type,
         )
 
     @classmethod
@@ -126,13 +133,14 @@ class MCPAgent(ToolCallAgent):
         await super().act()
 
     async def aclose(self) -> None:
-        """Close the servers the agent owns (a shared `MCPServers` is its owner's to close)."""
-        if self._owns_servers:
-            await self.servers.aclose()
+        """Close the servers the agent owns (a shared `MCPServers` is its owner's to close), and
+        its model's connections."""
+        try:
+            if self._owns_servers:
+                await self.servers.aclose()
+        finally:
+            await super().aclose()
 
-    async def __aenter__(self) -> MCPAgent:
+    async def __aenter__(self) -> Self:
         await self.connect()
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -141,6 +141,7 @@ class ReplayScript:
             is_error=record["is_error"],
             duration_s=record.get("duration_s", 0.0),
             input_required=InputRequired.model_validate(asked) if asked is not None else None,
+            output=record.get("output"),
         )
 
 
@@ -213,6 +214,10 @@ class ReplayAgent(ToolCallAgent):
             approver=None,
             name=header.get("agent"),
         )
+        output = config.get("output")
+        if isinstance(output, dict) and isinstance(output.get("tool"), str):  # it had `output_type`
+            self.output_name, self._output_config = output["tool"], output
+            self._sync_table()
         if config.get("awaiting_input"):  # the recorded agent's machine had the input state
             self.table = with_input(self.table)
         for message in header.get("history", []):

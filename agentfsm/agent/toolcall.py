@@ -3,7 +3,8 @@
 Every failure of a tool is an observation for the model, never a crash
 (OpenManus's wording for each kind). The assistant message is recorded in
 THINKING, before any tool runs, so the call/result pairing holds in memory
-at every transition.
+at every transition. With `output_type`, the run's answer is a validated
+object given through the `final_result` tool (`agentfsm.agent.output`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from ..errors import TokenLimitExceeded, WrongTypeError
+from ..errors import ArgumentError, TokenLimitExceeded, WrongTypeError
+from ..fsm.machine import StateSpec
 from ..log import event
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
@@ -25,17 +27,23 @@ from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.events import Edit, ToolCallCompleted, ToolCallStarted
+from ..run.result import RunResult, StopReason
 from ..run.state import Decision, Observation
 from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.terminate import Terminate
-from ..toolbox.tool import ArgumentError, Tool, ToolCollection, ToolResult
+from ..toolbox.tool import Tool, ToolCollection, ToolResult
 from .approval import STATE as AWAITING_APPROVAL
 from .approval import Approver, decide, rejection_text, undecided, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
 from .options import AgentOptions
+from .output import PROCESSED, TEXT_NUDGE, FinalResult, with_output
+from .output import STEP_PROMPT as OUTPUT_STEP_PROMPT
 from .react import ReActAgent
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["ToolCallAgent", "ToolCallOptions"]
 
@@ -75,6 +83,9 @@ class ToolCallOptions(AgentOptions):
     """Tools whose calls wait for a decision (AWAITING_APPROVAL), besides tools marked `needs_approval`."""
     max_input_rounds: Annotated[int, Spec(ge=1)] = 10
     """Times one call may ask for input (AWAITING_INPUT); one more is an error observation."""
+    output_retries: Annotated[int, Spec(ge=0)] = 2
+    """With `output_type`: invalid final answers the model may correct; one more ends the run in
+    ERROR with `output_retries`."""
 
 
 class ToolCallAgent(ReActAgent):
@@ -100,13 +111,20 @@ class ToolCallAgent(ReActAgent):
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
         max_input_rounds: int = ToolCallOptions.max_input_rounds,
+        output_type: type[BaseModel] | None = None,
+        output_retries: int = ToolCallOptions.output_retries,
         approver: Approver | None = None,
         input_handler: InputHandler | None = None,
         name: str | None = None,
     ) -> None:
         """The options are `ToolCallOptions`' (documented and checked there). `tools` defaults
-        to `terminate` alone; `approver` decides calls that need approval, `input_handler`
-        answers a tool's questions (None: the run pauses)."""
+        to `terminate` alone (with `output_type`, to none); `approver` decides calls that need
+        approval, `input_handler` answers a tool's questions (None: the run pauses).
+        `output_type`: a pydantic model the run's answer must be, given through the
+        `final_result` tool, validated, and returned as `RunResult.parsed` (the default step
+        prompt then names `final_result` instead of `terminate`)."""
+        if output_type is not None and next_step_prompt == NEXT_STEP_PROMPT:
+            next_step_prompt = OUTPUT_STEP_PROMPT
         options = ToolCallOptions(
             max_steps=max_steps,
             stuck_limit=stuck_limit,
@@ -120,6 +138,7 @@ class ToolCallAgent(ReActAgent):
             parallel_tool_calls=parallel_tool_calls,
             require_approval=frozenset(require_approval),
             max_input_rounds=max_input_rounds,
+            output_retries=output_retries,
         )
         self._init_tool_agent(
             options,
@@ -129,6 +148,7 @@ class ToolCallAgent(ReActAgent):
             approver=approver,
             input_handler=input_handler,
             name=name,
+            output_type=output_type,
         )
 
     def _init_tool_agent(
@@ -141,14 +161,24 @@ class ToolCallAgent(ReActAgent):
         approver: Approver | None,
         name: str | None,
         input_handler: InputHandler | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> None:
         """The constructor's work once the options are a checked record (Manus and replay build
         theirs, then call this)."""
         if not callable(getattr(llm, "ask_tool", None)):
             raise WrongTypeError(f"`llm` must be an LLM (or a ChatModel with `ask_tool`), got {llm!r}")
+        final = FinalResult(output_type) if output_type is not None else None
         self._init_agent(options, name=name, memory=memory)
         self.llm = llm
-        self.tools = ToolCollection.of(tools if tools is not None else [Terminate()])
+        default: list[Tool] = [Terminate()] if final is None else []
+        self.tools = ToolCollection.of(tools if tools is not None else default)
+        if final is not None:
+            self.tools.add(final)
+        self.output_type = output_type
+        """The pydantic model the run's answer must be (None: any text, or none)."""
+        self.output_name = final.name if final is not None else None
+        """The tool the answer comes through (`final_result`), when there is one."""
+        self._output_config = final.describe() if final is not None else None
         self.system_prompt = options.system_prompt
         """The prompt the next request sends: `options.system_prompt` (Manus fills in its workspace)."""
         self.approver = approver
@@ -173,10 +203,6 @@ class ToolCallAgent(ReActAgent):
         return self.options.max_observe
 
     @property
-    def special_tool_names(self) -> frozenset[str]:
-        return self.options.special_tool_names
-
-    @property
     def parallel_tool_calls(self) -> bool:
         return self.options.parallel_tool_calls
 
@@ -187,6 +213,21 @@ class ToolCallAgent(ReActAgent):
     @property
     def max_input_rounds(self) -> int:
         return self.options.max_input_rounds
+
+    @property
+    def output_retries(self) -> int:
+        return self.options.output_retries
+
+    @property
+    def finish_on_answer(self) -> bool:
+        """The option, off while an `output_type` is asked for (a text reply is not the answer)."""
+        return self.options.finish_on_answer and self.output_name is None
+
+    @property
+    def special_tool_names(self) -> frozenset[str]:
+        """The option's tools, and `final_result` when there is one."""
+        names = self.options.special_tool_names
+        return names | {self.output_name} if self.output_name is not None else names
 
     # -- approvals --------------------------------------------------------------
 
@@ -207,6 +248,8 @@ class ToolCallAgent(ReActAgent):
             table = with_input(table)
         if AWAITING_APPROVAL not in table.by_name and (self.require_approval or self.tools.approval_names):
             table = with_approval(table)
+        if self.output_name is not None:
+            table = with_output(table)
         self.table = table
 
     @property
@@ -311,6 +354,10 @@ class ToolCallAgent(ReActAgent):
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:
             run.nudge = EMPTY_NUDGE
+        elif self.output_name is not None:  # an answer, but not through `final_result`: one attempt
+            run.output_failures += 1
+            run.output_problem = "a plain text reply instead of a call"
+            run.nudge = TEXT_NUDGE
 
     def _with_distinct_ids(self, reply: LLMResponse) -> LLMResponse:
         """The reply with an id of its own for each call, before anything records its calls.
@@ -352,6 +399,8 @@ class ToolCallAgent(ReActAgent):
         }
         if AWAITING_INPUT in self.table.by_name:  # tools may ask for input: replay builds the same machine
             config["awaiting_input"] = True
+        if self._output_config is not None:  # replay routes the output edges as the run did
+            config["output"] = self._output_config
         return config
 
     def _system_messages(self, step_prompt: str | None = None) -> tuple[Message, ...]:
@@ -393,12 +442,25 @@ class ToolCallAgent(ReActAgent):
             done += [Observation(call=call, content=note, is_error=True) for call in skipped]
         run.usage.tool_calls += len(to_run)
         run.observations = done
+        if self.output_name is not None:
+            self._count_output(done[: len(to_run)])
         if (
             special is not None
             and not done[len(to_run) - 1].is_error
             and self._should_finish_execution(special)
         ):
             run.terminated_by = special.name
+            if special.name == self.output_name:
+                run.final_output = done[len(to_run) - 1].output
+
+    def _count_output(self, observations: Sequence[Observation]) -> None:
+        """Count this step's `final_result` calls that failed (bad JSON, invalid), keeping the last
+        one's text for the error the run ends with once they are too many."""
+        run = self.run_state
+        failed = [o for o in observations if o.call.name == self.output_name and o.is_error]
+        if failed:
+            run.output_failures += len(failed)
+            run.output_problem = failed[-1].content
 
     async def _run_once(self, call: ToolCall) -> Observation:
         """Execute `call` unless this step already did: the record that makes ACTING resumable.
@@ -483,7 +545,9 @@ class ToolCallAgent(ReActAgent):
             content, is_error = arguments, True
         else:
             run = self.run_state
-            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name)
+            if isinstance(tool, FinalResult):
+                return self._final_result(call, tool, arguments, started)
+            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name, self.deps)
             asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
                 with executing(context):
@@ -514,6 +578,58 @@ class ToolCallAgent(ReActAgent):
             is_error=is_error,
             duration_s=time.perf_counter() - started,
         )
+
+    def _final_result(
+        self, call: ToolCall, tool: FinalResult, arguments: dict[str, Any], started: float
+    ) -> Observation:
+        """A `final_result` call: validated here, the object kept for the result (and its JSON on
+        the observation, for traces and checkpoints), or the problems for the model to correct."""
+        try:
+            value = tool.parse(arguments)
+        except ArgumentError as exc:
+            content = f"Error: Invalid arguments for {call.name}: {exc}"
+            return Observation(
+                call=call, content=content, is_error=True, duration_s=time.perf_counter() - started
+            )
+        self.run_state.parsed = value
+        return Observation(
+            call=call,
+            content=PROCESSED,
+            output=value.model_dump(mode="json"),
+            duration_s=time.perf_counter() - started,
+        )
+
+    def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
+        """The engine's result, with the validated answer (`parsed`) and its JSON as the `output`
+        when `final_result` ended the run."""
+        result = super().run_result(spec, paused)
+        run = self.run_state
+        if paused is not None or run.final_output is None:
+            return result
+        parsed = run.parsed
+        if parsed is None:  # a run restored from a checkpoint, or replayed: rebuilt from the JSON
+            parsed = run.final_output
+            if self.output_type is not None:
+                parsed = self.output_type.model_validate(run.final_output)
+        output = json.dumps(run.final_output, ensure_ascii=False)
+        return replace(result, parsed=parsed, output=output)
+
+    def check_deps(self, deps: Any) -> None:
+        """Each tool with a `deps_type` takes `deps`: refused before the run starts otherwise."""
+        for item in self.tools:
+            wanted = item.deps_type
+            if wanted is not None and not isinstance(deps, wanted):
+                raise WrongTypeError(
+                    f"tool {item.name!r} takes the run's dependencies, a {wanted.__qualname__}; "
+                    f"got {deps!r}: pass `deps=` a {wanted.__qualname__} to the run"
+                )
+
+    async def aclose(self) -> None:
+        """Close the model's connections, if it holds any (`OpenAICompatible`: this event loop's
+        session; a model shared with other agents opens a new one on its next request)."""
+        aclose = getattr(self.llm, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     def interrupt(self) -> None:
         """The run ends outside its phases: answer its open calls, each with its result when this

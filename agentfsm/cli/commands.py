@@ -595,6 +595,10 @@ def _diagram(args: argparse.Namespace) -> int:
             table = with_input(table)
         if config.get("require_approval"):
             table = with_approval(table)
+        if config.get("output"):  # the agent had `output_type`: its edge out of OBSERVING
+            from ..agent.output import with_output
+
+            table = with_output(table)
         try:
             own = [
                 r for r in records if r["kind"] == "transition" and "agent" not in r

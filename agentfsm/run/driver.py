@@ -107,7 +107,7 @@ class RunDriver:
             while (spec := table.by_name[model.fsm_state]).is_phase:
                 assert spec.done is not None  # the table's validation guarantees it
                 if (failure := model.listener_failure()) is not None:  # an edge or an edit unrecorded
-                    yield self.abort(FAIL, _described(failure))
+                    yield self.abort(FAIL, _described(failure), failure)
                     break
                 action, resumed, resuming = spec.action, resuming, False
                 if action is None:  # a pause with nothing to do: stop on entry, go on when resumed
@@ -124,15 +124,15 @@ class RunDriver:
                     break
                 except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
                     self.phase_running = False
-                    yield self.abort(FAIL, f"{type(exc).__name__}: {exc}")
+                    yield self.abort(FAIL, f"{type(exc).__name__}: {exc}", exc)
                     break
                 except BaseException as exc:  # cancelled, KeyboardInterrupt, SystemExit: end, then go on up
                     self.phase_running = False
-                    self.abort(CANCEL, _interruption(exc))
+                    self.abort(CANCEL, _interruption(exc), exc)
                     raise
                 self.phase_running = False
                 if (failure := model.listener_failure()) is not None:  # the phase's events unrecorded
-                    yield self.abort(FAIL, _described(failure))
+                    yield self.abort(FAIL, _described(failure), failure)
                     break
                 yield self.fire(spec.done)
         except GeneratorExit:
@@ -193,9 +193,11 @@ class RunDriver:
         model.emit(transition)
         return transition
 
-    def abort(self, trigger: str, error: str) -> Transition | None:
-        """End the run on `trigger` (`fail`, `cancel`) with `error`, closing what it left open first."""
-        self.model.run_state.error = error
+    def abort(self, trigger: str, error: str, exception: BaseException | None = None) -> Transition | None:
+        """End the run on `trigger` (`fail`, `cancel`) with `error` (the text of `exception`, when an
+        exception ended it), closing what it left open first."""
+        run = self.model.run_state
+        run.error, run.exception = error, exception
         self.model.interrupt()
         return self.fire(trigger)
 
@@ -242,7 +244,7 @@ class RunDriver:
         if spec.final is None or run.stop_reason is None:
             return None
         if failure is not None and run.error is None:  # the edge into the final state was not recorded
-            run.error = _described(failure)
+            run.error, run.exception = _described(failure), failure
         result = model.last_result = model.run_result(spec, None)
         event(
             "run_finished",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..messages import ToolCall
 from ..model.base import Usage
@@ -45,6 +45,9 @@ class StopReason(StrEnum):
     STUCK = "stuck"
     ERROR = "error"
     CANCELLED = "cancelled"
+    OUTPUT_RETRIES = "output_retries"
+    """The model gave no valid final result for `output_type` within `output_retries` (see
+    `agentfsm.agent.output`)."""
     AWAITING_APPROVAL = "awaiting_approval"
     """Not an end: why a run paused in AWAITING_APPROVAL (see `agentfsm.agent.approval`)."""
     AWAITING_INPUT = "awaiting_input"
@@ -60,6 +63,9 @@ class StopReason(StrEnum):
 class RunResult(Serializable):
     """The outcome of one `run()`."""
 
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"arbitrary_types_allowed": True}
+    """`exception` is validated as an instance of its class (it is never dumped)."""
+
     run_id: str
     state: AgentState
     """`FINISHED` or `ERROR`: the state the agent is left in (`RUNNING` when the run is paused)."""
@@ -71,7 +77,18 @@ class RunResult(Serializable):
     """The final text: the answer, the last thing the model said, or a note on why it stopped."""
     error: str | None = None
     """None, or ``"ExceptionType: message"``."""
+    exception: BaseException | None = field(
+        default=None, compare=False, repr=False, metadata={"exclude": True}
+    )
+    """The exception behind `error`, to re-raise or inspect: what a phase raised (a provider's
+    `LLMError`, a tool's setup error), a recorder's failure, or the cancellation. None when the
+    run ended without error, when the machine itself decided the error (tool calls required),
+    and in a result read back from JSON: it is left out of every dump (`--json`, traces,
+    checkpoints), which keep `error`'s text."""
     usage: Usage = field(default_factory=Usage)
+    parsed: Any = None
+    """With `output_type`: the validated final answer, an instance of it (its JSON is `output`);
+    None when the run ended otherwise. Read back from JSON (or replayed), its JSON data."""
     pending_approval: tuple[ToolCall, ...] = ()
     """When paused (`awaiting_approval`): the calls waiting for a decision, in call order."""
     pending_input: tuple[tuple[ToolCall, Question], ...] = ()

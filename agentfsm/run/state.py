@@ -8,6 +8,7 @@ and the memory snapshot, and nothing else is needed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from ..messages import ToolCall
 from ..model.base import LLMResponse, Usage
@@ -30,6 +31,8 @@ class Observation(Serializable):
     input_required: InputRequired | None = None
     """The call asked for input instead of finishing (AWAITING_INPUT follows; not an observation
     the model reads)."""
+    output: Any = None
+    """A valid `final_result` call's answer, as JSON data (see `agentfsm.agent.output`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +62,13 @@ class Decision(Serializable):
 
 @dataclass(slots=True, kw_only=True)
 class RunState(Serializable):
-    """One run's state. `state` is the machine's leaf state name."""
+    """One run's state. `state` is the machine's leaf state name.
+
+    `exception` is the one field a dump leaves out: a live object, for `RunResult.exception`.
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"arbitrary_types_allowed": True}
+    """`exception` is validated as an instance of its class (it is never dumped)."""
 
     run_id: str = ""
     state: str = "IDLE"
@@ -68,6 +77,8 @@ class RunState(Serializable):
     stop_reason: StopReason | str | None = None
     """Why the run ended, from the edge that ended it (a user's edge may give any string)."""
     error: str | None = None
+    exception: BaseException | None = field(default=None, compare=False, metadata={"exclude": True})
+    """The exception behind `error`, when one ended the run (never dumped: a checkpoint keeps the text)."""
     output: str | None = None
     usage: Usage = field(default_factory=Usage)
 
@@ -102,3 +113,11 @@ class RunState(Serializable):
     """The answers to them so far, by call id, then by question key (AWAITING_INPUT writes them)."""
     input_rounds: dict[str, int] = field(default_factory=dict)
     """How often each of this step's calls asked for input (bounded by `max_input_rounds`)."""
+    output_failures: int = 0
+    """Final answers of this run that failed `output_type`'s validation (bounded by `output_retries`)."""
+    output_problem: str | None = None
+    """What was wrong with the last of them."""
+    final_output: Any = None
+    """The valid final answer, as JSON data, once `final_result` ended the run."""
+    parsed: Any = field(default=None, compare=False, metadata={"exclude": True})
+    """The same answer as the validated object (never dumped: a restored run rebuilds it)."""

@@ -1,7 +1,9 @@
 """Which run, step and call a tool is executing for, without changing any tool's signature.
 
 Tools are called with their arguments only (``await tool(**arguments)``), which is what keeps a
-tool a plain function. A few tools need to know the call they serve: an MCP tool passes the
+tool a plain function. The run's dependencies (`run(..., deps=...)`) reach a tool the same way:
+`@tool(deps_type=...)` fills them in from here, and a `Tool` subclass reads `current_call().deps`.
+A few tools need to know the call they serve: an MCP tool passes the
 run's trace context to its server in the request's ``_meta``, so the server's logs and spans
 join the run's. The agent sets the context around each execution; a context variable makes it
 task-local, so calls run in parallel (each in its own task) each see their own, and nothing is
@@ -19,7 +21,8 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ToolCallContext", "current_call", "executing"]
 
@@ -33,6 +36,8 @@ class ToolCallContext:
     step: int
     call_id: str
     tool: str
+    deps: Any = field(default=None, compare=False)
+    """The run's dependencies (`run(..., deps=...)`), None when it was given none."""
 
     @property
     def trace_id(self) -> str:

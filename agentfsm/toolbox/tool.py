@@ -4,6 +4,11 @@ A `Tool` declares a name, a description and a JSON-schema for its
 parameters, and implements `execute`. `@tool` builds one from a typed
 function. Arguments are validated against the schema before `execute` runs,
 so a tool body never sees arguments the model made up.
+
+A tool may also take the app's own objects (a database, a client, the user's
+session): its `deps_type`, which each run supplies (`run(..., deps=...)`).
+`@tool(deps_type=Shop)` fills in every parameter annotated ``Shop`` and leaves
+it out of the schema, so the model never sees it nor can make it up.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
-from ..errors import ArgumentError, KeyNotFoundError, ToolSetupError
+from ..errors import ArgumentError, KeyNotFoundError, ToolSetupError, WrongTypeError
 from ..questions import Answer, InputRequired
 from ..serde import Serializable
+from .call_context import current_call
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
 
 __all__ = ["ArgumentError", "FunctionTool", "Tool", "ToolCollection", "ToolResult", "tool"]
 
@@ -71,6 +77,9 @@ class Tool:
     tool_type: ClassVar[str] = "function"
     """What tracing calls it (`gen_ai.tool.type`): ``function``, run by the application; an MCP
     server's tool is an ``extension``, run by the service it calls."""
+    deps_type: type | None = None
+    """The class of the run's dependencies this tool takes (`run(..., deps=...)`), read in
+    `execute` as `current_call().deps`; the agent refuses a run given deps of another class."""
 
     def __init__(
         self,
@@ -160,10 +169,12 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         needs_approval: bool = False,
+        deps_type: type | None = None,
     ) -> None:
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
-        self._model = _arguments_model(fn)
+        self.deps_type = deps_type
+        self._model, self._deps_params = _arguments_model(fn, deps_type)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -181,24 +192,50 @@ class FunctionTool(Tool):
         try:
             model = self._model.model_validate(arguments)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ArgumentError(problems) from None
+            raise ArgumentError(validation_problems(exc)) from None
         return dict(model.__dict__)
 
     async def execute(self, **kwargs: Any) -> Any:
+        if self._deps_params:
+            kwargs.update(dict.fromkeys(self._deps_params, self._deps()))
         if self._is_async:
             return await self.fn(**kwargs)
         result = self.fn(**kwargs)
         return (await result) if inspect.isawaitable(result) else result
 
+    def _deps(self) -> Any:
+        """The run's dependencies, checked against `deps_type` (the agent checked them at the run's
+        start; this catches a call made outside a run, or a run given none)."""
+        call = current_call()
+        deps = call.deps if call is not None else None
+        assert self.deps_type is not None
+        if not isinstance(deps, self.deps_type):
+            raise WrongTypeError(
+                f"tool {self.name!r} takes the run's dependencies, a {self.deps_type.__qualname__}, and got "
+                f"{deps!r}; pass them to the run: `run(..., deps=...)`"
+            )
+        return deps
 
-def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
+
+def validation_problems(exc: ValidationError) -> str:
+    """pydantic's errors in one line, each as ``where: what``: the text a model reads to correct them."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _arguments_model(
+    fn: Callable[..., Any], deps_type: type | None
+) -> tuple[type[BaseModel], tuple[str, ...]]:
+    """The model of `fn`'s arguments as the model sends them, and the names of the parameters
+    annotated `deps_type` (filled in from the run's dependencies, so not in the model)."""
     from pydantic import ConfigDict, create_model
 
+    if deps_type is not None and not isinstance(deps_type, type):
+        raise ToolSetupError(f"@tool {fn.__name__!r}: `deps_type` must be a class, got {deps_type!r}")
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
+    deps: list[str] = []
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolSetupError(f"@tool {fn.__name__!r}: *args/**kwargs cannot be described to a model")
@@ -206,17 +243,29 @@ def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
             raise ToolSetupError(
                 f"@tool {fn.__name__!r}: parameter {param.name!r} needs a type hint (it becomes the schema)"
             )
+        if deps_type is not None and hints[param.name] is deps_type:
+            deps.append(param.name)
+            continue
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], default)
+    if deps_type is not None and not deps:
+        raise ToolSetupError(
+            f"@tool {fn.__name__!r}: deps_type={deps_type.__qualname__} but no parameter is annotated "
+            f"`{deps_type.__qualname__}`; annotate the one that takes the run's dependencies"
+        )
     config = ConfigDict(extra="forbid")
-    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields), tuple(deps)
 
 
 @overload
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, needs_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+    deps_type: type | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -225,13 +274,20 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: bool = False,
+    deps_type: type | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `Tool` from a function: name from the function, description from its
     docstring, parameters from its type hints. Works on sync and async functions.
-    `needs_approval`: each call waits for a person's decision (see `agentfsm.agent.approval`)."""
-    if fn is not None:
-        return FunctionTool(fn, name=name, description=description, needs_approval=needs_approval)
-    return lambda f: FunctionTool(f, name=name, description=description, needs_approval=needs_approval)
+    `needs_approval`: each call waits for a person's decision (see `agentfsm.agent.approval`).
+    `deps_type`: the class of the run's dependencies; parameters annotated with it are filled
+    in from `run(..., deps=...)` and are not part of the schema the model sees."""
+
+    def make(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            f, name=name, description=description, needs_approval=needs_approval, deps_type=deps_type
+        )
+
+    return make(fn) if fn is not None else make
 
 
 class ToolCollection:
