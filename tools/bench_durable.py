@@ -172,15 +172,19 @@ async def takeover(server: str) -> dict[str, Any]:
             if all(s.state == "running" for s in statuses):
                 break
             await asyncio.sleep(0.05)
-        held = [s.run_id for s in statuses if s.worker == "bench-1"]
-        first.send_signal(signal.SIGKILL)
+        # The worker holding more of the runs is killed (either may have taken them all).
+        by_worker = {w: [s.run_id for s in statuses if s.worker == w] for w in ("bench-1", "bench-2")}
+        victim, survivor = sorted(by_worker, key=lambda w: len(by_worker[w]), reverse=True)
+        held = by_worker[victim]
+        dead = first if victim == "bench-1" else second
+        dead.send_signal(signal.SIGKILL)
         killed = time.monotonic()
-        first.wait()
+        dead.wait()
         moved: dict[str, float] = {}
         while len(moved) < len(held) and time.monotonic() - killed < 60:
             for run_id in held:
                 status = await runs.status(run_id)
-                if run_id not in moved and status.worker == "bench-2":
+                if run_id not in moved and status.worker == survivor:
                     moved[run_id] = time.monotonic() - killed
             await asyncio.sleep(0.05)
         for run_id in ids:
