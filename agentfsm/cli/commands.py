@@ -819,9 +819,9 @@ def _drive(
     if refused:
         return _usage_error(refused)
     if result is not None and printer is not None:
-        printer.finish(result)
+        printer.finish(result, error_line=not interrupted)
     elif result is not None:
-        print_result(result, as_json, out)
+        print_result(result, as_json, out, error_line=not interrupted)  # `interrupted` says it
     if interrupted:
         return _interrupted()
     assert result is not None

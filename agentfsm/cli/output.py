@@ -56,19 +56,22 @@ def exit_code(result: RunResult) -> int:
     return EXIT_LIMIT if result.stop_reason in LIMITS else EXIT_OK
 
 
-def print_result(result: RunResult, as_json: bool, out: TextIO, err: TextIO | None = None) -> None:
+def print_result(
+    result: RunResult, as_json: bool, out: TextIO, err: TextIO | None = None, *, error_line: bool = True
+) -> None:
     """Write `result` to `out`: one JSON object (`--json`), or `format_result`'s text; then flush.
 
     A run's error goes to `err` (stderr), on one line, with or without `--json` (whose object
     keeps it too): stdout is the command's output, and an error read there by a script as the
-    model's answer is the mistake this avoids.
+    model's answer is the mistake this avoids. `error_line` False: the caller says it its own way
+    (a run the person interrupted ends with ``interrupted``, not a second line naming the cancel).
     """
     if as_json:
         out.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
     else:
         out.write(format_result(result) + "\n")
     out.flush()
-    if result.error:
+    if result.error and error_line:
         print(f"{PROG}: error: {result.error}", file=err or sys.stderr, flush=True)
 
 

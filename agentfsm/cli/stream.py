@@ -49,9 +49,10 @@ class TokenPrinter:
             self.out.flush()
             self._open = False
 
-    def finish(self, result: RunResult) -> None:
-        """After the run: close the last line, and write the summary (and any error) to `err`."""
+    def finish(self, result: RunResult, *, error_line: bool = True) -> None:
+        """After the run: close the last line, and write the summary (and any error, unless
+        `error_line` is False: see `print_result`) to `err`."""
         self._end_line()
         print(summary_line(result), file=self.err, flush=True)
-        if result.error:
+        if result.error and error_line:
             print(f"{PROG}: error: {result.error}", file=self.err, flush=True)
