@@ -250,6 +250,7 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
     llmock.reply("one done")
     llmock.reply("two done")
     llmock.reply("Both done after the restart.")
+    resumed_at = time.monotonic()
     resumed = subprocess.run(
         [sys.executable, "-m", "agentfsm", "resume", str(checkpoint), *server],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, **NO_DOCKER},
@@ -263,6 +264,17 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
         ("completed", 1, "two done"),
     ]
     assert [r["result"]["output"] for r in result["runs"]] == ["one done", "two done"]
-    models = [r.body["model"] for r in llmock.requests]  # the interrupted request got no answer
-    assert models == ["test-model", "step-model", "step-model", "test-model"]  # each as recorded
+    asked = [r.body["model"] for r in llmock.requests if r.started_at > resumed_at]
+    assert asked == ["step-model", "step-model", "test-model"]  # each model as recorded
     assert json.loads(checkpoint.read_text())["run_state"]["state"] == "DONE"
+    assert "already finished" not in resumed.stderr
+
+    again_at = time.monotonic()
+    again = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "resume", str(checkpoint), *server],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, **NO_DOCKER},
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "agentfsm: the flow already finished; its result:" in again.stderr
+    assert json.loads(again.stdout)["summary"] == "Both done after the restart."
+    assert [r for r in llmock.requests if r.started_at > again_at] == []  # nothing ran
