@@ -321,3 +321,49 @@ async def test_a_flow_cancelled_right_after_its_resume_resumes_from_the_same_sta
         before = read_flow_checkpoint(path, resuming=True)
         assert before["run_state"]["state"] == "EXECUTING"
         assert [s["status"] for s in before["flow_state"]["plan"]["steps"]] == ["not_started"]
+
+
+async def test_a_flow_cancelled_while_its_approver_decides_asks_again_on_resume(tmp_path: Path) -> None:
+    """Cancelled in AWAITING_AGENT, its step's agent still paused: the same flow resumed from the
+    checkpoint ends that agent's old pause and waits again for the same call, which then runs once."""
+    import asyncio
+
+    from agentfsm import tool
+
+    path = tmp_path / "flow.json"
+    ran: list[int] = []
+    deciding = asyncio.Event()
+
+    @tool
+    def record(n: int) -> str:
+        """Records `n` (a call that needs approval)."""
+        ran.append(n)
+        return f"recorded {n}"
+
+    async def slow_approver(calls: Any) -> Any:
+        deciding.set()
+        await asyncio.sleep(60)
+
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] record"]})])
+    replies = [reply("recording", [("record", {"n": 1})]), reply("recorded")]
+    coder = ToolCallAgent(llm=ScriptedLLM(replies), tools=[record], name="coder", require_approval=["record"])
+    flow = PlanningFlow(
+        agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("sum")]), approver=slow_approver
+    )
+    task = asyncio.ensure_future(flow.execute("record one", checkpoint=path))
+    await asyncio.wait_for(deciding.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert json.loads(path.read_text())["run_state"]["stop_reason"] == "cancelled"
+    assert coder.fsm_state == "AWAITING_APPROVAL"  # the flow's run ended; its agent's pause did not
+
+    flow.approver = None  # the app decides this time
+    paused = await flow.resume(checkpoint=path)
+    assert (paused.stop_reason, [c.name for c in paused.pending_approval]) == (
+        "awaiting_approval",
+        ["record"],
+    )
+    flow.approve()
+    result = await flow.resume()
+    assert (result.stop_reason, ran) == ("completed", [1])

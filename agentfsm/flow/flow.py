@@ -220,6 +220,9 @@ class PlanningFlow(DrivenModel):
             lease = Lease.acquire(checkpoint)
             try:
                 saved = read_flow_checkpoint(checkpoint, resuming=True)
+                for agent in self.agents.values():
+                    if agent.phase is not None:  # paused in the flow run this one replaces (cancelled)
+                        await agent.cancel()
                 restore_flow(self, saved)
                 self._run = self._new_run(checkpoint, lease, saved)
             except BaseException:
