@@ -1,5 +1,5 @@
-"""The API people reach for first: `run_sync()`, `async with`, `RunResult.exception`, typed tool
-dependencies (`deps=`)."""
+"""The API people reach for first: `run_sync()` and `resume_sync()`, `async with`,
+`RunResult.exception`, typed tool dependencies (`deps=`)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from agentfsm import (
     ToolCallAgent,
     tool,
 )
-from agentfsm.errors import LLMError, RunningLoopError, ToolSetupError, WrongTypeError
-from agentfsm.testing import ScriptedLLM, reply
+from agentfsm.errors import AgentBusyError, LLMError, RunningLoopError, ToolSetupError, WrongTypeError
+from agentfsm.testing import FunctionLLM, ScriptedLLM, reply
 from agentfsm.toolbox.call_context import current_call
 
 DONE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -289,3 +289,55 @@ async def test_a_paused_run_keeps_its_deps_and_a_checkpoint_is_given_them_again(
 
     assert result.stop_reason is StopReason.TERMINATED
     assert shop.asked == ["tea"]
+
+
+# -- resume_sync (after the dependencies: its test uses the shop) -----------------------
+
+
+def test_resume_sync_continues_a_paused_run_then_one_from_its_checkpoint(tmp_path: Any) -> None:
+    """A script's run paused for approval goes on with `resume_sync()` once approved; a run
+    cancelled with its checkpoint goes on with `resume_sync(checkpoint)` on another agent."""
+    ask = reply(tool_calls=[("price", {"item": "tea"})])
+    shop = Shop({"tea": 3.5})
+    needs_ok = tool(deps_type=Shop, needs_approval=True, name="price")(price.fn)
+    agent = ToolCallAgent(llm=ScriptedLLM([ask, DONE]), tools=[needs_ok, Terminate()])
+
+    paused = agent.run_sync("what does tea cost?", deps=shop)
+    assert paused.paused and shop.asked == []
+    agent.approve()
+    result = agent.resume_sync()
+
+    assert (result.stop_reason, result.steps) == (StopReason.TERMINATED, 2)
+    assert shop.asked == ["tea"]  # the approved call ran, with the deps the run was given
+    with pytest.raises(AgentBusyError, match="has no paused run to resume"):
+        agent.resume_sync()  # refused before a loop is made
+
+    checkpoint = tmp_path / "run.ckpt"
+
+    async def cancelled_run() -> None:  # cancelled while the model thinks
+        thinking = asyncio.Event()
+
+        async def never(request: Any) -> Any:
+            thinking.set()
+            await asyncio.sleep(60)
+
+        agent = ToolCallAgent(llm=FunctionLLM(never), tools=[Terminate()])
+        task = asyncio.ensure_future(agent.run("finish", checkpoint=checkpoint))
+        await asyncio.wait_for(thinking.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_run())
+    again = ToolCallAgent(llm=ScriptedLLM([DONE]), tools=[Terminate()])
+    result = again.resume_sync(checkpoint)
+    assert (result.state, result.stop_reason, result.steps) == (AgentState.FINISHED, StopReason.TERMINATED, 1)
+
+
+async def test_resume_sync_inside_a_running_loop_says_to_await_resume() -> None:
+    agent = ToolCallAgent(llm=ScriptedLLM([]))
+
+    with pytest.raises(
+        RunningLoopError, match=r"inside a running event loop; use `await agent.resume\(...\)`"
+    ):
+        agent.resume_sync()

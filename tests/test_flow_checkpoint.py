@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,147 @@ async def test_resume_refuses_a_flow_whose_agents_or_limits_differ_and_takes_ano
     again.approve_plan()
     result = await again.resume()
     assert result.ok and result.summary == "summed by another model"
+
+
+async def test_a_cancelled_flow_resumes_from_the_state_it_was_cancelled_in(tmp_path: Path) -> None:
+    """The flow's task cancelled while the second step's agent thinks: the checkpoint says
+    `cancelled`, and a resume (by the same flow, then by a new one) runs that step again from the
+    memory its agent started with, keeping the first step done; ended otherwise, it stays ended."""
+    import asyncio
+
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+    from agentfsm.testing import FunctionLLM, ModelRequest
+
+    path = tmp_path / "flow.json"
+    thinking = asyncio.Event()
+
+    async def never(request: ModelRequest) -> object:
+        thinking.set()
+        await asyncio.sleep(60)
+        raise AssertionError("cancelled before")
+
+    plan = reply(
+        tool_calls=[
+            ("planning", {"command": "create", "title": "T", "steps": ["[coder] one", "[writer] two"]})
+        ]
+    )
+
+    def build(planner: ScriptedLLM, writer: Any) -> PlanningFlow:
+        coder = ToolCallAgent(llm=ScriptedLLM([reply("one done")]), name="coder")
+        agents = {"coder": coder, "writer": ToolCallAgent(llm=writer, name="writer")}
+        return PlanningFlow(agents=agents, planner_llm=planner)
+
+    flow = build(ScriptedLLM([plan]), FunctionLLM(never))
+    task = asyncio.ensure_future(flow.execute("two steps", checkpoint=path))
+    await asyncio.wait_for(thinking.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    saved = json.loads(path.read_text())
+    assert (saved["run_state"]["state"], saved["run_state"]["stop_reason"]) == ("ERROR", "cancelled")
+    before = read_flow_checkpoint(path, resuming=True)
+    assert before["run_state"]["state"] == "EXECUTING" and before["run_state"]["stop_reason"] is None
+    assert [s["status"] for s in before["flow_state"]["plan"]["steps"]] == ["completed", "not_started"]
+    assert before["agents"]["writer"]["memory"]["messages"] == []  # as the step found it
+    assert read_flow_checkpoint(path)["run_state"]["state"] == "ERROR"  # what a reader is shown
+
+    shutil.copy(path, tmp_path / "copy.json")
+    flow.agents["writer"].llm = ScriptedLLM([reply("two done")])
+    flow.planner_llm = ScriptedLLM([reply("summed up")])
+    result = await flow.resume(checkpoint=path)  # the same flow, in the same process
+    assert (result.stop_reason, result.summary) == ("completed", "summed up")
+    assert [(s.status, s.attempts, s.notes) for s in result.plan.steps] == [  # type: ignore[union-attr]
+        ("completed", 1, "one done"),
+        ("completed", 1, "two done"),
+    ]
+    assert [r.agent for r in result.runs] == ["coder", "writer"]  # the cancelled run left no result
+    assert [m.content for m in flow.agents["writer"].memory.messages][1:] == ["two done"]
+
+    again = build(ScriptedLLM([reply("summed up anew")]), ScriptedLLM([reply("two done anew")]))
+    result = await again.resume(checkpoint=tmp_path / "copy.json")  # a new flow, as a new process's
+    assert (result.stop_reason, result.summary) == ("completed", "summed up anew")
+    assert json.loads((tmp_path / "copy.json").read_text())["run_state"]["state"] == "DONE"
+
+    finished = build(ScriptedLLM([]), ScriptedLLM([]))  # a flow that ended: its result, nothing runs
+    ended = await finished.resume(checkpoint=path)
+    assert (ended.stop_reason, ended.summary) == ("completed", "summed up")
+    assert finished.planner_llm.requests == []  # type: ignore[attr-defined]
+
+
+async def test_a_flow_cancelled_right_after_its_resume_resumes_from_the_same_state(tmp_path: Path) -> None:
+    """Cancelled before any transition of the resumed run: the document it was restored from is
+    the one a second resume continues from."""
+    import asyncio
+
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+    from agentfsm.testing import FunctionLLM, ModelRequest
+
+    path = tmp_path / "flow.json"
+    thinking = asyncio.Event()
+
+    async def never(request: ModelRequest) -> object:
+        thinking.set()
+        await asyncio.sleep(60)
+        raise AssertionError("cancelled before")
+
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] one"]})])
+    flow = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=FunctionLLM(never), name="coder")}, planner_llm=ScriptedLLM([plan])
+    )
+    for run in (lambda: flow.execute("one step", checkpoint=path), lambda: flow.resume(checkpoint=path)):
+        thinking.clear()
+        task = asyncio.ensure_future(run())
+        await asyncio.wait_for(thinking.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert json.loads(path.read_text())["run_state"]["stop_reason"] == "cancelled"
+        before = read_flow_checkpoint(path, resuming=True)
+        assert before["run_state"]["state"] == "EXECUTING"
+        assert [s["status"] for s in before["flow_state"]["plan"]["steps"]] == ["not_started"]
+
+
+async def test_a_flow_cancelled_while_its_approver_decides_asks_again_on_resume(tmp_path: Path) -> None:
+    """Cancelled in AWAITING_AGENT, its step's agent still paused: the same flow resumed from the
+    checkpoint ends that agent's old pause and waits again for the same call, which then runs once."""
+    import asyncio
+
+    from agentfsm import tool
+
+    path = tmp_path / "flow.json"
+    ran: list[int] = []
+    deciding = asyncio.Event()
+
+    @tool
+    def record(n: int) -> str:
+        """Records `n` (a call that needs approval)."""
+        ran.append(n)
+        return f"recorded {n}"
+
+    async def slow_approver(calls: Any) -> Any:
+        deciding.set()
+        await asyncio.sleep(60)
+
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] record"]})])
+    replies = [reply("recording", [("record", {"n": 1})]), reply("recorded")]
+    coder = ToolCallAgent(llm=ScriptedLLM(replies), tools=[record], name="coder", require_approval=["record"])
+    flow = PlanningFlow(
+        agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("sum")]), approver=slow_approver
+    )
+    task = asyncio.ensure_future(flow.execute("record one", checkpoint=path))
+    await asyncio.wait_for(deciding.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert json.loads(path.read_text())["run_state"]["stop_reason"] == "cancelled"
+    assert coder.fsm_state == "AWAITING_APPROVAL"  # the flow's run ended; its agent's pause did not
+
+    flow.approver = None  # the app decides this time
+    paused = await flow.resume(checkpoint=path)
+    assert (paused.stop_reason, [c.name for c in paused.pending_approval]) == (
+        "awaiting_approval",
+        ["record"],
+    )
+    flow.approve()
+    result = await flow.resume()
+    assert (result.stop_reason, ran) == ("completed", [1])

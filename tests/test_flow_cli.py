@@ -198,3 +198,83 @@ def test_a_step_s_call_that_needs_approval_is_asked_on_the_terminal_for_the_flow
     flow_edges = [r for r in records if r["kind"] == "transition" and r.get("agent") is None]
     edges = [(r["source"], r["dest"]) for r in flow_edges]
     assert ("EXECUTING", "AWAITING_AGENT") in edges and ("AWAITING_AGENT", "EXECUTING") in edges
+
+
+@pytest.mark.http
+def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any, tmp_path: Path) -> None:
+    """Ctrl-C while the step's agent thinks: exit 130, the checkpoint says `cancelled`, and
+    `agentfsm resume` runs that step again, from where the flow was, and the flow ends done."""
+    import os
+    import signal
+
+    from llmock.scenarios import Delay, Match
+
+    checkpoint = tmp_path / "flow.json"
+    # The steps' agent on a model of its own, so that only its think is held back.
+    (tmp_path / "agentfsm.toml").write_text(
+        '[llm]\nmodel = "openai/test-model"\n\n[llm.toolcall]\nmodel = "openai/step-model"\n'
+    )
+    server = ["--api-base", llmock.base_url("openai"), "--api-key", KEY, "--json"]
+    steps = ["[toolcall] one", "[toolcall] two"]
+    llmock.call_tool("planning", {"command": "create", "title": "T", "steps": steps})
+    llmock.add(Delay(8, match=Match(model="step-model")))  # the first step's think: interrupted
+    llmock.reply("never seen")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", "run", "--flow", "planning", "write and check", *server,
+         "--checkpoint", str(checkpoint)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, **NO_DOCKER},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )  # fmt: skip
+
+    def planned() -> bool:  # the edge into EXECUTING: the first step's agent asks its model next
+        try:
+            return json.loads(checkpoint.read_text())["run_state"]["state"] == "EXECUTING"
+        except (OSError, ValueError):
+            return False
+
+    try:
+        deadline = time.monotonic() + 60
+        while not planned():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        time.sleep(1.0)  # well inside the model's 8 s
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    saved = json.loads(checkpoint.read_text())
+    assert (saved["run_state"]["state"], saved["run_state"]["stop_reason"]) == ("ERROR", "cancelled")
+
+    llmock.reply("one done")
+    llmock.reply("two done")
+    llmock.reply("Both done after the restart.")
+    resumed_at = time.monotonic()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "resume", str(checkpoint), *server],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, **NO_DOCKER},
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert (result["state"], result["stop_reason"]) == ("FINISHED", "completed")
+    assert result["summary"] == "Both done after the restart."
+    assert [(s["status"], s["attempts"], s["notes"]) for s in result["plan"]["steps"]] == [
+        ("completed", 1, "one done"),
+        ("completed", 1, "two done"),
+    ]
+    assert [r["result"]["output"] for r in result["runs"]] == ["one done", "two done"]
+    asked = [r.body["model"] for r in llmock.requests if r.started_at > resumed_at]
+    assert asked == ["step-model", "step-model", "test-model"]  # each model as recorded
+    assert json.loads(checkpoint.read_text())["run_state"]["state"] == "DONE"
+    assert "already finished" not in resumed.stderr
+
+    again_at = time.monotonic()
+    again = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "resume", str(checkpoint), *server],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**os.environ, **NO_DOCKER},
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "agentfsm: the flow already finished; its result:" in again.stderr
+    assert json.loads(again.stdout)["summary"] == "Both done after the restart."
+    assert [r for r in llmock.requests if r.started_at > again_at] == []  # nothing ran

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager, aclosing, nullcontext
 from typing import Any, Self
 
@@ -192,22 +192,47 @@ class BaseAgent(DrivenModel, ABC):
         on with the conversation. Inside a running loop (async code, a notebook) this refuses
         with `RunningLoopError`: ``await agent.run(...)`` there instead.
         """
+        self._check_no_loop("run")
+        self._check_startable()  # before a loop is made: a refusal leaves nothing to close
+        return self._on_own_loop(lambda: self.run(request, trace=trace, checkpoint=checkpoint, deps=deps))
+
+    def resume_sync(
+        self,
+        checkpoint: RecordPath | None = None,
+        *,
+        trace: RecordPath | None = None,
+        deps: Any = None,
+    ) -> RunResult:
+        """`resume()` for a script, as `run_sync` is `run()`: the paused run (answer it first: a
+        run that pauses again returns paused), or the one saved in `checkpoint`, on an event loop
+        of its own, closed with what the agent opened on it. Inside a running loop this refuses
+        with `RunningLoopError`: ``await agent.resume(...)`` there instead."""
+        self._check_no_loop("resume")
+        self._check_idle()  # before a loop is made, as `run_sync`
+        if checkpoint is None:
+            self._paused_run()
+        return self._on_own_loop(lambda: self.resume(checkpoint, trace=trace, deps=deps))
+
+    def _check_no_loop(self, method: str) -> None:
+        """`RunningLoopError` where an event loop runs: `{method}_sync()` makes one of its own."""
         import asyncio
 
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            pass
-        else:
-            raise RunningLoopError(
-                f"`run_sync()` of agent {self.name!r} was called inside a running event loop; "
-                "use `await agent.run(...)` there"
-            )
-        self._check_startable()  # before a loop is made: a refusal leaves nothing to close
+            return
+        raise RunningLoopError(
+            f"`{method}_sync()` of agent {self.name!r} was called inside a running event loop; "
+            f"use `await agent.{method}(...)` there"
+        )
+
+    def _on_own_loop(self, start: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        """`start()`'s run on an event loop of its own, then `aclose()` before that loop ends."""
+        import asyncio
 
         async def run_then_close() -> RunResult:
             try:
-                return await self.run(request, trace=trace, checkpoint=checkpoint, deps=deps)
+                return await start()
             finally:
                 await self.aclose()
 
@@ -353,13 +378,9 @@ class BaseAgent(DrivenModel, ABC):
         """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
         self._check_idle()
         if checkpoint is None:
-            if self._run is None or self.phase is None:
-                raise AgentBusyError(
-                    f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
-                    "pass the checkpoint file of the run to continue"
-                )
+            driver = self._paused_run()
             self._take_deps(deps if deps is not None else self._deps)
-            return self._run
+            return driver
         self._take_deps(deps)
         lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
         try:
@@ -370,6 +391,15 @@ class BaseAgent(DrivenModel, ABC):
             raise
         driver.restarted()
         return driver
+
+    def _paused_run(self) -> RunDriver:
+        """The paused run's driver; `AgentBusyError` when there is none."""
+        if self._run is None or self.phase is None:
+            raise AgentBusyError(
+                f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
+                "pass the checkpoint file of the run to continue"
+            )
+        return self._run
 
     def restore_paused(self, run_state: RunState) -> None:
         """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's

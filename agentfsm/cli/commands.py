@@ -270,6 +270,9 @@ def _run_flow(args: argparse.Namespace, resumed: dict[str, Any] | None = None) -
         input_handler=input_handler,
         name=flow_name,
     )
+    recorded_state = flow.table.by_name.get(str(resumed["run_state"].get("state"))) if resumed else None
+    if recorded_state is not None and recorded_state.final is not None:  # as `resume` of an agent's
+        print(f"{PROG}: the flow already finished; its result:", file=sys.stderr)
     view = _terminal_view(flow, args.json, steps=agents.values())
     live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
     for asker in (reviewer, approver, input_handler):
@@ -423,7 +426,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     flow_data: dict[str, Any] | None = None
     with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
-        flow_data = read_flow_checkpoint(args.checkpoint)
+        flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
     if flow_data is not None:
         return _run_flow(args, flow_data)
     try:

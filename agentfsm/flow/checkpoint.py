@@ -28,6 +28,14 @@ that thread where it matters: before a step's agent runs (so a step marked
 done is never run again), and before `execute()` returns or pauses. The
 checkpoint's `Lease` is held while the flow runs or waits: a second owner is
 refused (`CheckpointLeasedError`).
+
+A cancelled flow (Ctrl-C, its task cancelled) is stopped, not finished, as
+an agent's run is (`agentfsm.recording.checkpoint.read_checkpoint`): the
+document of its edge into ERROR on `cancelled` holds, under ``resume_from``,
+the one written before it (the flow as of the edge into the state it was
+cancelled in), and a resume continues from that one, as if the process had
+been killed at the moment of the cancellation. Both are one document, so a
+kill mid-write still leaves the previous whole one.
 """
 
 from __future__ import annotations
@@ -102,12 +110,23 @@ class CheckpointedFlow(Protocol):
 class FlowCheckpointer:
     """Writes `flow` to `path` after each of its transitions (off the event loop), holding the lease."""
 
-    def __init__(self, path: RecordPath, flow: CheckpointedFlow, *, lease: Lease | None = None) -> None:
+    def __init__(
+        self,
+        path: RecordPath,
+        flow: CheckpointedFlow,
+        *,
+        lease: Lease | None = None,
+        resumed: dict[str, Any] | None = None,
+    ) -> None:
+        """`resumed`: the document the flow was restored from (a cancellation right after the
+        restore resumes from it again)."""
         check_writable(path, "checkpoint")
         self.path = os.fspath(path)
         self.flow = flow
         self.lease = lease if lease is not None else Lease.acquire(path)
         self.writer = RecordWriter(self.path, _replace)
+        self._before = resumed
+        """The last document that was not a cancellation's: what a cancelled flow resumes from."""
         self._unsubscribe = flow.on_event(self._on_event)
 
     def close(self) -> None:
@@ -120,7 +139,12 @@ class FlowCheckpointer:
         if not isinstance(event, Transition) or event.agent != self.flow.name:
             return None
         self.lease.verify()
-        self.writer.add(json.dumps(self.document(), ensure_ascii=False), new=False)
+        document = self.document()
+        if not _cancelled(document):
+            self._before = document
+        elif self._before is not None:
+            document[_RESUME_FROM] = self._before
+        self.writer.add(json.dumps(document, ensure_ascii=False), new=False)
         return self.writer  # the flow awaits it before a step's agent runs, and at its end or pause
 
     def document(self) -> dict[str, Any]:
@@ -161,11 +185,22 @@ def _replace(path: RecordPath, batch: Batch) -> None:
         os.close(directory)
 
 
+_RESUME_FROM = "resume_from"
+"""A cancelled flow's document holds here the one before it, which a resume continues from."""
+
+
+def _cancelled(document: dict[str, Any]) -> bool:
+    """The document of a flow's edge into a final state on `cancelled`."""
+    run_state = document.get("run_state")
+    return isinstance(run_state, dict) and run_state.get("stop_reason") == StopReason.CANCELLED.value
+
+
 _PARTS = ("flow", "executors", "reviewing", "config", "run_state", "flow_state", "agents")
 
 
-def read_flow_checkpoint(path: RecordPath) -> dict[str, Any]:
-    """The document at `path`; `CheckpointError` naming what is wrong with it."""
+def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, Any]:
+    """The document at `path`; `CheckpointError` naming what is wrong with it. `resuming`: the
+    document a resume continues from: a cancelled flow's is the one before its cancellation."""
     try:
         with open(path, encoding="utf-8") as source:
             data = json.load(source)
@@ -175,6 +210,14 @@ def read_flow_checkpoint(path: RecordPath) -> dict[str, Any]:
         ) from None
     except (ValueError, OSError) as exc:  # not JSON, not text, a directory, unreadable
         raise CheckpointError(f"{os.fspath(path)!r} is not a flow checkpoint ({exc})") from None
+    document = _checked(path, data)
+    if resuming and _cancelled(document) and _RESUME_FROM in document:
+        return _checked(path, document[_RESUME_FROM])
+    return document
+
+
+def _checked(path: RecordPath, data: object) -> dict[str, Any]:
+    """`data`, if it is a flow's document."""
     if (
         not isinstance(data, dict)
         or data.get("schema") != FLOW_CHECKPOINT_SCHEMA

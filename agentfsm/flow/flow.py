@@ -206,7 +206,9 @@ class PlanningFlow(DrivenModel):
         """Continue the paused flow (plan review, or its step's agent), with the decision or
         answers made meanwhile (none: it pauses again); or, given `checkpoint`, the flow saved
         there (by a process that may have been killed), from the state it was in: the flow must
-        be built as the one that wrote it. `trace`: the paused flow's trace, appended to (the
+        be built as the one that wrote it. A cancelled flow's checkpoint continues from the
+        state it was cancelled in (see `agentfsm.flow.checkpoint`); a flow that ended otherwise
+        gives back its result and runs nothing. `trace`: the paused flow's trace, appended to (the
         answers given meanwhile first); a flow resumed from a checkpoint has none."""
         if checkpoint is not None and trace is not None:
             raise WrongValueError(
@@ -217,8 +219,12 @@ class PlanningFlow(DrivenModel):
         if checkpoint is not None:
             lease = Lease.acquire(checkpoint)
             try:
-                restore_flow(self, read_flow_checkpoint(checkpoint))
-                self._run = self._new_run(checkpoint, lease)
+                saved = read_flow_checkpoint(checkpoint, resuming=True)
+                for agent in self.agents.values():
+                    if agent.phase is not None:  # paused in the flow run this one replaces (cancelled)
+                        await agent.cancel()
+                restore_flow(self, saved)
+                self._run = self._new_run(checkpoint, lease, saved)
             except BaseException:
                 lease.release()
                 raise
@@ -231,10 +237,12 @@ class PlanningFlow(DrivenModel):
         with self._trace(trace, append=True):
             return self.flow_result(await self._run.run(None))
 
-    def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
+    def _new_run(
+        self, checkpoint: RecordPath | None, lease: Lease | None = None, saved: dict[str, Any] | None = None
+    ) -> RunDriver:
         closers: tuple[Callable[[], None], ...] = ()
         if checkpoint is not None:
-            closers = (FlowCheckpointer(checkpoint, self, lease=lease).close,)
+            closers = (FlowCheckpointer(checkpoint, self, lease=lease, resumed=saved).close,)
         return self._start_driver(closers)
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
