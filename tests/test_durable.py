@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from durable_agents import AGENTS, TASK
@@ -65,6 +66,11 @@ async def test_a_paused_run_is_approved_or_rejected_through_the_database(sqlite_
     assert not effects.exists()  # nothing runs before its decision
     with pytest.raises(KeyNotFoundError, match="waits for no call 'c9'"):
         await sqlite_runs.approve(approved, "c9")
+    with pytest.raises(
+        WrongValueError,
+        match=re.escape(f"call 'c1' of run {approved!r} waits for approval: approve or reject it"),
+    ):
+        await sqlite_runs.answer(approved, "c1", {"ok": True})
     await sqlite_runs.approve(approved, "c1")
     await sqlite_runs.reject(rejected, "c1", "not today")
     first = await sqlite_runs.result(approved, wait=True, timeout=30)
@@ -96,6 +102,10 @@ async def test_a_tool_s_question_pauses_the_run_and_its_answer_reaches_the_tool(
         await sqlite_runs.answer(accepted, "c9", {"name": "Ada"})
     with pytest.raises(KeyNotFoundError, match="asked no question 'nope'"):
         await sqlite_runs.answer(accepted, "c1", {"name": "Ada"}, key="nope")
+    with pytest.raises(
+        WrongValueError, match=re.escape(f"call 'c1' of run {accepted!r} waits for input: answer it")
+    ):
+        await sqlite_runs.approve(accepted, "c1")
     with pytest.raises(WrongValueError, match="a 'decline' answer carries no content"):
         await sqlite_runs.answer(accepted, "c1", {"name": "Ada"}, action="decline")
     await sqlite_runs.answer(accepted, "c1", {"name": "Ada", "age": 36})

@@ -138,11 +138,13 @@ class DurableRuns:
 
     async def approve(self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None) -> None:
         """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given)."""
-        await self._decide(run_id, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
+        status = await self.status(run_id)
+        await self._decide(status, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
 
     async def reject(self, run_id: str, call_id: str, reason: str | None = None) -> None:
         """Reject the paused run's call `call_id`; the model reads `reason`."""
-        await self._decide(run_id, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
+        status = await self.status(run_id)
+        await self._decide(status, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
 
     async def answer(
         self,
@@ -170,20 +172,25 @@ class DurableRuns:
             )
         answer = Answer(action=action, content=content).model_dump(mode="json")
         await self._decide(
-            run_id, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
+            status, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
         )
 
-    async def _decide(self, run_id: str, call_id: str, message: dict[str, Any]) -> None:
-        status = await self.status(run_id)
+    async def _decide(self, status: RunStatus, call_id: str, message: dict[str, Any]) -> None:
+        """Send `message` to the paused run, once its pause says it waits for it (a decision the run
+        cannot apply would only be logged and dropped there)."""
+        run_id = status.run_id
         if status.state != "paused":
             raise WrongPhaseError(
                 f"run {run_id!r} is {status.state}, not paused: a decision is taken only while it waits"
             )
-        pause = await asyncio.to_thread(self._client.event, run_id, PAUSE_EVENT) or {}
-        waiting = [c["id"] for c in pause.get("calls", ())] + [
-            q["call"]["id"] for q in pause.get("questions", ())
-        ]
-        if call_id not in waiting:
+        approvals = [call.id for call in status.pending_approval]
+        questions = list(dict.fromkeys(call.id for call, _ in status.pending_input))
+        answering = message["kind"] == "answer"
+        if call_id not in (questions if answering else approvals):
+            if call_id in (approvals if answering else questions):
+                waits, use = ("approval", "approve or reject it") if answering else ("input", "answer it")
+                raise WrongValueError(f"call {call_id!r} of run {run_id!r} waits for {waits}: {use}")
+            waiting = approvals + questions
             raise KeyNotFoundError(f"run {run_id!r} waits for no call {call_id!r}; it waits for {waiting!r}")
         await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC)
 
