@@ -8,18 +8,23 @@ that recovers a run answers as the one that died would have. ``record`` takes
 ``record(n=N)``, before or after its side effect (once per run: a marker file
 beside the effects file says it happened). ``approval``: one call of ``record``
 that needs approval, then `terminate`. ``remote``: the `OpenAICompatible` model at
-``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script).
+``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script). ``asking``: one call
+of a tool that asks a question (the run pauses in AWAITING_INPUT), then `terminate`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
-from agentfsm import Terminate, ToolCallAgent, tool
+from agentfsm import Terminate, Tool, ToolCallAgent, ToolResult, tool
 from agentfsm.durable import AgentSpec
 from agentfsm.messages import Role, ToolCall
+from agentfsm.questions import Answer, InputRequired, Question
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
 TASK = "record 1, 2 and 3, then finish"
@@ -129,3 +134,54 @@ def slow_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS["slow"] = slow_agent
+
+
+class AskAge(Tool):
+    """Asks for a name and an age, then appends what it was given to the effects file (the answer the
+    tool received, as it received it)."""
+
+    name = "ask_age"
+    description = "Ask the user for their name and age."
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    asks_for_input = True
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name"],
+    }
+
+    def __init__(self, effects: Path) -> None:
+        super().__init__()
+        self.effects = effects
+
+    async def execute(self, **kwargs: Any) -> ToolResult:
+        question = Question(key="person", message="Who are you?", schema=self.SCHEMA)
+        return ToolResult(input_required=InputRequired(questions=(question,), token="t1"))
+
+    async def resume(self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any) -> Any:
+        given = answers["person"]
+        with open(self.effects, "a") as out:
+            out.write(json.dumps({"token": asked.token, **given.model_dump(mode="json")}) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        if given.action != "accept":
+            return ToolResult(error=f"no answer ({given.action})")
+        return f"hello {given.content}"
+
+
+def asking_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One call of ``ask_age`` (a question the run pauses for), then `terminate` with what it heard."""
+
+    def ask_script(request: ModelRequest) -> object:
+        heard = [m.content or "" for m in request.messages if m.role is Role.TOOL]
+        if not heard:
+            return reply("asking", [ToolCall.create("c1", "ask_age", {})])
+        return reply(heard[-1], [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    effects = spec.options.get("effects") or os.environ["DURABLE_EFFECTS"]  # the command line sets no options
+    return ToolCallAgent(
+        llm=FunctionLLM(ask_script), tools=[AskAge(Path(effects)), Terminate()], name="asker", max_steps=5
+    )
+
+
+AGENTS["asking"] = asking_agent

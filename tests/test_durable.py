@@ -1,10 +1,12 @@
 """Durable runs on SQLite in one process: `Worker` and `DurableRuns` side by side, the same API as across
-machines. What a run does and returns, its trace, approvals and rejections, cancellation, and refusals."""
+machines. What a run does and returns, its trace, approvals and rejections, a tool's questions and their
+answers, cancellation, and refusals."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from durable_agents import AGENTS, TASK
@@ -64,6 +66,11 @@ async def test_a_paused_run_is_approved_or_rejected_through_the_database(sqlite_
     assert not effects.exists()  # nothing runs before its decision
     with pytest.raises(KeyNotFoundError, match="waits for no call 'c9'"):
         await sqlite_runs.approve(approved, "c9")
+    with pytest.raises(
+        WrongValueError,
+        match=re.escape(f"call 'c1' of run {approved!r} waits for approval: approve or reject it"),
+    ):
+        await sqlite_runs.answer(approved, "c1", {"ok": True})
     await sqlite_runs.approve(approved, "c1")
     await sqlite_runs.reject(rejected, "c1", "not today")
     first = await sqlite_runs.result(approved, wait=True, timeout=30)
@@ -73,6 +80,50 @@ async def test_a_paused_run_is_approved_or_rejected_through_the_database(sqlite_
     assert "not today" in await sqlite_runs.trace(rejected)
     with pytest.raises(WrongPhaseError, match="is finished, not paused"):
         await sqlite_runs.approve(approved, "c1")
+
+
+async def test_a_tool_s_question_pauses_the_run_and_its_answer_reaches_the_tool(sqlite_runs, tmp_path):
+    effects = tmp_path / "effects.txt"
+    spec = AgentSpec(agent="asking", options={"effects": str(effects)})
+    accepted, declined = await sqlite_runs.submit("a", spec), await sqlite_runs.submit("b", spec)
+    for run_id in (accepted, declined):
+        status = await until(sqlite_runs, run_id, "paused")
+        assert status.pending_approval == ()
+        [(call, question)] = status.pending_input
+        assert (call.id, call.name, question.key, question.message) == (
+            "c1",
+            "ask_age",
+            "person",
+            "Who are you?",
+        )
+        assert question.schema["required"] == ["name"]
+    assert not effects.exists()  # the tool has heard nothing yet
+    with pytest.raises(KeyNotFoundError, match="waits for no call 'c9'"):
+        await sqlite_runs.answer(accepted, "c9", {"name": "Ada"})
+    with pytest.raises(KeyNotFoundError, match="asked no question 'nope'"):
+        await sqlite_runs.answer(accepted, "c1", {"name": "Ada"}, key="nope")
+    with pytest.raises(
+        WrongValueError, match=re.escape(f"call 'c1' of run {accepted!r} waits for input: answer it")
+    ):
+        await sqlite_runs.approve(accepted, "c1")
+    with pytest.raises(WrongValueError, match="a 'decline' answer carries no content"):
+        await sqlite_runs.answer(accepted, "c1", {"name": "Ada"}, action="decline")
+    await sqlite_runs.answer(accepted, "c1", {"name": "Ada", "age": 36})
+    first = await sqlite_runs.result(accepted, wait=True, timeout=30)
+    await sqlite_runs.answer(declined, "c1", action="decline", key="person")
+    second = await sqlite_runs.result(declined, wait=True, timeout=30)
+    assert str(first.stop_reason) == str(second.stop_reason) == "terminated"
+    heard = [json.loads(line) for line in effects.read_text().splitlines()]
+    assert heard == [
+        {"token": "t1", "action": "accept", "content": {"name": "Ada", "age": 36}},
+        {"token": "t1", "action": "decline", "content": None},
+    ]  # each call was resumed once, with its answer
+    assert "hello {'name': 'Ada', 'age': 36}" in first.output
+    assert "no answer (decline)" in second.output
+    records = [json.loads(line) for line in (await sqlite_runs.trace(accepted)).splitlines()]
+    assert [r["kind"] for r in records].count("tool") == 3  # asked, answered, terminate
+    with pytest.raises(WrongPhaseError, match="is finished, not paused"):
+        await sqlite_runs.answer(accepted, "c1", {"name": "Ada"})
 
 
 async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):

@@ -1,5 +1,5 @@
 """The durable runs' commands across processes on PostgreSQL: `agentfsm worker` runs what `agentfsm submit`
-enqueued; `status`, `approve`, `result` and `cancel` reach the run from processes of their own."""
+enqueued; `status`, `approve`, `answer`, `result` and `cancel` reach the run from processes of their own."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ WORKER = [
     "worker",
     "--agent-factory",
     "approval=durable_agents:approval_agent",
+    "--agent-factory",
+    "asking=durable_agents:asking_agent",
 ]
 
 
@@ -43,9 +45,7 @@ def wait_for(db: str, run_id: str, state: str, timeout: float = 30) -> dict:
     return found
 
 
-def test_submit_approve_cancel_and_result_from_other_processes(pg_url, tmp_path):  # noqa: F811
-    db = pg_url
-    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+def started_worker(db: str, effects: Path, log: Path) -> subprocess.Popen[str]:
     with open(log, "w") as err:
         worker = subprocess.Popen(
             [*WORKER, "--db", db, "--worker-id", "cli-worker", "--concurrency", "2"],
@@ -54,11 +54,18 @@ def test_submit_approve_cancel_and_result_from_other_processes(pg_url, tmp_path)
             text=True,
             env={**ENV, "DURABLE_EFFECTS": str(effects)},
         )
+    deadline = time.monotonic() + 30
+    while "worker cli-worker runs queue 'agentfsm'" not in log.read_text():
+        assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    return worker
+
+
+def test_submit_approve_cancel_and_result_from_other_processes(pg_url, tmp_path):  # noqa: F811
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
     try:
-        deadline = time.monotonic() + 30
-        while "worker cli-worker runs queue 'agentfsm'" not in log.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
         spec = ["--agent", "approval"]
         submitted = [agentfsm("submit", task, "--db", db, *spec) for task in ("one", "two")]
         assert [s.returncode for s in submitted] == [0, 0]
@@ -90,6 +97,60 @@ def test_submit_approve_cancel_and_result_from_other_processes(pg_url, tmp_path)
         worker.communicate(timeout=30)
     assert worker.returncode == 0, log.read_text()
     assert "transition" in log.read_text()  # the worker logs its runs' transitions on stderr
+
+
+def test_a_tool_s_question_is_answered_from_another_process(pg_url, tmp_path):  # noqa: F811
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
+    try:
+        submitted = [agentfsm("submit", task, "--db", db, "--agent", "asking") for task in ("one", "two")]
+        assert [s.returncode for s in submitted] == [0, 0]
+        answered, declined = (s.stdout.strip() for s in submitted)
+        paused = wait_for(db, answered, "paused")
+        [[call, question]] = paused["pending_input"]
+        assert (call["id"], call["name"], question["key"]) == ("c1", "ask_age", "person")
+        assert paused["pending_approval"] == []
+        text = agentfsm("status", answered, "--db", db)
+        assert text.returncode == 4, text.stderr
+        assert "waits for input: c1 ask_age [person] Who are you?" in text.stdout
+        assert "--field name=<string>" in text.stdout and "--field age=<integer> (optional)" in text.stdout
+        mistakes = {
+            ("c9", "--field", "name=Ada"): "waits for no call 'c9'",
+            ("c1", "--field", "nick=A"): "has no field 'nick'; its fields: name, age",
+            ("c1", "--field", "name=Ada", "--field", "age=old"): "age='old' is not of type integer",
+            ("c1", "--field", "age=36"): "needs --field name=...",
+            ("c1", "--question", "other", "--field", "name=Ada"): "asked no question 'other'",
+            ("c1", "--decline", "--field", "name=Ada"): "--decline takes no --field",
+        }
+        for words, message in mistakes.items():
+            refused = agentfsm("answer", answered, *words, "--db", db)
+            assert refused.returncode == 2 and message in refused.stderr, (words, refused.stderr)
+        assert not effects.exists()  # nothing reached the tool
+        both = agentfsm("answer", answered, "c1", "--field", "name=Ada", "--field", "age=36", "--db", db)
+        assert both.returncode == 0, both.stderr
+        done = agentfsm("result", answered, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["stop_reason"] == "terminated"
+        assert (
+            result["output"] == "Observed output of cmd `ask_age` executed:\nhello {'name': 'Ada', 'age': 36}"
+        )
+        wait_for(db, declined, "paused")
+        assert agentfsm("answer", declined, "c1", "--decline", "--db", db).returncode == 0
+        ended = agentfsm("result", declined, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert "no answer (decline)" in json.loads(ended.stdout)["output"]
+        heard = [json.loads(line) for line in effects.read_text().splitlines()]
+        assert heard == [
+            {"token": "t1", "action": "accept", "content": {"name": "Ada", "age": 36}},
+            {"token": "t1", "action": "decline", "content": None},
+        ]  # the tool, in the worker, received each answer once
+        late = agentfsm("answer", answered, "c1", "--field", "name=Ada", "--db", db)
+        assert late.returncode == 2 and "is finished, not paused" in late.stderr
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
 
 
 def test_bad_database_urls_are_bad_usage():

@@ -1,4 +1,4 @@
-"""The durable runs' commands: `worker`, `submit`, `status`, `result`, `cancel`, `approve`.
+"""The durable runs' commands: `worker`, `submit`, `status`, `result`, `cancel`, `approve`, `answer`.
 
 Each is a thin layer over `agentfsm.durable` (`Worker`, `DurableRuns`): the
 same operations a Python program calls. A worker's agents are the command
@@ -20,10 +20,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..agent.toolcall import ToolCallAgent
-from ..errors import AgentfsmError, ConfigError
+from ..errors import AgentfsmError, ConfigError, WrongValueError
+from ..questions import AnswerAction, Question
 from ..toolbox.terminate import Terminate
 from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
 from .parser import PROG
+from .terminal import _typed
 
 if TYPE_CHECKING:
     from ..durable import AgentFactory, AgentSpec, DurableRuns, RunStatus
@@ -60,6 +62,8 @@ async def _with_runs(args: argparse.Namespace) -> int:
             await runs.cancel(args.run_id)
             print(f"{args.run_id}: cancel requested", file=sys.stderr)
             return EXIT_OK
+        if args.command == "answer":
+            return await _answer(runs, args)
         if args.reject is not None:
             await runs.reject(args.run_id, args.call_id, args.reject)
         else:
@@ -91,9 +95,75 @@ def _report(status: RunStatus, as_json: bool) -> int:
         print(f"{status.run_id}: {status.state}{where}", flush=True)
         for call in status.pending_approval:
             print(f"  waits for approval: {call.id} {call.name}({call.arguments})", flush=True)
+        for call, question in status.pending_input:
+            print(f"  waits for input: {call.id} {call.name} [{question.key}] {question.message}", flush=True)
+            if question.url is not None:
+                print(f"    open {question.url}, then answer with no --field", flush=True)
+            for line in _fields(question):
+                print(f"    --field {line}", flush=True)
         if status.result is not None:
             print_result(status.result, False, sys.stdout)
     return exit_code(status.result) if status.result is not None else EXIT_PAUSED
+
+
+async def _answer(runs: DurableRuns, args: argparse.Namespace) -> int:
+    """`answer`: the fields typed as the question's schema says (as the terminal types them), checked
+    against it here, so a mistake is told now rather than dropped by the run."""
+    action: AnswerAction = "decline" if args.decline else "cancel" if args.cancel else "accept"
+    if action != "accept":
+        if args.fields:
+            raise WrongValueError(
+                f"--{action} takes no --field; give the fields to accept, or --{action} alone"
+            )
+        await runs.answer(args.run_id, args.call_id, action=action, key=args.question)
+        return EXIT_OK
+    status = await runs.status(args.run_id)
+    asked = [q for call, q in status.pending_input if call.id == args.call_id]
+    if args.question is not None:
+        asked = [q for q in asked if q.key == args.question]
+    content: dict[str, Any] | None = dict(args.fields)
+    if len(asked) == 1:  # else there is no such question, or --question must say which: refused below
+        url_opened = asked[0].url is not None and not args.fields
+        content = None if url_opened else _content(asked[0], args.fields)
+    await runs.answer(args.run_id, args.call_id, content, key=args.question)  # refuses the rest by name
+    return EXIT_OK
+
+
+def _fields(question: Question) -> list[str]:
+    """The fields of `question`'s answer, one a line: ``NAME=<type>``, optional or not."""
+    properties: dict[str, Any] = dict(question.schema.get("properties") or {})
+    required = set(question.schema.get("required") or ())
+    lines = []
+    for name, spec in properties.items():
+        kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
+        lines.append(f"{name}=<{kind}>" + ("" if name in required else " (optional)"))
+    return lines
+
+
+def _content(question: Question, fields: list[tuple[str, str]]) -> dict[str, Any]:
+    """The answer's content from ``--field`` pairs, typed by `question`'s schema; `WrongValueError`
+    naming an unknown field, a value not of its type, or a required field left out."""
+    properties: dict[str, Any] = dict(question.schema.get("properties") or {})
+    required = set(question.schema.get("required") or ())
+    content: dict[str, Any] = {}
+    for name, text in fields:
+        if properties and name not in properties:
+            raise WrongValueError(
+                f"question {question.key!r} has no field {name!r}; its fields: {', '.join(properties)}"
+            )
+        spec = properties.get(name)
+        kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
+        value = _typed(text, kind)
+        if value is None:
+            raise WrongValueError(f"--field {name}={text!r} is not of type {kind}; give {name}=<{kind}>")
+        content[name] = value
+    missing = sorted(required - set(content))
+    if missing:
+        raise WrongValueError(
+            f"question {question.key!r} needs --field {', '.join(f'{m}=...' for m in missing)} "
+            "(or --decline, --cancel)"
+        )
+    return content
 
 
 async def _result(runs: DurableRuns, args: argparse.Namespace) -> int:

@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # -- durable runs (agentfsm.durable; the commands are agentfsm.cli.durable's) --------------------
 
-DURABLE_COMMANDS = ("worker", "submit", "status", "result", "cancel", "approve")
+DURABLE_COMMANDS = ("worker", "submit", "status", "result", "cancel", "approve", "answer")
 
 
 def _durable_commands(commands: Any) -> None:
@@ -278,6 +278,29 @@ def _durable_commands(commands: Any) -> None:
     _db_option(approve)
     approve.add_argument("--reject", metavar="REASON", help="reject the call instead; the model reads REASON")
 
+    answer = commands.add_parser(
+        "answer",
+        help="answer the question a paused durable run's call asks",
+        description="Answer a tool's question a paused run waits for (`status` shows it and its fields); "
+        "the run goes on once its questions are answered.",
+    )
+    answer.add_argument("run_id", metavar="ID")
+    answer.add_argument("call_id", metavar="CALL", help="the asking call's id, as `status` lists it")
+    _db_option(answer)
+    answer.add_argument(
+        "--field",
+        dest="fields",
+        metavar="KEY=VALUE",
+        type=_field,
+        action="append",
+        default=[],
+        help="one field of the answer, typed as the question's schema says (repeatable)",
+    )
+    answer.add_argument("--question", metavar="KEY", help="which question of the call (when it asks several)")
+    refuse = answer.add_mutually_exclusive_group()
+    refuse.add_argument("--decline", action="store_true", help="refuse to answer (the tool is told so)")
+    refuse.add_argument("--cancel", action="store_true", help="dismiss the question (the tool is told so)")
+
 
 def _run_id_command(commands: Any, name: str, text: str) -> argparse.ArgumentParser:
     command: argparse.ArgumentParser = commands.add_parser(
@@ -319,6 +342,13 @@ def _factory(text: str) -> tuple[str, str]:
             f"expected NAME=MODULE:FUNCTION (e.g. mine=myapp.agents:build), got {text!r}"
         )
     return name.strip(), target.strip()
+
+
+def _field(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. name=Ada), got {text!r}")
+    return key.strip(), value
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import KeyNotFoundError, WrongPhaseError
+from ..errors import KeyNotFoundError, WrongPhaseError, WrongValueError
 from ..messages import ToolCall
-from ..questions import Answer, AnswerAction
+from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..serde import Serializable
 from .engine import EngineClient, Listed
@@ -42,6 +42,8 @@ class RunStatus(Serializable):
     """Once it ended: its result (a cancelled run's says `cancelled`)."""
     pending_approval: tuple[ToolCall, ...] = ()
     """While paused: the calls waiting for a decision (`DurableRuns.approve`, `reject`)."""
+    pending_input: tuple[tuple[ToolCall, Question], ...] = ()
+    """While paused: the questions tool calls asked, each with its call (`DurableRuns.answer`)."""
 
     @property
     def ended(self) -> bool:
@@ -75,7 +77,7 @@ class DurableRuns:
         return await asyncio.to_thread(self._status, listed)
 
     def _status(self, listed: Listed) -> RunStatus:
-        state, result, calls = self._where(listed)
+        state, result, pause = self._where(listed)
         return RunStatus(
             run_id=listed.run_id,
             state=state,
@@ -84,28 +86,32 @@ class DurableRuns:
             worker=listed.worker,
             app_version=listed.app_version,
             result=result,
-            pending_approval=calls,
+            pending_approval=tuple(ToolCall.model_validate(c) for c in pause.get("calls", ())),
+            pending_input=tuple(
+                (ToolCall.model_validate(q["call"]), Question.model_validate(q["question"]))
+                for q in pause.get("questions", ())
+            ),
         )
 
-    def _where(self, listed: Listed) -> tuple[RunStatusState, RunResult | None, tuple[ToolCall, ...]]:
-        """DBOS's status of the run, read as a run's: its state, its result once ended, the calls
-        a paused run waits for."""
+    def _where(self, listed: Listed) -> tuple[RunStatusState, RunResult | None, dict[str, Any]]:
+        """DBOS's status of the run, read as a run's: its state, its result once ended, and what
+        a paused run waits for (its pause event: the calls to decide, the questions to answer)."""
         status, run_id = listed.status, listed.run_id
         if status in ("ENQUEUED", "DELAYED"):
-            return "queued", None, ()
+            return "queued", None, {}
         if status == "PENDING":
             pause = self._client.event(run_id, PAUSE_EVENT)
             if pause:
-                return "paused", None, tuple(ToolCall.model_validate(c) for c in pause.get("calls", ()))
-            return "running", None, ()
+                return "paused", None, pause
+            return "running", None, {}
         if status == "SUCCESS" and isinstance(listed.output, dict):
             result = RunResult.model_validate(listed.output)
             result = result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
-            return ("finished" if result.state is AgentState.FINISHED else "error"), result, ()
+            return ("finished" if result.state is AgentState.FINISHED else "error"), result, {}
         if status == "CANCELLED":
             cancelled = StopReason.CANCELLED
-            return "cancelled", _ended(run_id, cancelled, _CANCELLED), ()
-        return "error", _ended(run_id, StopReason.ERROR, listed.error or f"the run ended as {status}"), ()
+            return "cancelled", _ended(run_id, cancelled, _CANCELLED), {}
+        return "error", _ended(run_id, StopReason.ERROR, listed.error or f"the run ended as {status}"), {}
 
     async def result(
         self, run_id: str, *, wait: bool = False, timeout: float | None = None, poll_s: float = 0.1
@@ -132,11 +138,13 @@ class DurableRuns:
 
     async def approve(self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None) -> None:
         """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given)."""
-        await self._decide(run_id, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
+        status = await self.status(run_id)
+        await self._decide(status, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
 
     async def reject(self, run_id: str, call_id: str, reason: str | None = None) -> None:
         """Reject the paused run's call `call_id`; the model reads `reason`."""
-        await self._decide(run_id, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
+        status = await self.status(run_id)
+        await self._decide(status, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
 
     async def answer(
         self,
@@ -147,23 +155,42 @@ class DurableRuns:
         action: AnswerAction = "accept",
         key: str | None = None,
     ) -> None:
-        """Answer the question of the paused run's call `call_id` (as `ToolCallAgent.answer`)."""
+        """Answer the question `key` (None: the call's only one) of the paused run's call `call_id`
+        (as `ToolCallAgent.answer`): `content` accepted, or `action` ``decline`` / ``cancel``."""
+        if action != "accept" and content is not None:
+            raise WrongValueError(f"a {action!r} answer carries no content; got {content!r}")
+        status = await self.status(run_id)
+        keys = [q.key for call, q in status.pending_input if call.id == call_id]
+        if keys and key is None and len(keys) > 1:
+            raise WrongValueError(
+                f"call {call_id!r} of run {run_id!r} asks {len(keys)} questions ({keys!r}); "
+                "pass `key=` to say which one this answers"
+            )
+        if keys and key is not None and key not in keys:
+            raise KeyNotFoundError(
+                f"call {call_id!r} of run {run_id!r} asked no question {key!r}; it asked {keys!r}"
+            )
         answer = Answer(action=action, content=content).model_dump(mode="json")
         await self._decide(
-            run_id, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
+            status, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
         )
 
-    async def _decide(self, run_id: str, call_id: str, message: dict[str, Any]) -> None:
-        status = await self.status(run_id)
+    async def _decide(self, status: RunStatus, call_id: str, message: dict[str, Any]) -> None:
+        """Send `message` to the paused run, once its pause says it waits for it (a decision the run
+        cannot apply would only be logged and dropped there)."""
+        run_id = status.run_id
         if status.state != "paused":
             raise WrongPhaseError(
                 f"run {run_id!r} is {status.state}, not paused: a decision is taken only while it waits"
             )
-        pause = await asyncio.to_thread(self._client.event, run_id, PAUSE_EVENT) or {}
-        waiting = [c["id"] for c in pause.get("calls", ())] + [
-            q["call"]["id"] for q in pause.get("questions", ())
-        ]
-        if call_id not in waiting:
+        approvals = [call.id for call in status.pending_approval]
+        questions = list(dict.fromkeys(call.id for call, _ in status.pending_input))
+        answering = message["kind"] == "answer"
+        if call_id not in (questions if answering else approvals):
+            if call_id in (approvals if answering else questions):
+                waits, use = ("approval", "approve or reject it") if answering else ("input", "answer it")
+                raise WrongValueError(f"call {call_id!r} of run {run_id!r} waits for {waits}: {use}")
+            waiting = approvals + questions
             raise KeyNotFoundError(f"run {run_id!r} waits for no call {call_id!r}; it waits for {waiting!r}")
         await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC)
 
