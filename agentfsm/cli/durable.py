@@ -25,7 +25,7 @@ from ..questions import AnswerAction, Question
 from ..toolbox.terminate import Terminate
 from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
 from .parser import PROG
-from .terminal import _typed
+from .terminal import typed_field
 
 if TYPE_CHECKING:
     from ..durable import AgentFactory, AgentSpec, DurableRuns, RunStatus
@@ -153,7 +153,7 @@ def _content(question: Question, fields: list[tuple[str, str]]) -> dict[str, Any
             )
         spec = properties.get(name)
         kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
-        value = _typed(text, kind)
+        value = typed_field(text, kind)
         if value is None:
             raise WrongValueError(f"--field {name}={text!r} is not of type {kind}; give {name}=<{kind}>")
         content[name] = value

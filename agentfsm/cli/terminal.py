@@ -47,6 +47,7 @@ __all__ = [
     "read_line",
     "say",
     "terminal_available",
+    "typed_field",
 ]
 
 
@@ -249,7 +250,7 @@ class TerminalInputHandler:
                     return Answer.decline() if text == "d" else Answer.cancel()
                 if not text and name not in required:
                     break
-                value = _typed(text, kind)
+                value = typed_field(text, kind)
                 if value is None:
                     say(f"not a {kind}: {text!r}; asking again\n")
                     continue
@@ -258,8 +259,9 @@ class TerminalInputHandler:
         return Answer.accept(content)
 
 
-def _typed(text: str, kind: str) -> Any:
-    """`text` as a value of the JSON schema type `kind`, or None when it is not one."""
+def typed_field(text: str, kind: str) -> Any:
+    """`text` as a value of the JSON schema type `kind`, or None when it is not one: how a typed
+    answer to a question's field is read, here and by `agentfsm answer`."""
     if kind in ("integer", "number"):
         try:
             return int(text) if kind == "integer" else float(text)
