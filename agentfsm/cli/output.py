@@ -118,3 +118,13 @@ def format_transition(t: Transition) -> str:
     if t.error:
         lines.append(f"    error: {t.error}")
     return "\n".join(lines)
+
+
+def exit_interrupted() -> int:
+    print(f"{PROG}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def usage_error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,151 @@
+"""The command line's agents: each built from the configuration and the flags, its credentials
+checked offline and its sandbox's preconditions met before anything runs (`run`, `resume`,
+`run --flow`, `mcp-serve` build theirs the same way)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..agent.base import BaseAgent
+from ..agent.toolcall import ToolCallAgent
+from ..errors import ConfigError
+from ..model.base import ChatModel
+from ..toolbox.terminate import Terminate
+
+if TYPE_CHECKING:
+    from ..agent.toolcall import ToolCallOptions
+    from ..mcp.settings import MCPServerSettings
+    from .config import Settings
+
+
+def check_model_credentials(llm: ChatModel) -> None:
+    """Before any run starts: the provider's key is there, else `ConfigError` naming the variable.
+
+    Keyed on the model's name and options (`LLMOptions`, which an adapter for a provider is built
+    from; a model without them has no credentials to check). Offline, and before the event loop
+    exists: litellm's import (seconds, which the run would spend anyway) freezes nothing here.
+    """
+    from ..model.credentials import check_credentials
+    from ..model.options import LLMOptions
+
+    if isinstance(llm, LLMOptions):
+        check_credentials(llm.model, api_key=llm.api_key, api_base=llm.api_base, api_version=llm.api_version)
+
+
+def flags_given(args: argparse.Namespace, options: Iterable[str]) -> dict[str, Any]:
+    """The options set by a flag: a flag is named after the option it sets (``--max-steps``)."""
+    return {name: value for name in options if (value := getattr(args, name, None)) is not None}
+
+
+def mcp_server_settings(settings: Settings, flags: list[tuple[str, str]]) -> dict[str, MCPServerSettings]:
+    """The configured MCP servers, with those of ``--mcp-server NAME=...`` over them."""
+    from ..mcp.settings import MCPServerSettings
+
+    servers = settings.mcp.server_settings()
+    for name, target in flags:
+        servers[name] = MCPServerSettings.parse(target)
+    return servers
+
+
+def build_agent(
+    name: str,
+    settings: Settings,
+    llm: ChatModel,
+    options: Mapping[str, Any],
+    *,
+    mcp_servers: Mapping[str, MCPServerSettings] | None = None,
+    terminal: bool = True,
+) -> ToolCallAgent:
+    """The agent `name` with `options`; calls that need approval are asked about on the terminal
+    (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
+    first think (mcp and manus agents)."""
+    from ..agent.manus import Manus
+    from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
+
+    agent: ToolCallAgent
+    servers = dict(mcp_servers or {})
+    if name == "manus":
+        # A question is asked on the terminal only when someone can answer it there.
+        ask = ask_on_terminal if terminal and terminal_available() else None
+        agent = Manus(
+            llm=llm,
+            sandbox=settings.sandbox,
+            browser=settings.browser,
+            ask_human=ask,
+            mcp_servers=servers,
+            name=name,
+            **options,
+        )
+    elif name == "mcp":
+        from ..agent.mcp import MCPAgent
+
+        if not servers:
+            raise ConfigError(
+                "the mcp agent needs an MCP server: pass --mcp-server NAME=COMMAND_OR_URL, "
+                "or configure [mcp.servers.<id>]"
+            )
+        agent = MCPAgent(llm=llm, servers=servers, name=name, **options)
+    else:
+        if servers:
+            raise ConfigError(
+                f"the {name} agent takes no MCP servers (got {', '.join(servers)}): "
+                "use --agent mcp or --agent manus"
+            )
+        agent = ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+    # An MCP server's tools are known once it connects: approvals may name them.
+    unknown = sorted(agent.require_approval - set(agent.tools.names)) if not servers else []
+    if unknown:
+        raise ConfigError(
+            f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
+            f"its tools: {', '.join(agent.tools.names)}"
+        )
+    if name == "manus" and settings.sandbox.mode == "docker":
+        check_docker_sandbox(settings.sandbox.image)
+    if agent.approval_names and terminal:
+        agent.approver = TerminalApprover()
+    if servers:  # an MCP server may ask for input: the person at the terminal answers
+        agent.input_handler = TerminalInputHandler()
+    return agent
+
+
+def check_docker_sandbox(image: str) -> None:
+    """`[sandbox] mode = "docker"` asks for the Docker sandbox: without an engine or the image the
+    run is refused before it starts (`ConfigError`), rather than run with every tool failing."""
+    from ..sandbox.session import docker_unavailable
+
+    problem = docker_unavailable(image)
+    if problem is not None:
+        raise ConfigError(f'[sandbox] mode = "docker", but {problem}')
+
+
+def recorded_kind(agent_class: object) -> str:
+    """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
+    kind = str(agent_class)
+    if kind.endswith(".PlanningFlow"):
+        return "planning"
+    return "manus" if kind.endswith(".Manus") else "mcp" if kind.endswith(".MCPAgent") else "toolcall"
+
+
+def agent_class_named(name: str) -> type[BaseAgent]:
+    if name == "manus":
+        from ..agent.manus import Manus
+
+        return Manus
+    if name == "mcp":
+        from ..agent.mcp import MCPAgent
+
+        return MCPAgent
+    return ToolCallAgent
+
+
+def options_class_named(name: str) -> type[ToolCallOptions]:
+    """The options record of the agent `name` (its defaults fill what a checkpoint lacks)."""
+    if name == "manus":
+        from ..agent.manus import ManusOptions
+
+        return ManusOptions
+    from ..agent.toolcall import ToolCallOptions
+
+    return ToolCallOptions

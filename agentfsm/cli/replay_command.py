@@ -1,0 +1,127 @@
+"""`agentfsm replay`: a trace re-driven offline, an agent's or a flow's, whole or step by step."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from ..errors import (
+    ReplayError,
+    TraceError,
+)
+from ..run.result import AgentState
+from .driving import log_level, run_async
+from .output import (
+    EXIT_ERROR,
+    EXIT_LIMIT,
+    exit_code,
+    format_transition,
+    print_result,
+    usage_error,
+)
+from .parser import PROG
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
+    from ..agent.replay import replay
+    from . import log_setup
+
+    if is_flow_trace(args.trace):
+        if args.step:
+            return usage_error(f"{args.trace} is a flow's trace; --step replays an agent's: drop --step")
+        return replay_flow(args)
+    if args.step:
+        return replay_step(args)
+    with (
+        log_setup.configured(args.log_format, level=log_level(args)),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
+        try:
+            replayed = run_async(replay(args.trace))
+        except ReplayError as exc:
+            return usage_error(str(exc))
+    out = sys.stdout
+    if not args.json:
+        for t in replayed.transitions:
+            print(format_transition(t) + "\n" * bool(t.stop_reason), file=out)
+    if replayed.result is None:
+        out.flush()
+        print(
+            f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    print_result(replayed.result, args.json, out)
+    return exit_code(replayed.result)
+
+
+def is_flow_trace(path: str) -> bool:
+    """Whether the trace at `path` is a flow's (one that cannot be read is the agent replay's to refuse)."""
+    from ..recording.trace import read_header
+
+    try:
+        header = read_header(path)
+    except TraceError:
+        return False
+    return str(header.get("agent_class", "")).endswith(".PlanningFlow")
+
+
+def replay_flow(args: argparse.Namespace) -> int:
+    """`replay` of a flow's trace: the flow's replayed transitions, its plan and its result, as
+    `run --flow` prints them; exit status as `run --flow`'s."""
+    from ..flow.replay import replay_flow
+    from . import log_setup
+
+    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+        try:
+            replayed = run_async(replay_flow(args.trace))
+        except ReplayError as exc:
+            return usage_error(str(exc))
+    out = sys.stdout
+    result = replayed.result
+    if not args.json:
+        for t in replayed.transitions:
+            print(format_transition(t) + "\n" * bool(t.stop_reason), file=out)
+    if result is None:
+        out.flush()
+        print(
+            f"{PROG}: {replayed.ended_early} (replayed {len(replayed.transitions)} transitions)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if args.json:
+        out.write(result.model_dump_json() + "\n")
+    else:
+        if result.plan is not None:
+            print(result.plan.render() + "\n", file=out)
+        if result.summary:
+            print(result.summary, file=out)
+        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=out)
+    out.flush()
+    if result.state is AgentState.ERROR:
+        return EXIT_ERROR
+    return 0 if result.ok or result.paused else EXIT_LIMIT
+
+
+def replay_step(args: argparse.Namespace) -> int:
+    """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
+    from ..agent.replay import Replayer
+    from . import log_setup
+    from .debugger import debug_command
+
+    try:
+        replayer = Replayer(args.trace)
+        with log_setup.configured(args.log_format, level=log_level(args)):
+            status = debug_command(
+                replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
+            )
+    except ReplayError as exc:
+        return usage_error(str(exc))
+    if replayer.ended_early is not None:
+        print(
+            f"{PROG}: {replayer.ended_early} (replayed {len(replayer.replayed)} transitions)", file=sys.stderr
+        )
+        return EXIT_ERROR
+    return status

@@ -1,0 +1,93 @@
+"""`agentfsm mcp-serve`: the command line's agents served to MCP clients, over stdio or over
+streamable HTTP on a loopback address (another only with `--allow-remote`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from ..agent.toolcall import ToolCallAgent
+from ..errors import ConfigError
+from ..model.base import ChatModel
+from .building import build_agent, check_model_credentials, flags_given, mcp_server_settings
+from .driving import log_level, run_async
+from .output import exit_interrupted, usage_error
+from .parser import PROG
+
+
+def mcp_serve_command(args: argparse.Namespace) -> int:
+    """Serve `run_agent` to MCP clients: each call builds its agent as `run` would, from the
+    same configuration and flags (the model flags apply to every agent's `[llm]`)."""
+    from . import log_setup
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .parser import AGENTS, package_version
+
+    http = args.http
+    if http is not None and not args.allow_remote and not is_loopback(http[0]):
+        return usage_error(
+            f"--http {http[0]}:{http[1]} serves beyond this machine, where anyone who reaches it runs "
+            "agents: bind a loopback address (127.0.0.1), or pass --allow-remote"
+        )
+    llm_flags = flags_given(args, LLMSettings.model_fields)
+    overrides = {
+        "llm": dict.fromkeys(AGENTS, llm_flags),
+        "agent": flags_given(args, AgentSettings.model_fields),
+    }
+    try:
+        settings = Settings.load(args.config, overrides)
+        flagged_servers = mcp_server_settings(settings, args.mcp_servers)
+    except ValueError as exc:
+        return usage_error(str(exc))
+    models: dict[str, ChatModel] = {}
+
+    def build(name: str, max_steps: int | None) -> ToolCallAgent:
+        """A new agent for one call; the model of each agent name is built once and shared."""
+        if name not in models:
+            llm = build_llm(settings.llm_for(name))
+            check_model_credentials(llm)
+            models[name] = llm
+        options = settings.agent.agent_kwargs() | ({"max_steps": max_steps} if max_steps else {})
+        servers = flagged_servers if name != "toolcall" else None
+        return build_agent(name, settings, models[name], options, mcp_servers=servers, terminal=False)
+
+    try:
+        build(args.agent, None)  # the default agent is buildable: its errors are reported now, not per call
+    except ValueError as exc:
+        return usage_error(str(exc))
+    except KeyboardInterrupt:
+        return exit_interrupted()
+    from ..mcp.serve import AgentServer  # the MCP SDK's server side, loaded by this command only
+
+    try:
+        server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=package_version())
+    except ImportError as exc:  # MissingExtraError: the SDK is not installed
+        return usage_error(str(exc))
+    secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
+    with log_setup.configured(args.log_format, secrets=secrets, level=log_level(args)):
+        try:
+            if http is None:
+                run_async(server.serve_stdio())
+            else:
+
+                def ready(url: str) -> None:
+                    print(f"{PROG}: serving MCP on {url}", file=sys.stderr, flush=True)
+
+                with contextlib.redirect_stdout(sys.stderr):  # stdout is no output of a server
+                    run_async(server.serve_http(*http, ready=ready))
+        except ConfigError as exc:  # the address cannot be listened on
+            return usage_error(str(exc))
+        except KeyboardInterrupt:
+            return exit_interrupted()
+    return 0
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: it may resolve anywhere
+        return False
