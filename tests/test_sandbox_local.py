@@ -303,16 +303,17 @@ async def test_close_kills_the_worker_and_what_its_snippets_left() -> None:
     box = LocalSandbox()
     async with box:
         worker = await worker_pid(box)
+        # The snippet returns once the shell has left its group (it writes its pid after setsid):
+        # a snippet that returned at once could be ended with its group before setsid ran.
         daemon = (
-            "import subprocess; subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > d.pid; exec sleep 300'])"
+            "import os, subprocess, time\n"
+            "subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > d.pid; exec sleep 300'])\n"
+            "for _ in range(500):\n"
+            "    if os.path.exists('d.pid') and open('d.pid').read().strip():\n"
+            "        break\n"
+            "    time.sleep(0.02)\n"
         )
         await box.run_python(daemon)
-        for _ in range(100):
-            if (Path(box.workspace) / "d.pid").exists() and (
-                Path(box.workspace) / "d.pid"
-            ).read_text().strip():
-                break
-            await asyncio.sleep(0.02)
         left = await pid_from(box, "d.pid")
         assert alive(left)  # a call's process that left its group outlives the call
     assert not alive(worker) and not alive(left)
