@@ -10,6 +10,8 @@ beside the effects file says it happened). ``approval``: one call of ``record``
 that needs approval, then `terminate`. ``remote``: the `OpenAICompatible` model at
 ``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script). ``asking``: one call
 of a tool that asks a question (the run pauses in AWAITING_INPUT), then `terminate`.
+``human``: one call of `ask_human` (no callback: on a worker, a question the run pauses
+for), then `terminate` with what it heard.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentfsm import Terminate, Tool, ToolCallAgent, ToolResult, tool
+from agentfsm import AskHuman, Terminate, Tool, ToolCallAgent, ToolResult, tool
 from agentfsm.durable import AgentSpec
 from agentfsm.messages import Role, ToolCall
 from agentfsm.questions import Answer, InputRequired, Question
@@ -185,3 +187,20 @@ def asking_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS["asking"] = asking_agent
+
+
+def human_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One call of `ask_human`, then `terminate` with the observation it got."""
+
+    def human_script(request: ModelRequest) -> object:
+        heard = [m.content or "" for m in request.messages if m.role is Role.TOOL]
+        if not heard:
+            return reply("asking", [ToolCall.create("c1", "ask_human", {"inquire": "Which colour?"})])
+        return reply(heard[-1], [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    return ToolCallAgent(
+        llm=FunctionLLM(human_script), tools=[AskHuman(), Terminate()], name="human", max_steps=5
+    )
+
+
+AGENTS["human"] = human_agent

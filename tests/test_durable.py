@@ -126,6 +126,32 @@ async def test_a_tool_s_question_pauses_the_run_and_its_answer_reaches_the_tool(
         await sqlite_runs.answer(accepted, "c1", {"name": "Ada"})
 
 
+async def test_ask_human_pauses_a_durable_run_and_the_answer_is_the_observation(sqlite_runs):
+    answered, declined = await sqlite_runs.submit("a", "human"), await sqlite_runs.submit("b", "human")
+    for run_id in (answered, declined):
+        status = await until(sqlite_runs, run_id, "paused")
+        [(call, question)] = status.pending_input
+        assert (call.id, call.name, question.message) == ("c1", "ask_human", "Which colour?")
+        assert question.schema["required"] == ["answer"]
+    await sqlite_runs.answer(answered, "c1", {"answer": " blue "})
+    await sqlite_runs.answer(declined, "c1", action="decline")
+    first = await sqlite_runs.result(answered, wait=True, timeout=30)
+    second = await sqlite_runs.result(declined, wait=True, timeout=30)
+    assert str(first.stop_reason) == str(second.stop_reason) == "terminated"
+    assert first.output == "Observed output of cmd `ask_human` executed:\nblue"
+    assert second.output.startswith("Error: No human is available to answer: 'Which colour?'")
+    assert "answered with decline" in second.output
+
+
+async def test_ask_human_outside_a_durable_run_still_says_no_human_is_there():
+    from durable_agents import human_agent
+
+    result = await human_agent(AgentSpec(agent="human")).run("ask")
+    assert not result.paused and str(result.stop_reason) == "terminated"
+    assert result.output.startswith("Error: No human is available to answer: 'Which colour?'")
+    assert "started without a way to reach one" in result.output
+
+
 async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):
     effects = tmp_path / "effects.txt"
     spec = AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1})

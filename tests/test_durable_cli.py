@@ -23,6 +23,8 @@ WORKER = [
     "approval=durable_agents:approval_agent",
     "--agent-factory",
     "asking=durable_agents:asking_agent",
+    "--agent-factory",
+    "human=durable_agents:human_agent",
 ]
 
 
@@ -147,6 +149,29 @@ def test_a_tool_s_question_is_answered_from_another_process(pg_url, tmp_path):  
         ]  # the tool, in the worker, received each answer once
         late = agentfsm("answer", answered, "c1", "--field", "name=Ada", "--db", db)
         assert late.returncode == 2 and "is finished, not paused" in late.stderr
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+def test_ask_human_on_a_worker_is_a_question_answered_from_another_process(pg_url, tmp_path):  # noqa: F811
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
+    try:
+        run_id = agentfsm("submit", "ask", "--db", db, "--agent", "human").stdout.strip()
+        paused = wait_for(db, run_id, "paused")
+        [[call, question]] = paused["pending_input"]
+        assert (call["id"], call["name"], question["message"]) == ("c1", "ask_human", "Which colour?")
+        text = agentfsm("status", run_id, "--db", db)
+        assert "waits for input: c1 ask_human [human] Which colour?" in text.stdout
+        assert "--field answer=<string>" in text.stdout
+        given = agentfsm("answer", run_id, "c1", "--field", "answer=blue", "--db", db)
+        assert given.returncode == 0, given.stderr
+        done = agentfsm("result", run_id, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["output"] == "Observed output of cmd `ask_human` executed:\nblue"
     finally:
         worker.terminate()
         worker.communicate(timeout=30)
