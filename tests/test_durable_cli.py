@@ -47,10 +47,10 @@ def wait_for(db: str, run_id: str, state: str, timeout: float = 30) -> dict:
     return found
 
 
-def started_worker(db: str, effects: Path, log: Path) -> subprocess.Popen[str]:
+def started_worker(db: str, effects: Path, log: Path, concurrency: int = 2) -> subprocess.Popen[str]:
     with open(log, "w") as err:
         worker = subprocess.Popen(
-            [*WORKER, "--db", db, "--worker-id", "cli-worker", "--concurrency", "2"],
+            [*WORKER, "--db", db, "--worker-id", "cli-worker", "--concurrency", str(concurrency)],
             stdout=subprocess.DEVNULL,
             stderr=err,
             text=True,
@@ -172,6 +172,35 @@ def test_ask_human_on_a_worker_is_a_question_answered_from_another_process(pg_ur
         done = agentfsm("result", run_id, "--db", db, "--wait", "--timeout", "30", "--json")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["output"] == "Observed output of cmd `ask_human` executed:\nblue"
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+def test_cancelling_a_paused_run_on_another_process_ends_its_wait_at_once(pg_url, tmp_path):  # noqa: F811
+    """The worker runs one run at a time: the run after the cancelled one starts only once the
+    cancelled run's wait for a decision has ended on the worker."""
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log, concurrency=1)
+    try:
+        paused = agentfsm("submit", "one", "--db", db, "--agent", "approval").stdout.strip()
+        wait_for(db, paused, "paused")
+        after = agentfsm("submit", "two", "--db", db, "--agent", "asking").stdout.strip()
+        time.sleep(1.0)  # well inside the run's wait for a decision
+        assert status(db, after)["state"] == "queued"  # the worker's one place is the paused run's
+        assert agentfsm("cancel", paused, "--db", db).returncode == 0
+        cancelled_at = time.monotonic()
+        wait_for(db, after, "paused", timeout=20)  # the place is free again: the next run took it
+        freed_s = time.monotonic() - cancelled_at
+        assert freed_s < 5.0, freed_s  # a wait of 60 s unless the cancel wakes it
+        print(f"cancel: the worker's place free again {freed_s:.1f} s after the cancel (the next run paused)")
+        ended = agentfsm("result", paused, "--db", db, "--json")
+        assert ended.returncode == 1 and json.loads(ended.stdout)["stop_reason"] == "cancelled"
+        assert not effects.exists()  # the cancelled call never ran
+        done = agentfsm("status", paused, "--db", db, "--json")
+        assert json.loads(done.stdout)["state"] == "cancelled"
     finally:
         worker.terminate()
         worker.communicate(timeout=30)

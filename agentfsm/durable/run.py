@@ -48,7 +48,7 @@ from ..run.state import Observation
 from ..toolbox.ask_human import AskHuman, AskHumanInput
 from .spec import AgentFactory, AgentSpec
 
-__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "DurableModel", "Journal", "durable_run"]
+__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "WAKE", "DurableModel", "Journal", "durable_run"]
 
 DECISION_TOPIC = "decision"
 """The topic a paused run receives its approvals and answers on."""
@@ -58,6 +58,9 @@ TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
+WAKE = "wake"
+"""The kind of message that only ends a wait for a decision (`DurableRuns.cancel` sends it after
+cancelling: the run's next step sees the cancellation), and is otherwise ignored."""
 
 JSON = Any
 
@@ -238,8 +241,8 @@ async def _decided(agent: ToolCallAgent, journal: Journal) -> None:
     not apply (an unknown call, one decided already) is logged and dropped: a replay drops it too."""
     while agent.pending_approval or agent.pending_input:
         message = await journal.receive(DECISION_TOPIC, WAIT_S)
-        if message is None:
-            continue
+        if message is None or (isinstance(message, dict) and message.get("kind") == WAKE):
+            continue  # a cancelled run's next receive sees its cancellation and ends it
         try:
             _apply(agent, message)
         except (AgentfsmError, KeyError, TypeError) as exc:
