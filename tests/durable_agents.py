@@ -109,7 +109,8 @@ AGENTS = {"record": record_agent, "approval": approval_agent, "remote": remote_a
 
 
 def slow_agent(spec: AgentSpec) -> ToolCallAgent:
-    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out."""
+    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out.
+    ``options["pids"]``: each call also appends its number and its process id to ``.pids`` beside."""
 
     def step_script(request: ModelRequest) -> object:
         done = sum(1 for m in request.messages if m.role is Role.TOOL)
@@ -127,6 +128,9 @@ def slow_agent(spec: AgentSpec) -> ToolCallAgent:
             out.write(f"{n}\n")
             out.flush()
             os.fsync(out.fileno())
+        if spec.options.get("pids"):  # which process ran the call
+            with open(effects.with_suffix(".pids"), "a") as out:
+                out.write(f"{n} {os.getpid()}\n")
         return f"recorded {n}"
 
     steps = int(spec.options.get("steps", 50))

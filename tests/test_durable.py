@@ -168,6 +168,57 @@ async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):
     assert (await sqlite_runs.result(run_id)).error == "CancelledError: the run was cancelled"
 
 
+async def test_a_worker_whose_heartbeat_fails_starts_no_step_until_it_beats_again(tmp_path):
+    """Self-fencing: half the takeover threshold (0.5 s here) without a successful beat, and the run's
+    next step waits; the beats come back with nobody having claimed the worker, and the run goes on."""
+    db, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
+    worker = Worker(db, agents=AGENTS, worker_id="solo", heartbeat_s=0.1, dead_after_s=1.0, polling_s=0.05)
+    async with worker:
+        runs = DurableRuns(db)
+        spec = AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1, "steps": 12})
+        run_id = await runs.submit("count", spec)
+        while len(effects.read_text().split()) < 2 if effects.exists() else True:
+            await asyncio.sleep(0.02)
+        heartbeats = worker._heartbeats
+        beat = heartbeats.beat
+
+        def failing(*args: object) -> bool:
+            raise RuntimeError("the database is unreachable")
+
+        heartbeats.beat = failing
+        await asyncio.sleep(1.2)  # past the 0.5 s, and the call that was in flight then
+        stopped = effects.read_text().split()
+        await asyncio.sleep(1.0)
+        assert effects.read_text().split() == stopped  # no step started while the beats failed
+        assert len(stopped) < 12 and (await runs.status(run_id)).state == "running"
+        heartbeats.beat = beat
+        result = await runs.result(run_id, wait=True, timeout=30)
+        runs.close()
+    assert (str(result.stop_reason), result.steps) == ("max_steps", 12)
+    assert effects.read_text().split() == [str(n) for n in range(1, 13)]  # each call once, none lost
+
+
+async def test_a_fence_holds_steps_while_beats_lapse_and_ends_the_executions_of_a_claimed_worker():
+    from agentfsm.durable.fence import Fence
+
+    now = [0.0]
+    fence = Fence(0.5, clock=lambda: now[0])
+    before = fence.epoch
+    assert await fence.admit(before)
+    now[0] = 0.6  # no successful beat for longer than 0.5 s
+    held = asyncio.create_task(fence.admit(before, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    assert not held.done()
+    fence.beaten(claimed=False)  # back, nobody took the worker's runs: the step goes on
+    assert await held is True
+    now[0] = 1.2
+    held = asyncio.create_task(fence.admit(before, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    fence.beaten(claimed=True)  # back, but its row was claimed: that execution's run is another's
+    assert await held is False and not fence.owns(before)
+    assert await fence.admit(fence.epoch)  # a run taken afterwards goes on
+
+
 async def test_a_run_of_an_agent_the_worker_lacks_ends_in_error_saying_so(sqlite_runs):
     run_id = await sqlite_runs.submit("x", "nobody")
     result = await sqlite_runs.result(run_id, wait=True, timeout=30)
