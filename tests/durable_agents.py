@@ -10,6 +10,8 @@ beside the effects file says it happened). ``approval``: one call of ``record``
 that needs approval, then `terminate`. ``remote``: the `OpenAICompatible` model at
 ``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script). ``asking``: one call
 of a tool that asks a question (the run pauses in AWAITING_INPUT), then `terminate`.
+``elicit``: an `MCPAgent` over tests/mcp_elicit_server.py on stdio (``options["revision"]``:
+modern or legacy), one call of its ``greet`` (the server asks a name), then `terminate`.
 ``human``: one call of `ask_human` (no callback: on a worker, a question the run pauses
 for), then `terminate` with what it heard.
 """
@@ -208,3 +210,25 @@ def human_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS["human"] = human_agent
+
+
+def elicit_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One call of the elicit server's ``greet`` (its question pauses the run), then `terminate`."""
+    import sys
+
+    from agentfsm.agent.mcp import MCPAgent
+    from agentfsm.mcp import MCPServerSettings
+
+    def greet_script(request: ModelRequest) -> object:
+        heard = [m.content or "" for m in request.messages if m.role is Role.TOOL]
+        if not heard:
+            return reply("greeting", [ToolCall.create("c1", "mcp_el_greet", {})])
+        return reply(heard[-1], [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    server = Path(__file__).with_name("mcp_elicit_server.py")
+    revision = str(spec.options.get("revision", "modern"))
+    settings = MCPServerSettings(command=sys.executable, args=(str(server), revision, "stdio"), timeout=10)
+    return MCPAgent(llm=FunctionLLM(greet_script), servers={"el": settings}, name="elicit", max_steps=5)
+
+
+AGENTS["elicit"] = elicit_agent

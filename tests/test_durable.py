@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -150,6 +151,38 @@ async def test_ask_human_outside_a_durable_run_still_says_no_human_is_there():
     assert not result.paused and str(result.stop_reason) == "terminated"
     assert result.output.startswith("Error: No human is available to answer: 'Which colour?'")
     assert "started without a way to reach one" in result.output
+
+
+def _children(marker: str) -> list[int]:
+    """This process's children whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and marker.encode() in command:
+            found.append(int(entry))
+    return found
+
+
+async def test_an_mcp_servers_question_pauses_a_durable_run_and_its_server_closes_with_the_run(sqlite_runs):
+    run_id = await sqlite_runs.submit("greet me", AgentSpec(agent="elicit"))
+    status = await until(sqlite_runs, run_id, "paused")
+    [(call, question)] = status.pending_input
+    assert (call.name, question.message) == ("mcp_el_greet", "What is your name?")
+    assert _children("mcp_elicit_server.py")  # the run's server waits with it
+    await sqlite_runs.answer(run_id, call.id, {"name": "Ada"})
+    result = await sqlite_runs.result(run_id, wait=True, timeout=30)
+    assert result.output == "Observed output of cmd `mcp_el_greet` executed:\nhello Ada"
+    for _ in range(100):  # the run ended: its agent closed what it opened
+        if not _children("mcp_elicit_server.py"):
+            break
+        await asyncio.sleep(0.05)
+    assert _children("mcp_elicit_server.py") == []
 
 
 async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):

@@ -3,6 +3,7 @@ enqueued; `status`, `approve`, `answer`, `result` and `cancel` reach the run fro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
+
+from agentfsm.durable import AgentSpec, DurableRuns
 
 HERE = Path(__file__).parent
 ENV = {**os.environ, "PYTHONPATH": str(HERE)}
@@ -25,6 +29,8 @@ WORKER = [
     "asking=durable_agents:asking_agent",
     "--agent-factory",
     "human=durable_agents:human_agent",
+    "--agent-factory",
+    "elicit=durable_agents:elicit_agent",
 ]
 
 
@@ -202,6 +208,37 @@ def test_cancelling_a_paused_run_on_another_process_ends_its_wait_at_once(pg_url
         done = agentfsm("status", paused, "--db", db, "--json")
         assert json.loads(done.stdout)["state"] == "cancelled"
     finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+@pytest.mark.parametrize("revision", ["modern", "legacy"])
+def test_an_mcp_servers_question_on_a_worker_is_answered_from_another_process(pg_url, tmp_path, revision):  # noqa: F811
+    """A real MCP server (tests/mcp_elicit_server.py, stdio, started by the worker's agent) asks for a
+    name in the middle of a call: on 2026-07-28 as an ``input_required`` result, on 2025-11-25 as an
+    ``elicitation/create`` request while the call is held open."""
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
+    runs = DurableRuns(db)
+    try:
+        spec = AgentSpec(agent="elicit", options={"revision": revision})
+        run_id = asyncio.run(runs.submit("greet me", spec))
+        paused = wait_for(db, run_id, "paused")
+        [[call, question]] = paused["pending_input"]
+        assert (call["id"], call["name"], question["message"]) == ("c1", "mcp_el_greet", "What is your name?")
+        text = agentfsm("status", run_id, "--db", db)
+        assert "waits for input: c1 mcp_el_greet" in text.stdout and "--field name=<string>" in text.stdout
+        given = agentfsm("answer", run_id, "c1", "--field", "name=Ada", "--db", db)
+        assert given.returncode == 0, given.stderr
+        done = agentfsm("result", run_id, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert done.returncode == 0, done.stderr
+        assert (
+            json.loads(done.stdout)["output"] == "Observed output of cmd `mcp_el_greet` executed:\nhello Ada"
+        )
+    finally:
+        runs.close()
         worker.terminate()
         worker.communicate(timeout=30)
     assert worker.returncode == 0, log.read_text()

@@ -208,6 +208,7 @@ async def durable_run(
         with open(trace, encoding="utf-8") as lines:
             await journal.publish(TRACE_EVENT, lines.read())
     finally:
+        await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
         for name in os.listdir(folder):
             os.unlink(os.path.join(folder, name))
         os.rmdir(folder)
