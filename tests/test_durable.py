@@ -236,20 +236,22 @@ async def test_a_fence_holds_steps_while_beats_lapse_and_ends_the_executions_of_
 
     now = [0.0]
     fence = Fence(0.5, clock=lambda: now[0])
-    before = fence.epoch
+    now[0] = 0.1
+    before = fence.ticket()  # an execution from before the claim below
     assert await fence.admit(before)
-    now[0] = 0.6  # no successful beat for longer than 0.5 s
+    now[0] = 0.7  # no successful beat for longer than 0.5 s
     held = asyncio.create_task(fence.admit(before, poll_s=0.01))
     await asyncio.sleep(0.05)
     assert not held.done()
     fence.beaten(claimed=False)  # back, nobody took the worker's runs: the step goes on
     assert await held is True
-    now[0] = 1.2
+    now[0] = 1.5
+    during = fence.ticket()  # started in the lapse: perhaps a run taken after the claim
     held = asyncio.create_task(fence.admit(before, poll_s=0.01))
     await asyncio.sleep(0.05)
-    fence.beaten(claimed=True)  # back, but its row was claimed: that execution's run is another's
+    fence.beaten(claimed=True)  # back, but its row was claimed: the runs it held at 0.7 are another's
     assert await held is False and not fence.owns(before)
-    assert await fence.admit(fence.epoch)  # a run taken afterwards goes on
+    assert await fence.admit(during) and await fence.admit(fence.ticket())  # later ones go on
 
 
 async def test_a_run_of_an_agent_the_worker_lacks_ends_in_error_saying_so(sqlite_runs):

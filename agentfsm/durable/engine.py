@@ -54,14 +54,14 @@ class _Journal:
     def __init__(self, run_id: str, fence: Fence | None = None) -> None:
         self._run_id = run_id
         self._fence = fence
-        self._epoch = fence.epoch if fence is not None else 0
+        self._ticket = fence.ticket() if fence is not None else 0.0
 
     @property
     def run_id(self) -> str:
         return self._run_id
 
     async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
-        if self._fence is not None and not await self._fence.admit(self._epoch):
+        if self._fence is not None and not await self._fence.admit(self._ticket):
             raise dbos_error.DBOSWorkflowConflictIDError(self._run_id)  # DBOS waits for the owner's outcome
         return await DBOS.run_step_async({"name": name}, body)
 

@@ -13,9 +13,11 @@ only while the worker's last successful beat is younger than `stale_after_s`
 (half the takeover threshold); a step that finds the beats lapsed waits for
 the next successful one. A beat that finds the worker's row gone learns that
 another worker claimed it, and with it every run this process was executing
-then: those executions end at their next step (the caller raises the engine's
-"no longer owned" error, and the engine waits for the new owner's outcome).
-Runs this worker takes afterwards start in a new epoch and go on.
+at its previous successful beat: those executions end at their next step (the
+caller raises the engine's "no longer owned" error, and the engine waits for
+the new owner's outcome). An execution that started after that beat may be one
+the worker took afterwards (a run the claim put back on the queue, say), so it
+goes on: if it lost its run too, the engine stops it when it records its step.
 
 What remains possible: the body of a step that started before the beats
 lapsed, still running when the takeover lands (a tool call in flight, whose
@@ -27,6 +29,7 @@ twice: the engine refuses the taken-over execution's record.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -42,35 +45,34 @@ class Fence:
         self._clock = clock
         self._lock = threading.Lock()
         self._last_beat = clock()
-        self._epoch = 0
+        self._lost_before = -math.inf
+        """Executions that started before this moment lost their runs to a claim."""
 
-    @property
-    def epoch(self) -> int:
-        """The current epoch: an execution started in it belongs to this worker until a claim."""
-        with self._lock:
-            return self._epoch
+    def ticket(self) -> float:
+        """The moment an execution starts, by the fence's clock: what it gives `admit` and `owns`."""
+        return self._clock()
 
     def beaten(self, *, claimed: bool) -> None:
         """A beat succeeded (called by the heartbeat's thread). `claimed`: the worker's row was gone,
-        so another worker took its runs: the executions of the epoch before end."""
+        so another worker took the runs it held at its previous successful beat."""
         with self._lock:
-            self._last_beat = self._clock()
             if claimed:
-                self._epoch += 1
+                self._lost_before = max(self._lost_before, self._last_beat)
+            self._last_beat = self._clock()
 
     def lapsed(self) -> bool:
         """Whether the last successful beat is older than `stale_after_s`."""
         with self._lock:
             return self._clock() - self._last_beat > self.stale_after_s
 
-    def owns(self, epoch: int) -> bool:
-        """Whether an execution started in `epoch` still holds its run (no claim since)."""
+    def owns(self, ticket: float) -> bool:
+        """Whether the execution that started at `ticket` may still hold its run (no claim took it)."""
         with self._lock:
-            return self._epoch == epoch
+            return ticket > self._lost_before
 
-    async def admit(self, epoch: int, *, poll_s: float = 0.05) -> bool:
-        """Wait while the beats are lapsed; then whether the execution of `epoch` may take its step
+    async def admit(self, ticket: float, *, poll_s: float = 0.05) -> bool:
+        """Wait while the beats are lapsed; then whether the execution of `ticket` may take its step
         (False: another worker claimed this one's runs meanwhile, the execution must end)."""
-        while self.owns(epoch) and self.lapsed():
+        while self.owns(ticket) and self.lapsed():
             await asyncio.sleep(poll_s)
-        return self.owns(epoch)
+        return self.owns(ticket)

@@ -14,8 +14,8 @@ within about `dead_after_s + heartbeat_s` plus the queue's polling interval.
 A worker taken for dead while alive (frozen, or its heartbeat failing) fences
 itself (`agentfsm.durable.fence`): its runs start no step while its last
 successful beat is older than half of `dead_after_s`, and once a beat finds its
-row claimed, the executions it had then end at their next step, leaving the runs
-to their new owner.
+row claimed, the executions it had at its previous beat end at their next step,
+leaving the runs to their new owner.
 
 A run is continued only by a worker of the application version that started
 it (DBOS dequeues by version): the replay must find the same steps. A worker
