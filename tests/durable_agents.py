@@ -10,6 +10,10 @@ beside the effects file says it happened). ``approval``: one call of ``record``
 that needs approval, then `terminate`. ``remote``: the `OpenAICompatible` model at
 ``options["api_base"]`` with the ``add`` tool (tools/fast_server.py's script). ``asking``: one call
 of a tool that asks a question (the run pauses in AWAITING_INPUT), then `terminate`.
+``elicit``: an `MCPAgent` over tests/mcp_elicit_server.py on stdio (``options["revision"]``:
+modern or legacy), one call of its ``greet`` (the server asks a name), then `terminate`.
+``human``: one call of `ask_human` (no callback: on a worker, a question the run pauses
+for), then `terminate` with what it heard.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentfsm import Terminate, Tool, ToolCallAgent, ToolResult, tool
+from agentfsm import AskHuman, Terminate, Tool, ToolCallAgent, ToolResult, tool
 from agentfsm.durable import AgentSpec
 from agentfsm.messages import Role, ToolCall
 from agentfsm.questions import Answer, InputRequired, Question
@@ -107,7 +111,8 @@ AGENTS = {"record": record_agent, "approval": approval_agent, "remote": remote_a
 
 
 def slow_agent(spec: AgentSpec) -> ToolCallAgent:
-    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out."""
+    """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out.
+    ``options["pids"]``: each call also appends its number and its process id to ``.pids`` beside."""
 
     def step_script(request: ModelRequest) -> object:
         done = sum(1 for m in request.messages if m.role is Role.TOOL)
@@ -125,6 +130,9 @@ def slow_agent(spec: AgentSpec) -> ToolCallAgent:
             out.write(f"{n}\n")
             out.flush()
             os.fsync(out.fileno())
+        if spec.options.get("pids"):  # which process ran the call
+            with open(effects.with_suffix(".pids"), "a") as out:
+                out.write(f"{n} {os.getpid()}\n")
         return f"recorded {n}"
 
     steps = int(spec.options.get("steps", 50))
@@ -185,3 +193,42 @@ def asking_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS["asking"] = asking_agent
+
+
+def human_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One call of `ask_human`, then `terminate` with the observation it got."""
+
+    def human_script(request: ModelRequest) -> object:
+        heard = [m.content or "" for m in request.messages if m.role is Role.TOOL]
+        if not heard:
+            return reply("asking", [ToolCall.create("c1", "ask_human", {"inquire": "Which colour?"})])
+        return reply(heard[-1], [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    return ToolCallAgent(
+        llm=FunctionLLM(human_script), tools=[AskHuman(), Terminate()], name="human", max_steps=5
+    )
+
+
+AGENTS["human"] = human_agent
+
+
+def elicit_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One call of the elicit server's ``greet`` (its question pauses the run), then `terminate`."""
+    import sys
+
+    from agentfsm.agent.mcp import MCPAgent
+    from agentfsm.mcp import MCPServerSettings
+
+    def greet_script(request: ModelRequest) -> object:
+        heard = [m.content or "" for m in request.messages if m.role is Role.TOOL]
+        if not heard:
+            return reply("greeting", [ToolCall.create("c1", "mcp_el_greet", {})])
+        return reply(heard[-1], [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    server = Path(__file__).with_name("mcp_elicit_server.py")
+    revision = str(spec.options.get("revision", "modern"))
+    settings = MCPServerSettings(command=sys.executable, args=(str(server), revision, "stdio"), timeout=10)
+    return MCPAgent(llm=FunctionLLM(greet_script), servers={"el": settings}, name="elicit", max_steps=5)
+
+
+AGENTS["elicit"] = elicit_agent

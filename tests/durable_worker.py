@@ -4,7 +4,7 @@
                              [--heartbeat S] [--dead-after S]
 
 Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
-taken, or refused), and serves until killed (SIGTERM: stops cleanly).
+taken, or refused; this worker's own taken by another), and serves until killed (SIGTERM: stops cleanly).
 A run whose spec has ``kill: step:K`` SIGKILLs this process right after the K-th step
 of that run, when that step ran here for real (0: before its first step), once per run (a
 marker file beside the run's effects file says it happened).
@@ -70,11 +70,13 @@ def _hook_steps() -> None:
 
 
 class _Takeovers(logging.Handler):
-    """Prints the worker's takeover events (taken, refused) on stdout, one JSON object a line."""
+    """Prints the worker's takeover events (taken, refused, claimed) on stdout, one JSON object a line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.msg
-        if isinstance(message, dict) and str(message.get("event", "")).startswith("durable_takeover"):
+        if isinstance(message, dict) and str(message.get("event", "")).startswith(
+            ("durable_takeover", "durable_worker_claimed")
+        ):
             print(json.dumps(message, default=str), flush=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -126,6 +127,64 @@ async def test_a_tool_s_question_pauses_the_run_and_its_answer_reaches_the_tool(
         await sqlite_runs.answer(accepted, "c1", {"name": "Ada"})
 
 
+async def test_ask_human_pauses_a_durable_run_and_the_answer_is_the_observation(sqlite_runs):
+    answered, declined = await sqlite_runs.submit("a", "human"), await sqlite_runs.submit("b", "human")
+    for run_id in (answered, declined):
+        status = await until(sqlite_runs, run_id, "paused")
+        [(call, question)] = status.pending_input
+        assert (call.id, call.name, question.message) == ("c1", "ask_human", "Which colour?")
+        assert question.schema["required"] == ["answer"]
+    await sqlite_runs.answer(answered, "c1", {"answer": " blue "})
+    await sqlite_runs.answer(declined, "c1", action="decline")
+    first = await sqlite_runs.result(answered, wait=True, timeout=30)
+    second = await sqlite_runs.result(declined, wait=True, timeout=30)
+    assert str(first.stop_reason) == str(second.stop_reason) == "terminated"
+    assert first.output == "Observed output of cmd `ask_human` executed:\nblue"
+    assert second.output.startswith("Error: No human is available to answer: 'Which colour?'")
+    assert "answered with decline" in second.output
+
+
+async def test_ask_human_outside_a_durable_run_still_says_no_human_is_there():
+    from durable_agents import human_agent
+
+    result = await human_agent(AgentSpec(agent="human")).run("ask")
+    assert not result.paused and str(result.stop_reason) == "terminated"
+    assert result.output.startswith("Error: No human is available to answer: 'Which colour?'")
+    assert "started without a way to reach one" in result.output
+
+
+def _children(marker: str) -> list[int]:
+    """This process's children whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and marker.encode() in command:
+            found.append(int(entry))
+    return found
+
+
+async def test_an_mcp_servers_question_pauses_a_durable_run_and_its_server_closes_with_the_run(sqlite_runs):
+    run_id = await sqlite_runs.submit("greet me", AgentSpec(agent="elicit"))
+    status = await until(sqlite_runs, run_id, "paused")
+    [(call, question)] = status.pending_input
+    assert (call.name, question.message) == ("mcp_el_greet", "What is your name?")
+    assert _children("mcp_elicit_server.py")  # the run's server waits with it
+    await sqlite_runs.answer(run_id, call.id, {"name": "Ada"})
+    result = await sqlite_runs.result(run_id, wait=True, timeout=30)
+    assert result.output == "Observed output of cmd `mcp_el_greet` executed:\nhello Ada"
+    for _ in range(100):  # the run ended: its agent closed what it opened
+        if not _children("mcp_elicit_server.py"):
+            break
+        await asyncio.sleep(0.05)
+    assert _children("mcp_elicit_server.py") == []
+
+
 async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):
     effects = tmp_path / "effects.txt"
     spec = AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1})
@@ -140,6 +199,59 @@ async def test_a_cancelled_run_stops_taking_steps(sqlite_runs, tmp_path):
     await asyncio.sleep(0.6)
     assert len(effects.read_text().split()) <= done + 1  # the call in flight may finish, no later one runs
     assert (await sqlite_runs.result(run_id)).error == "CancelledError: the run was cancelled"
+
+
+async def test_a_worker_whose_heartbeat_fails_starts_no_step_until_it_beats_again(tmp_path):
+    """Self-fencing: half the takeover threshold (0.5 s here) without a successful beat, and the run's
+    next step waits; the beats come back with nobody having claimed the worker, and the run goes on."""
+    db, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
+    worker = Worker(db, agents=AGENTS, worker_id="solo", heartbeat_s=0.1, dead_after_s=1.0, polling_s=0.05)
+    async with worker:
+        runs = DurableRuns(db)
+        spec = AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1, "steps": 12})
+        run_id = await runs.submit("count", spec)
+        while len(effects.read_text().split()) < 2 if effects.exists() else True:
+            await asyncio.sleep(0.02)
+        heartbeats = worker._heartbeats
+        beat = heartbeats.beat
+
+        def failing(*args: object) -> bool:
+            raise RuntimeError("the database is unreachable")
+
+        heartbeats.beat = failing
+        await asyncio.sleep(1.2)  # past the 0.5 s, and the call that was in flight then
+        stopped = effects.read_text().split()
+        await asyncio.sleep(1.0)
+        assert effects.read_text().split() == stopped  # no step started while the beats failed
+        assert len(stopped) < 12 and (await runs.status(run_id)).state == "running"
+        heartbeats.beat = beat
+        result = await runs.result(run_id, wait=True, timeout=30)
+        runs.close()
+    assert (str(result.stop_reason), result.steps) == ("max_steps", 12)
+    assert effects.read_text().split() == [str(n) for n in range(1, 13)]  # each call once, none lost
+
+
+async def test_a_fence_holds_steps_while_beats_lapse_and_ends_the_executions_of_a_claimed_worker():
+    from agentfsm.durable.fence import Fence
+
+    now = [0.0]
+    fence = Fence(0.5, clock=lambda: now[0])
+    now[0] = 0.1
+    before = fence.ticket()  # an execution from before the claim below
+    assert await fence.admit(before)
+    now[0] = 0.7  # no successful beat for longer than 0.5 s
+    held = asyncio.create_task(fence.admit(before, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    assert not held.done()
+    fence.beaten(claimed=False)  # back, nobody took the worker's runs: the step goes on
+    assert await held is True
+    now[0] = 1.5
+    during = fence.ticket()  # started in the lapse: perhaps a run taken after the claim
+    held = asyncio.create_task(fence.admit(before, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    fence.beaten(claimed=True)  # back, but its row was claimed: the runs it held at 0.7 are another's
+    assert await held is False and not fence.owns(before)
+    assert await fence.admit(during) and await fence.admit(fence.ticket())  # later ones go on
 
 
 async def test_a_run_of_an_agent_the_worker_lacks_ends_in_error_saying_so(sqlite_runs):

@@ -3,6 +3,7 @@ enqueued; `status`, `approve`, `answer`, `result` and `cancel` reach the run fro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
+
+from agentfsm.durable import AgentSpec, DurableRuns
 
 HERE = Path(__file__).parent
 ENV = {**os.environ, "PYTHONPATH": str(HERE)}
@@ -23,6 +27,10 @@ WORKER = [
     "approval=durable_agents:approval_agent",
     "--agent-factory",
     "asking=durable_agents:asking_agent",
+    "--agent-factory",
+    "human=durable_agents:human_agent",
+    "--agent-factory",
+    "elicit=durable_agents:elicit_agent",
 ]
 
 
@@ -45,10 +53,10 @@ def wait_for(db: str, run_id: str, state: str, timeout: float = 30) -> dict:
     return found
 
 
-def started_worker(db: str, effects: Path, log: Path) -> subprocess.Popen[str]:
+def started_worker(db: str, effects: Path, log: Path, concurrency: int = 2) -> subprocess.Popen[str]:
     with open(log, "w") as err:
         worker = subprocess.Popen(
-            [*WORKER, "--db", db, "--worker-id", "cli-worker", "--concurrency", "2"],
+            [*WORKER, "--db", db, "--worker-id", "cli-worker", "--concurrency", str(concurrency)],
             stdout=subprocess.DEVNULL,
             stderr=err,
             text=True,
@@ -148,6 +156,89 @@ def test_a_tool_s_question_is_answered_from_another_process(pg_url, tmp_path):  
         late = agentfsm("answer", answered, "c1", "--field", "name=Ada", "--db", db)
         assert late.returncode == 2 and "is finished, not paused" in late.stderr
     finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+def test_ask_human_on_a_worker_is_a_question_answered_from_another_process(pg_url, tmp_path):  # noqa: F811
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
+    try:
+        run_id = agentfsm("submit", "ask", "--db", db, "--agent", "human").stdout.strip()
+        paused = wait_for(db, run_id, "paused")
+        [[call, question]] = paused["pending_input"]
+        assert (call["id"], call["name"], question["message"]) == ("c1", "ask_human", "Which colour?")
+        text = agentfsm("status", run_id, "--db", db)
+        assert "waits for input: c1 ask_human [human] Which colour?" in text.stdout
+        assert "--field answer=<string>" in text.stdout
+        given = agentfsm("answer", run_id, "c1", "--field", "answer=blue", "--db", db)
+        assert given.returncode == 0, given.stderr
+        done = agentfsm("result", run_id, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["output"] == "Observed output of cmd `ask_human` executed:\nblue"
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+def test_cancelling_a_paused_run_on_another_process_ends_its_wait_at_once(pg_url, tmp_path):  # noqa: F811
+    """The worker runs one run at a time: the run after the cancelled one starts only once the
+    cancelled run's wait for a decision has ended on the worker."""
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log, concurrency=1)
+    try:
+        paused = agentfsm("submit", "one", "--db", db, "--agent", "approval").stdout.strip()
+        wait_for(db, paused, "paused")
+        after = agentfsm("submit", "two", "--db", db, "--agent", "asking").stdout.strip()
+        time.sleep(1.0)  # well inside the run's wait for a decision
+        assert status(db, after)["state"] == "queued"  # the worker's one place is the paused run's
+        assert agentfsm("cancel", paused, "--db", db).returncode == 0
+        cancelled_at = time.monotonic()
+        wait_for(db, after, "paused", timeout=20)  # the place is free again: the next run took it
+        freed_s = time.monotonic() - cancelled_at
+        assert freed_s < 5.0, freed_s  # a wait of 60 s unless the cancel wakes it
+        print(f"cancel: the worker's place free again {freed_s:.1f} s after the cancel (the next run paused)")
+        ended = agentfsm("result", paused, "--db", db, "--json")
+        assert ended.returncode == 1 and json.loads(ended.stdout)["stop_reason"] == "cancelled"
+        assert not effects.exists()  # the cancelled call never ran
+        done = agentfsm("status", paused, "--db", db, "--json")
+        assert json.loads(done.stdout)["state"] == "cancelled"
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0, log.read_text()
+
+
+@pytest.mark.parametrize("revision", ["modern", "legacy"])
+def test_an_mcp_servers_question_on_a_worker_is_answered_from_another_process(pg_url, tmp_path, revision):  # noqa: F811
+    """A real MCP server (tests/mcp_elicit_server.py, stdio, started by the worker's agent) asks for a
+    name in the middle of a call: on 2026-07-28 as an ``input_required`` result, on 2025-11-25 as an
+    ``elicitation/create`` request while the call is held open."""
+    db = pg_url
+    effects, log = tmp_path / "effects.txt", tmp_path / "worker.log"
+    worker = started_worker(db, effects, log)
+    runs = DurableRuns(db)
+    try:
+        spec = AgentSpec(agent="elicit", options={"revision": revision})
+        run_id = asyncio.run(runs.submit("greet me", spec))
+        paused = wait_for(db, run_id, "paused")
+        [[call, question]] = paused["pending_input"]
+        assert (call["id"], call["name"], question["message"]) == ("c1", "mcp_el_greet", "What is your name?")
+        text = agentfsm("status", run_id, "--db", db)
+        assert "waits for input: c1 mcp_el_greet" in text.stdout and "--field name=<string>" in text.stdout
+        given = agentfsm("answer", run_id, "c1", "--field", "name=Ada", "--db", db)
+        assert given.returncode == 0, given.stderr
+        done = agentfsm("result", run_id, "--db", db, "--wait", "--timeout", "30", "--json")
+        assert done.returncode == 0, done.stderr
+        assert (
+            json.loads(done.stdout)["output"] == "Observed output of cmd `mcp_el_greet` executed:\nhello Ada"
+        )
+    finally:
+        runs.close()
         worker.terminate()
         worker.communicate(timeout=30)
     assert worker.returncode == 0, log.read_text()

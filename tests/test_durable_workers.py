@@ -80,6 +80,51 @@ async def test_a_killed_workers_runs_are_finished_by_another(pg_url, tmp_path): 
         assert len(effects) == len(set(effects)) and len(effects) >= 7, effects
 
 
+async def test_a_worker_taken_for_dead_while_alive_runs_no_call_twice(pg_url, tmp_path):  # noqa: F811
+    """The worker running the run is frozen (SIGSTOP: its heartbeat too) in the middle of it; the other
+    takes the run over and finishes it; the frozen one wakes: the call it was in may finish there, and
+    nothing else of the run runs on it again."""
+    runs = DurableRuns(pg_url)
+    effects = tmp_path / "effects.txt"
+    workers = {name: start_worker(pg_url, name, "--concurrency", "1") for name in ("w1", "w2")}
+    try:
+        options = {"effects": str(effects), "steps": 5, "delay": 1.0, "pids": True}
+        run_id = await runs.submit("count", AgentSpec(agent="slow", options=options))
+        deadline = time.monotonic() + 30
+        while not effects.exists():
+            assert time.monotonic() < deadline and (await runs.status(run_id)).state in ("queued", "running")
+            await asyncio.sleep(0.02)
+        holder = (await runs.status(run_id)).worker
+        assert holder in workers
+        taker = "w2" if holder == "w1" else "w1"
+        frozen = workers[holder]
+        await asyncio.sleep(0.4)  # into the next call's 1 s (under load, wherever it is by then)
+        frozen.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        before = effects.read_text().split()
+        while (await runs.status(run_id)).worker != taker:
+            assert time.monotonic() - frozen_at < TAKEOVER_BOUND_S
+            await asyncio.sleep(0.05)
+        frozen.send_signal(signal.SIGCONT)  # alive again, after it was taken for dead
+        result = await runs.result(run_id, wait=True, timeout=60)
+        await asyncio.sleep(1.5)  # time for the woken worker to do whatever it would still do
+        status = await runs.status(run_id)
+    finally:
+        outs = {name: stop_worker(worker) for name, worker in workers.items()}
+        runs.close()
+    assert (str(result.stop_reason), result.steps, status.worker) == ("max_steps", 5, taker)
+    done = effects.read_text().split()
+    assert len(done) == len(set(done)), f"a call ran twice: {done}"
+    in_flight = str(len(before) + 1)  # the call the freeze may have landed in
+    assert set(done) >= {"1", "2", "3", "4", "5"} - {in_flight}, (before, done)
+    by = [line.split() for line in effects.with_suffix(".pids").read_text().splitlines()]
+    on_frozen = {n for n, pid in by if int(pid) == frozen.pid}
+    assert on_frozen <= {*before, in_flight}, (before, by)  # after waking: at most the call it was in
+    claimed = [json.loads(line)["event"] for line in outs[holder].splitlines() if line.startswith("{")]
+    assert claimed == ["durable_worker_claimed"], outs[holder]
+    print(f"taken for dead while alive: frozen after calls {before}, then ran {sorted(on_frozen)} in all")
+
+
 async def test_a_queues_rate_limit_holds(pg_url, tmp_path):  # noqa: F811
     """At most 3 runs start per second: 9 runs take three windows (the starts are counted by the factory).
     (On SQLite, DBOS's limiter lets a second window start early: measured 0.4 s instead of 1.)"""

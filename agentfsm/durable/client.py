@@ -17,7 +17,7 @@ from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..serde import Serializable
 from .engine import EngineClient, Listed
-from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT
+from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, WAKE
 from .spec import AgentSpec
 from .worker import DEFAULT_QUEUE
 
@@ -133,8 +133,11 @@ class DurableRuns:
         return text if isinstance(text, str) else None
 
     async def cancel(self, run_id: str) -> None:
-        """End the run wherever it runs: it stops at its next step (a tool call in progress ends first)."""
+        """End the run wherever it runs: it stops at its next step (a tool call in progress ends first).
+        A paused run is woken too, so its worker ends the wait for a decision now rather than at
+        the wait's end (`WAIT_S`), and the run's place on the worker is free at once."""
         await asyncio.to_thread(self._client.cancel, run_id)
+        await asyncio.to_thread(self._client.send, run_id, {"kind": WAKE, "call_id": None}, DECISION_TOPIC)
 
     async def approve(self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None) -> None:
         """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given)."""

@@ -24,6 +24,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer
 from dbos import error as dbos_error
 
 from ..errors import ConfigError, KeyNotFoundError
+from .fence import Fence
 from .run import durable_run
 from .spec import AgentFactory
 
@@ -46,16 +47,22 @@ def check_url(url: str) -> str:
 
 
 class _Journal:
-    """The running workflow's steps, messages and events, as `agentfsm.durable.run.Journal`."""
+    """The running workflow's steps, messages and events, as `agentfsm.durable.run.Journal`.
+    With a `fence`, a step starts only while the worker's heartbeat holds (`agentfsm.durable.fence`);
+    an execution whose run another worker claimed ends there, as DBOS ends one that lost its run."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, fence: Fence | None = None) -> None:
         self._run_id = run_id
+        self._fence = fence
+        self._ticket = fence.ticket() if fence is not None else 0.0
 
     @property
     def run_id(self) -> str:
         return self._run_id
 
     async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
+        if self._fence is not None and not await self._fence.admit(self._ticket):
+            raise dbos_error.DBOSWorkflowConflictIDError(self._run_id)  # DBOS waits for the owner's outcome
         return await DBOS.run_step_async({"name": name}, body)
 
     async def receive(self, topic: str, timeout_s: float) -> Any:
@@ -69,12 +76,19 @@ class Engine:
     """The process's DBOS, launched as the worker `worker_id` running `agents` from queues."""
 
     def __init__(
-        self, url: str, *, worker_id: str, app_version: str, agents: Mapping[str, AgentFactory]
+        self,
+        url: str,
+        *,
+        worker_id: str,
+        app_version: str,
+        agents: Mapping[str, AgentFactory],
+        fence: Fence | None = None,
     ) -> None:
         self.url = check_url(url)
         self.worker_id = worker_id
         self.app_version = app_version
         self.agents = dict(agents)
+        self.fence = fence
         self._launched = False
 
     async def launch(
@@ -96,13 +110,13 @@ class Engine:
             "log_level": "WARNING",
             "notification_listener_polling_interval_sec": 0.2,
         }
-        agents = self.agents
+        agents, fence = self.agents, self.fence
 
         @DBOS.workflow(name=WORKFLOW)
         async def run(task: str, spec: dict[str, Any]) -> dict[str, Any]:
             run_id = DBOS.workflow_id
             assert run_id is not None  # inside a workflow
-            return await durable_run(_Journal(run_id), agents, task, spec)
+            return await durable_run(_Journal(run_id, fence), agents, task, spec)
 
         DBOS(config=config)
         try:

@@ -59,8 +59,9 @@ class Heartbeats:
     def close(self) -> None:
         self._engine.dispose()
 
-    def beat(self, worker_id: str, queue: str, app_version: str) -> None:
-        """Count this worker's row up (creating it on the first beat)."""
+    def beat(self, worker_id: str, queue: str, app_version: str) -> bool:
+        """Count this worker's row up (creating it on the first beat); whether the row was there
+        (after the first beat, a missing row is one another worker claimed)."""
         table = self._table
         with self._engine.begin() as db:
             done = db.execute(
@@ -72,6 +73,8 @@ class Heartbeats:
                 db.execute(
                     table.insert().values(worker_id=worker_id, queue=queue, app_version=app_version, count=1)
                 )
+                return False
+            return True
 
     def beats(self) -> list[Beat]:
         table = self._table

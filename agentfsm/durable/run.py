@@ -20,7 +20,9 @@ What is a step, and why:
   checkpoint gives it. A tool marked `idempotent` runs again. So tools run at
   most once, and exactly once unless the crash lands inside the call;
 - each decision on a paused run (``recv``: an approval, an answer), and the
-  pause itself (an event other processes read).
+  pause itself (an event other processes read). A worker has no person at
+  hand, so `ask_human` without a callback is a question the run pauses for
+  (`AskHumanInput`), answered from any process like a tool's.
 
 A step may run twice (at least once: a crash after it ran and before its
 output was recorded); for ``tool_started`` that is harmless, and it is why the
@@ -43,9 +45,10 @@ from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..questions import Answer
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
+from ..toolbox.ask_human import AskHuman, AskHumanInput
 from .spec import AgentFactory, AgentSpec
 
-__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "DurableModel", "Journal", "durable_run"]
+__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "WAKE", "DurableModel", "Journal", "durable_run"]
 
 DECISION_TOPIC = "decision"
 """The topic a paused run receives its approvals and answers on."""
@@ -55,6 +58,9 @@ TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
+WAKE = "wake"
+"""The kind of message that only ends a wait for a decision (`DurableRuns.cancel` sends it after
+cancelling: the run's next step sees the cancellation), and is otherwise ignored."""
 
 JSON = Any
 
@@ -189,6 +195,7 @@ async def durable_run(
     except Exception as exc:  # a spec its factory refuses: the run ends before it starts, saying why
         return _refused(journal.run_id, f"{type(exc).__name__}: {exc}").model_dump(mode="json")
     _bind(agent, journal)
+    _ask_in_the_run(agent)
     folder = tempfile.mkdtemp(prefix="agentfsm-durable-")
     trace = os.path.join(folder, "trace.jsonl")
     try:
@@ -201,10 +208,22 @@ async def durable_run(
         with open(trace, encoding="utf-8") as lines:
             await journal.publish(TRACE_EVENT, lines.read())
     finally:
+        await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
         for name in os.listdir(folder):
             os.unlink(os.path.join(folder, name))
         os.rmdir(folder)
     return result.model_dump(mode="json")
+
+
+def _ask_in_the_run(agent: ToolCallAgent) -> None:
+    """Make `agent`'s `ask_human` without a callback a question of the run: it pauses, and the
+    answer given from any process is the observation (instead of "no human is available")."""
+    for tool in list(agent.tools):
+        if isinstance(tool, AskHuman) and not isinstance(tool, AskHumanInput) and tool.ask is None:
+            asking = AskHumanInput()
+            asking.name, asking.description = tool.name, tool.description
+            agent.tools.replace(asking)
+            agent._sync_table()  # the run starts on the table with AWAITING_INPUT
 
 
 def _pause(result: RunResult) -> dict[str, Any]:
@@ -223,8 +242,8 @@ async def _decided(agent: ToolCallAgent, journal: Journal) -> None:
     not apply (an unknown call, one decided already) is logged and dropped: a replay drops it too."""
     while agent.pending_approval or agent.pending_input:
         message = await journal.receive(DECISION_TOPIC, WAIT_S)
-        if message is None:
-            continue
+        if message is None or (isinstance(message, dict) and message.get("kind") == WAKE):
+            continue  # a cancelled run's next receive sees its cancellation and ends it
         try:
             _apply(agent, message)
         except (AgentfsmError, KeyError, TypeError) as exc:

@@ -11,6 +11,12 @@ worker to claim it puts the dead worker's runs back on the queue with DBOS's
 and replays them from their last recorded step. So a dead worker's runs go on
 within about `dead_after_s + heartbeat_s` plus the queue's polling interval.
 
+A worker taken for dead while alive (frozen, or its heartbeat failing) fences
+itself (`agentfsm.durable.fence`): its runs start no step while its last
+successful beat is older than half of `dead_after_s`, and once a beat finds its
+row claimed, the executions it had at its previous beat end at their next step,
+leaving the runs to their new owner.
+
 A run is continued only by a worker of the application version that started
 it (DBOS dequeues by version): the replay must find the same steps. A worker
 of another version refuses a dead worker's runs, and says which version can
@@ -30,6 +36,7 @@ from types import TracebackType
 from ..errors import WrongValueError
 from ..log import event
 from .engine import Engine, EngineClient, check_url
+from .fence import Fence
 from .heartbeat import Beat, Heartbeats
 from .spec import AgentFactory
 
@@ -99,7 +106,11 @@ class Worker:
         self.polling_s = polling_s
         self.taken_over: list[str] = []
         """Ids of the runs this worker put back on the queue after their worker died."""
-        self._engine = Engine(db, worker_id=self.worker_id, app_version=self.app_version, agents=agents)
+        self._fence = Fence(dead_after_s / 2)
+        """Stops this worker's runs from taking steps while its beats lapse, and after a takeover."""
+        self._engine = Engine(
+            db, worker_id=self.worker_id, app_version=self.app_version, agents=agents, fence=self._fence
+        )
         self._client = EngineClient(db)
         self._heartbeats: Heartbeats | None = None
         self._watch: threading.Thread | None = None
@@ -129,6 +140,7 @@ class Worker:
         try:
             self._heartbeats = await asyncio.to_thread(Heartbeats, self.db)
             await asyncio.to_thread(self._heartbeats.beat, self.worker_id, self.queue, self.app_version)
+            self._fence.beaten(claimed=False)
         except BaseException:
             await self._engine.shutdown()
             raise
@@ -178,7 +190,15 @@ class Worker:
         """One beat, and a look at the others'."""
         heartbeats = self._heartbeats
         assert heartbeats is not None
-        heartbeats.beat(self.worker_id, self.queue, self.app_version)
+        claimed = not heartbeats.beat(self.worker_id, self.queue, self.app_version)
+        self._fence.beaten(claimed=claimed)
+        if claimed:
+            event(
+                "durable_worker_claimed",
+                worker=self.worker_id,
+                reason="another worker took this one for dead and its runs over: their executions here "
+                "end at their next step",
+            )
         now = time.monotonic()
         for beat in heartbeats.beats():
             if beat.worker_id == self.worker_id or beat.queue != self.queue:
