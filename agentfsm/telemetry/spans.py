@@ -144,18 +144,20 @@ class _RunSpans:
         """The open span of the model call in flight, current in the task that asked."""
         self.tools: dict[str, _Current] = {}
         """Open tool spans by call id, each current in the task that runs the call."""
-        self._models: dict[int, tuple[object, str, dict[str, Any]]] = {}
-        """What spans say of each model asked in this run, and its chat span's name (read once a
-        run, not once a call)."""
+        self._models: dict[int, tuple[object, str, dict[str, Any], dict[str, Any]]] = {}
+        """What spans say of each model asked in this run, its chat span's name and attributes at
+        start (read once a run, not once a call; the SDK copies what it is given)."""
         self._phase_context: Context | None = None
 
-    def _model(self, llm: object) -> tuple[str, dict[str, Any]]:
+    def _model(self, llm: object) -> tuple[object, str, dict[str, Any], dict[str, Any]]:
+        """`llm`, its chat span's name, what a span says of it, and a chat span's attributes at start."""
         known = self._models.get(id(llm))
         if known is None or known[0] is not llm:
             attributes = gen_ai.model_attributes(llm)
             model = attributes.get(gen_ai.REQUEST_MODEL)
-            known = self._models[id(llm)] = (llm, f"chat {model}" if model else "chat", attributes)
-        return known[1], known[2]
+            chat = {gen_ai.OPERATION: "chat", **attributes}
+            known = self._models[id(llm)] = (llm, f"chat {model}" if model else "chat", attributes, chat)
+        return known
 
     # -- events ---------------------------------------------------------------------
 
@@ -229,7 +231,7 @@ class _RunSpans:
         operation = "invoke_workflow" if self.flow else "invoke_agent"
         attributes: dict[str, Any] = {gen_ai.OPERATION: operation, gen_ai.AGENT_NAME: model.name}
         if not self.flow:
-            attributes.update(self._model(getattr(model, "llm", None))[1])
+            attributes.update(self._model(getattr(model, "llm", None))[2])
         attributes["agentfsm.run.id"] = state.run_id
         parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
         links: list[Link] | None = None
@@ -313,11 +315,9 @@ class _RunSpans:
         if self.chat is not None:  # a call whose end was never reported (cancelled inside a listener)
             self._end_chat("a new call started before this one returned")
         llm = self.model.planner_llm if self.flow else getattr(self.model, "llm", None)
-        name, attributes = self._model(llm)
+        _, name, _, attributes = self._model(llm)
         parent = self._phase_context if self.phase is not None else self.run_context
-        span = self.owner.tracer.start_span(
-            name, context=parent, kind=SpanKind.CLIENT, attributes={gen_ai.OPERATION: "chat", **attributes}
-        )
+        span = self.owner.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
         self.chat = _Current(span, otel_context.attach(trace.set_span_in_context(span, parent)), _task())
 
     def _chat_ended(self, call: LLMCall) -> None:
