@@ -696,3 +696,31 @@ async def test_each_http_attempt_of_a_retried_call_is_a_child_of_its_one_chat_sp
     assert chat.status.status_code is StatusCode.UNSET
     assert (chat.start_time or 0) <= min(p.start_time or 0 for p in posts)
     assert max(p.end_time or 0 for p in posts) <= (chat.end_time or 0)
+
+
+async def test_a_run_cancelled_during_a_model_call_ends_its_chat_span_in_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    asked = asyncio.Event()
+
+    class Waiting:
+        token_budget = None
+        model = "openai/slow"
+
+        async def ask_tool(self, messages: Any, **kwargs: Any) -> Any:
+            asked.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(ToolCallAgent(llm=Waiting(), tools=[Terminate()]).run("wait"))  # type: ignore[arg-type]
+    await asked.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    spans = exporter.get_finished_spans()
+    chat, run = only(spans, "chat slow"), only(spans, "invoke_agent toolcall")
+    assert parent_id(chat) == span_id(run)
+    assert (
+        chat.status.status_code is StatusCode.ERROR and (chat.attributes or {})["error.type"] == "cancelled"
+    )
+    assert (run.attributes or {})["agentfsm.stop_reason"] == "cancelled"
+    assert trace.get_current_span() is trace.INVALID_SPAN

@@ -9,8 +9,9 @@ each run as it starts (`agentfsm.run.observers`) and reads the same events a tra
   for its agent) ends its span there (`agentfsm.run.paused`, with the pause's stop reason):
   a paused run may never be resumed. The resumed run, in this process or from its checkpoint
   in another, is a new span (`agentfsm.run.resumed`) in the same trace, a child of the paused
-  one's (or of its flow's new span) and linked to it: the paused span's ``traceparent`` is
-  kept in the run's state (`RunState.traceparent`), so its checkpoint carries it.
+  span (an agent of a flow: of the flow's new span) and linked to it: the paused span's
+  ``traceparent`` is kept in the run's state (`RunState.traceparent`), so its checkpoint
+  carries it.
 - ``chat {model}`` (CLIENT), one per model call, with provider, model, usage, finish
   reasons, and the error when the call raised (status ERROR, `error.type`). It starts
   before the request is sent (`LLMCallStarted`) and is current until the call returns, so
