@@ -282,8 +282,10 @@ async def test_the_telemetry_section_measures_each_variant_and_counts_the_spans(
     from agentfsm.run.observers import observers_of
 
     assert observers_of(None) == ()
-    floor = bench_otel._sdk_floor(200)
-    assert floor["span_us"] > 0 and floor["event_us"] > 0
+    parts = await bench_otel._breakdown(20)
+    assert (parts["spans"], parts["events_per_run"]) == (4, 5)
+    assert parts["noop"] > 0 and parts["sdk"] > 0 and parts["by_hand"] > 0 and "export" in parts
+    assert observers_of(None) == ()
 
 
 def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
@@ -297,12 +299,30 @@ def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
         }
 
     data = {
-        "paths": {"in process": path(80, 280), "LLM (litellm)": path(10_000, 10_150)},
+        "paths": {
+            "in process": path(80, 280),
+            "LLM (litellm)": path(10_000, 10_150),
+            "OpenAICompatible": path(900, 1_200),
+        },
         "hook_ns": 120,
-        "sdk": {"span_us": 30.0, "event_us": 15.0},
+        "breakdown": {
+            "events": 30.0,
+            "noop": 30.0,
+            "sdk": 150.0,
+            "by_hand": 130.0,
+            "export": 50.0,
+            "spans": 4,
+            "events_per_run": 5,
+        },
     }
     table = bench.report({"telemetry": data})
     assert table.startswith("OpenTelemetry instrumentation")
     assert "instrumentation's own cost: 200 µs a run (batch)" in table and "120 ns a run" in table
     assert "goal: LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met" in table
-    assert "a run's 4 spans and 5 events: 195 µs" in table
+    assert "the same 4 spans and 5 events by hand, exported: 180; agentfsm's part over it: 50" in table
+    assert (
+        "LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met (the SDK's floor alone: 1.018x)"
+        in table
+    )
+    assert "OpenAICompatible: instrumented / not, HTTP path <= 1.02x: 1.33x, NOT met" in table
+    assert "(the SDK's floor alone: 1.200x, over the goal)" in table

@@ -103,8 +103,8 @@ async def test_edits_are_events_in_order_with_llm_calls_and_transitions(toolbox)
     agent.on_transition(edit)
     await agent.run("add")
     kinds = [type(e).__name__ if not isinstance(e, Transition) else f"{e.source}>{e.dest}" for e in events]
-    step_1 = ["IDLE>THINKING", "LLMCall", "THINKING>ACTING", "Edit", "ToolCallStarted", "ToolCallCompleted"]
-    assert kinds[:9] == [*step_1, "ACTING>OBSERVING", "Edit", "OBSERVING>THINKING"]
+    step_1 = ["IDLE>THINKING", "LLMCallStarted", "LLMCall", "THINKING>ACTING", "Edit", "ToolCallStarted"]
+    assert kinds[:10] == [*step_1, "ToolCallCompleted", "ACTING>OBSERVING", "Edit", "OBSERVING>THINKING"]
     started = next(e for e in events if isinstance(e, ToolCallStarted))
     completed = next(e for e in events if isinstance(e, ToolCallCompleted))
     assert started.call.arguments == completed.observation.call.arguments == '{"a": 5, "b": 5}'

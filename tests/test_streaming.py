@@ -89,9 +89,10 @@ async def test_text_and_tool_call_deltas_arrive_in_order_with_the_other_events(
     body = llmock.requests[0].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     kinds = [type(e).__name__ for e in events]
-    # step 1: the edge into THINKING, the pieces, the call, the edge out; the tools; step 2 likewise
+    # step 1: the edge into THINKING, the call sent, its pieces, the call, the edge out; the tools; and so on
     first_call = kinds.index("LLMCall")
-    assert kinds[0] == "Transition" and set(kinds[1:first_call]) == {"TextDelta", "ToolCallDelta"}
+    assert kinds[:2] == ["Transition", "LLMCallStarted"]
+    assert set(kinds[2:first_call]) == {"TextDelta", "ToolCallDelta"}
     assert kinds[first_call + 1 : first_call + 5] == [
         "Transition",
         "ToolCallStarted",

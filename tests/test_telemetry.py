@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry import trace
@@ -21,9 +21,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import agentfsm
-from agentfsm import OpenAICompatible, Terminate, ToolCallAgent, tool
+from agentfsm import OpenAICompatible, Terminate, Tool, ToolCallAgent, ToolResult, tool
 from agentfsm.errors import LLMError
 from agentfsm.flow import PlanningFlow
+from agentfsm.questions import InputRequired, Question
 from agentfsm.testing import ScriptedLLM, reply
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
@@ -425,24 +426,6 @@ async def test_events_of_kinds_it_does_not_know_are_passed_over(exporter: InMemo
     assert names == ["chat gpt-4o-mini", "chat gpt-4o-mini", "execute_tool chatty", "invoke_agent toolcall"]
 
 
-async def test_a_run_paused_for_approval_is_one_span_to_its_end(exporter: InMemorySpanExporter) -> None:
-    agent = ToolCallAgent(
-        llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], require_approval=["add"]
-    )
-    paused = await agent.run("add, once approved")
-    assert paused.paused
-    assert [s.name for s in exporter.get_finished_spans()] == ["chat gpt-4o-mini"]  # the run's is still open
-    agent.approve()
-    result = await agent.resume()
-    assert result.stop_reason == "terminated"
-    spans = exporter.get_finished_spans()
-    run = only(spans, "invoke_agent toolcall")
-    assert {parent_id(s) for s in spans if s is not run} == {span_id(run)}
-    dests = [(e.attributes or {})["agentfsm.transition.dest"] for e in run.events]
-    assert "AWAITING_APPROVAL" in dests and dests[-1] == "FINISHED"
-    assert "agentfsm.run.resumed" not in (run.attributes or {})
-
-
 async def test_a_run_cancelled_in_a_tool_ends_its_spans_in_error(exporter: InMemorySpanExporter) -> None:
     started = asyncio.Event()
 
@@ -468,34 +451,276 @@ async def test_a_run_cancelled_in_a_tool_ends_its_spans_in_error(exporter: InMem
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
-async def test_a_run_resumed_from_its_checkpoint_is_a_new_span_marked_resumed(
-    exporter: InMemorySpanExporter, tmp_path: Path
-) -> None:
-    def build() -> ToolCallAgent:
-        return ToolCallAgent(
-            llm=scripted(*ADD_THEN_TERMINATE[1:]), tools=[add, Terminate()], require_approval=["add"]
-        )
+def traceparent_of(span: ReadableSpan) -> str:
+    assert span.context is not None
+    context = span.context
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
-    first = ToolCallAgent(
+
+def assert_resumes(
+    resumed: ReadableSpan, paused: ReadableSpan, *, parent: ReadableSpan | None = None
+) -> None:
+    """`resumed` is a new span in `paused`'s trace, linked to it, a child of `parent` (default: `paused`)."""
+    assert resumed.context is not None and paused.context is not None
+    assert resumed.context.trace_id == paused.context.trace_id
+    assert parent_id(resumed) == span_id(parent or paused)
+    assert [(link.context.span_id, dict(link.attributes or {})) for link in resumed.links] == [
+        (span_id(paused), {"agentfsm.link": "resumes"})
+    ]
+    assert (resumed.attributes or {})["agentfsm.run.resumed"] is True
+    assert (resumed.attributes or {})["agentfsm.run.id"] == (paused.attributes or {})["agentfsm.run.id"]
+
+
+async def test_a_paused_run_ends_its_span_and_the_resumed_run_is_a_linked_span_of_its_trace(
+    exporter: InMemorySpanExporter,
+) -> None:
+    agent = ToolCallAgent(
         llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], require_approval=["add"]
     )
-    journal = tmp_path / "run.checkpoint"
-    paused = await first.run("add, once approved", checkpoint=journal)
+    paused = await agent.run("add, once approved")
     assert paused.paused
-    copy = (
-        tmp_path / "copied.checkpoint"
-    )  # the journal as another machine would have it (this one holds its lease)
-    shutil.copyfile(journal, copy)
-    await first.cancel()
-    second = build()  # as another process would, from the checkpoint alone
-    again = await second.resume(copy)
-    assert again.paused
-    second.approve()
-    result = await second.resume()
-    assert result.stop_reason == "terminated" and result.run_id == paused.run_id
-    cancelled, run = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent toolcall"]
-    assert "agentfsm.run.resumed" not in (cancelled.attributes or {})
-    assert (cancelled.attributes or {})["agentfsm.stop_reason"] == "cancelled"
-    assert (run.attributes or {})["agentfsm.run.resumed"] is True
-    assert (run.attributes or {})["agentfsm.run.id"] == paused.run_id
-    assert (run.events[0].attributes or {})["agentfsm.transition.source"] == "AWAITING_APPROVAL"
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["chat gpt-4o-mini", "invoke_agent toolcall"]  # never resumed: ended
+    first = only(spans, "invoke_agent toolcall")
+    assert {
+        k: v for k, v in (first.attributes or {}).items() if k.startswith("agentfsm.run.p") or "stop" in k
+    } == {
+        "agentfsm.run.paused": True,
+        "agentfsm.run.paused_in": "AWAITING_APPROVAL",
+        "agentfsm.stop_reason": "awaiting_approval",
+    }
+    assert first.status.status_code is StatusCode.UNSET
+    assert agent.run_state.traceparent == traceparent_of(first)
+    agent.approve()
+    result = await agent.resume()
+    assert result.stop_reason == "terminated"
+    spans = exporter.get_finished_spans()
+    first, second = by_name(spans, "invoke_agent toolcall")
+    assert_resumes(second, first)
+    assert "agentfsm.run.paused" not in (second.attributes or {})
+    assert (second.attributes or {})["agentfsm.stop_reason"] == "terminated"
+    assert [parent_id(s) for s in spans if s.name.startswith("execute_tool")] == [span_id(second)] * 2
+    dests = [(e.attributes or {})["agentfsm.transition.dest"] for e in second.events]
+    assert dests[0] == "ACTING" and dests[-1] == "FINISHED"
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+class Asker(Tool):
+    """Asks for a name, then greets with it."""
+
+    name = "greet"
+    description = "Greet the user, whose name it asks for."
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    asks_for_input = True
+
+    async def execute(self, **kwargs: Any) -> ToolResult:
+        question = Question(key="name", message="Your name?", schema={"type": "object"})
+        return ToolResult(input_required=InputRequired(questions=(question,), token="1"))
+
+    async def resume(self, asked: InputRequired, answers: Any, **kwargs: Any) -> Any:
+        return f"hi, {answers['name'].content['name']}"
+
+
+async def test_a_run_paused_for_a_question_ends_its_span_likewise(exporter: InMemorySpanExporter) -> None:
+    agent = ToolCallAgent(llm=scripted(reply(tool_calls=[("greet", {})]), reply("done")), tools=[Asker()])
+    paused = await agent.run("greet")
+    assert paused.paused and paused.stop_reason == "awaiting_input"
+    first = only(exporter.get_finished_spans(), "invoke_agent toolcall")
+    assert (first.attributes or {})["agentfsm.run.paused_in"] == "AWAITING_INPUT"
+    assert (first.attributes or {})["agentfsm.stop_reason"] == "awaiting_input"
+    ((call, _),) = agent.pending_input
+    agent.answer(call.id, {"name": "Ada"})
+    result = await agent.resume()
+    assert result.stop_reason == "final_answer"
+    first, second = by_name(exporter.get_finished_spans(), "invoke_agent toolcall")
+    assert_resumes(second, first)
+
+
+async def test_a_run_resumed_from_its_checkpoint_in_a_new_process_continues_the_trace(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    journal, copy = tmp_path / "run.checkpoint", tmp_path / "copied.checkpoint"
+    script = f"""
+import asyncio, json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import agentfsm
+from agentfsm import Terminate, ToolCallAgent
+from test_telemetry import ADD_THEN_TERMINATE, add, scripted
+
+async def main():
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    agentfsm.instrument(provider)
+    llm = scripted(*ADD_THEN_TERMINATE[1:])
+    agent = ToolCallAgent(llm=llm, tools=[add, Terminate()], require_approval=["add"])
+    await agent.resume({str(copy)!r})
+    agent.approve()
+    result = await agent.resume()
+    (span,) = [s for s in memory.get_finished_spans() if s.name.startswith("invoke_agent")]
+    links = [f"{{l.context.trace_id:032x}}-{{l.context.span_id:016x}}" for l in span.links]
+    print(json.dumps({{"stop": result.stop_reason, "trace": f"{{span.context.trace_id:032x}}",
+                      "parent": f"{{span.parent.span_id:016x}}", "links": links,
+                      "resumed": span.attributes.get("agentfsm.run.resumed")}}))
+
+asyncio.run(main())
+"""
+    agent = ToolCallAgent(
+        llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], require_approval=["add"]
+    )
+    paused = await agent.run("add, once approved", checkpoint=journal)
+    assert paused.paused
+    shutil.copyfile(journal, copy)  # the journal as another machine would have it (this one holds its lease)
+    first = only(exporter.get_finished_spans(), "invoke_agent toolcall")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert first.context is not None
+    assert seen["stop"] == "terminated" and seen["resumed"] is True
+    assert seen["trace"] == f"{first.context.trace_id:032x}"  # one trace over both processes
+    assert seen["parent"] == f"{first.context.span_id:016x}"
+    assert seen["links"] == [f"{first.context.trace_id:032x}-{first.context.span_id:016x}"]
+
+
+async def test_a_flow_paused_for_its_agent_ends_both_spans_and_resumes_in_the_same_trace(
+    exporter: InMemorySpanExporter,
+) -> None:
+    planner = scripted(create("[coder] add"), reply("summary"), model="openai/planner")
+    coder = ToolCallAgent(
+        llm=scripted(*ADD_THEN_TERMINATE), tools=[add, Terminate()], name="coder", require_approval=["add"]
+    )
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=planner)
+    paused = await flow.execute("build it")
+    assert paused.paused and flow.fsm_state == "AWAITING_AGENT"
+    spans = exporter.get_finished_spans()
+    workflow, agent = only(spans, "invoke_workflow planning"), only(spans, "invoke_agent coder")
+    assert parent_id(agent) == span_id(workflow)
+    assert (workflow.attributes or {})["agentfsm.run.paused_in"] == "AWAITING_AGENT"
+    assert (workflow.attributes or {})["agentfsm.stop_reason"] == "awaiting_approval"
+    assert (agent.attributes or {})["agentfsm.run.paused_in"] == "AWAITING_APPROVAL"
+    flow.approve()
+    result = await flow.resume()
+    assert result.ok
+    spans = exporter.get_finished_spans()
+    workflows, agents = by_name(spans, "invoke_workflow planning"), by_name(spans, "invoke_agent coder")
+    assert len(workflows) == len(agents) == 2
+    assert_resumes(workflows[1], workflows[0])
+    assert_resumes(
+        agents[1], agents[0], parent=workflows[1]
+    )  # the agent's new span: under the flow's new one
+    assert {s.context.trace_id for s in spans if s.context} == {
+        workflow.context.trace_id if workflow.context else 0
+    }
+
+
+class SpanInsideTheCall:
+    """A model whose call opens a span of its own, as an instrumented HTTP client under a model
+    does; `stream`: it streams (a sink takes the pieces)."""
+
+    token_budget = None
+    model = "openai/inner"
+
+    def __init__(self, tracer: trace.Tracer, *, stream: bool = False) -> None:
+        self.tracer, self.stream, self.calls = tracer, stream, 0
+
+    async def ask_tool(self, messages: Any, *, sink: Any = None, **kwargs: Any) -> Any:
+        self.calls += 1
+        with self.tracer.start_as_current_span("inside the call"):
+            await asyncio.sleep(0)
+            if sink is not None:
+                sink.text("do", 1)
+                sink.text("ne", 1)
+        from agentfsm.model.base import LLMResponse, Usage
+
+        return LLMResponse(content="done", usage=Usage(input_tokens=3, output_tokens=1, llm_calls=1))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_span_opened_inside_a_model_call_is_a_child_of_its_chat_span(
+    exporter: InMemorySpanExporter, stream: bool
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    llm = SpanInsideTheCall(provider.get_tracer("client"), stream=stream)
+    result = await ToolCallAgent(llm=llm, tools=[Terminate()]).run("hi")  # type: ignore[arg-type]
+    assert (result.output, llm.calls) == ("done", 1)
+    spans = exporter.get_finished_spans()
+    chat, inner, run = (
+        only(spans, "chat inner"),
+        only(spans, "inside the call"),
+        only(spans, "invoke_agent toolcall"),
+    )
+    assert parent_id(inner) == span_id(chat) and parent_id(chat) == span_id(run)
+    assert (chat.start_time or 0) <= (inner.start_time or 0) <= (inner.end_time or 0) <= (chat.end_time or 0)
+    assert dict(chat.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "inner",
+        "gen_ai.usage.input_tokens": 3,
+        "gen_ai.usage.output_tokens": 1,
+    }
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_each_http_attempt_of_a_retried_call_is_a_child_of_its_one_chat_span(
+    exporter: InMemorySpanExporter, llmock: Any
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("http client")
+
+    class Instrumented(OpenAICompatible):
+        """The native adapter with each HTTP request in a span, as an instrumented aiohttp makes."""
+
+        async def _post(self, session: Any, payload: bytes) -> dict[str, Any]:
+            with tracer.start_as_current_span("POST", kind=SpanKind.CLIENT):
+                return await super()._post(session, payload)
+
+    llmock.fail(503, times=1)
+    llmock.reply("The answer is 42.")
+    model = Instrumented(
+        model="openai/test-model", api_base=llmock.base_url("openai"), api_key="k", backoff_base=0.01
+    )
+    try:
+        result = await ToolCallAgent(llm=model, tools=[Terminate()]).run("the answer?")
+    finally:
+        await model.aclose()
+    assert result.output == "The answer is 42."
+    spans = exporter.get_finished_spans()
+    chat, posts = only(spans, "chat test-model"), by_name(spans, "POST")
+    assert len(posts) == 2 and {parent_id(p) for p in posts} == {span_id(chat)}  # one span a logical call
+    assert [p.status.status_code for p in posts] == [StatusCode.ERROR, StatusCode.UNSET]
+    assert chat.status.status_code is StatusCode.UNSET
+    assert (chat.start_time or 0) <= min(p.start_time or 0 for p in posts)
+    assert max(p.end_time or 0 for p in posts) <= (chat.end_time or 0)
+
+
+async def test_a_run_cancelled_during_a_model_call_ends_its_chat_span_in_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    asked = asyncio.Event()
+
+    class Waiting:
+        token_budget = None
+        model = "openai/slow"
+
+        async def ask_tool(self, messages: Any, **kwargs: Any) -> Any:
+            asked.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(ToolCallAgent(llm=Waiting(), tools=[Terminate()]).run("wait"))  # type: ignore[arg-type]
+    await asked.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    spans = exporter.get_finished_spans()
+    chat, run = only(spans, "chat slow"), only(spans, "invoke_agent toolcall")
+    assert parent_id(chat) == span_id(run)
+    assert (
+        chat.status.status_code is StatusCode.ERROR and (chat.attributes or {})["error.type"] == "cancelled"
+    )
+    assert (run.attributes or {})["agentfsm.stop_reason"] == "cancelled"
+    assert trace.get_current_span() is trace.INVALID_SPAN

@@ -55,12 +55,15 @@ Timing = Callable[[dict[str, Call], int, int], Awaitable[dict[str, float]]]
 
 
 @contextlib.contextmanager
-def fast_server() -> Iterator[str]:
+def fast_server(delay: float = 0.0) -> Iterator[str]:
     """The fast server in its own process on the second core, this process on the first; yields the
-    base URL. Without two cores nothing is pinned (the figures then include the server's share)."""
+    base URL. Without two cores nothing is pinned (the figures then include the server's share).
+    `delay`: seconds the server waits before each answer (a model's time to reply)."""
     pin = hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
     cores = sorted(os.sched_getaffinity(0)) if pin else []
     argv = [PYTHON, str(Path(__file__).with_name("fast_server.py"))]
+    if delay:
+        argv += ["--delay", str(delay)]
     server = subprocess.Popen(
         [*argv, "--cpu", str(cores[1])] if pin else argv, stdout=subprocess.PIPE, text=True
     )

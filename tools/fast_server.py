@@ -9,11 +9,12 @@ once it holds one, the answer ``done``. So an agent with an ``add`` tool runs
 one call and answers, and any other agent gets an unknown-tool observation
 and then the answer.
 
-    .venv/bin/python tools/fast_server.py [--port 0] [--cpu N]
+    .venv/bin/python tools/fast_server.py [--port 0] [--cpu N] [--delay SECONDS]
 
 prints ``ready PORT`` on stdout once it listens, and serves until killed.
 ``--cpu`` pins the process to that core, so a client pinned to another one
-does not share it.
+does not share it. ``--delay`` answers each request that long after it came,
+as a model that takes its time would (a real one takes hundreds of ms).
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ ANSWER = completion({"role": "assistant", "content": "done"}, "stop")
 class _Connection(asyncio.Protocol):
     """Reads whole requests (headers, then Content-Length bytes) and writes a canned reply to each."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
+        self.delay = delay
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -94,17 +96,26 @@ class _Connection(asyncio.Protocol):
             body = bytes(buffer[end + 4 : total])
             del buffer[:total]
             assert self.transport is not None
-            self.transport.write(ANSWER if _TOOL_RESULT.search(body) else CALL)
+            answer = ANSWER if _TOOL_RESULT.search(body) else CALL
+            if self.delay:  # the replies of pipelined requests keep their order: same delay, FIFO timers
+                asyncio.get_running_loop().call_later(self.delay, self._write, answer)
+            else:
+                self.transport.write(answer)
+
+    def _write(self, answer: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(answer)
 
 
-async def serve(port: int = 0) -> asyncio.Server:
-    """Listen on 127.0.0.1 (`port` 0: any free one); the caller closes the server."""
+async def serve(port: int = 0, delay: float = 0.0) -> asyncio.Server:
+    """Listen on 127.0.0.1 (`port` 0: any free one), answering `delay` s after each request;
+    the caller closes the server."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(_Connection, "127.0.0.1", port, backlog=4096)
+    return await loop.create_server(lambda: _Connection(delay), "127.0.0.1", port, backlog=4096)
 
 
-async def _main(port: int) -> None:
-    server = await serve(port)
+async def _main(port: int, delay: float) -> None:
+    server = await serve(port, delay)
     print("ready", server.sockets[0].getsockname()[1], flush=True)
     async with server:
         await server.serve_forever()
@@ -114,15 +125,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this core")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (default: 0)")
     args = parser.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_main(args.port))
+        asyncio.run(_main(args.port, args.delay))
     else:
-        uvloop.run(_main(args.port))
+        uvloop.run(_main(args.port, args.delay))
     return 0
 
 

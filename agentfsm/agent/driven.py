@@ -22,7 +22,7 @@ from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message
 from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
 from ..run.driver import RunDriver
-from ..run.events import Edit, LLMCall
+from ..run.events import Edit, LLMCall, LLMCallStarted
 from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
@@ -83,6 +83,9 @@ class DrivenModel(EventSource, ABC):
         its reply as the model sent it (replay gives it back to the same code), or its error,
         which is raised on. A model that streams hands its pieces to the run's event stream as
         they arrive (`DeltaEmitter`); the reply is the same whole either way."""
+        if self.listening:  # an exporter's span of the call starts here, and is current during it
+            run = self.run_state
+            self.emit(LLMCallStarted(agent=self.name, run_id=run.run_id, step=run.step))
         started = time.perf_counter()
         streaming, sink = streams(llm), None
         try:

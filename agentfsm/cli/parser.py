@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow --http on a HOST other than a loopback address (anyone who reaches it runs agents)",
     )
     serve.add_argument(
+        "--otel",
+        action="store_true",
+        help="export the served runs' OpenTelemetry spans over OTLP/HTTP (OTEL_* environment variables); "
+        "a call whose _meta carries a traceparent joins its caller's trace",
+    )
+    serve.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
     _verbosity_options(serve)

@@ -1,5 +1,6 @@
 """`agentfsm mcp-serve`: the command line's agents served to MCP clients, over stdio or over
-streamable HTTP on a loopback address (another only with `--allow-remote`)."""
+streamable HTTP on a loopback address (another only with `--allow-remote`); with `--otel` (or
+``[telemetry] enabled``) the served runs' spans are exported, in their callers' traces."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     same configuration and flags (the model flags apply to every agent's `[llm]`)."""
     from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
+    from .otel import exporting
     from .parser import AGENTS, package_version
 
     http = args.http
@@ -53,6 +55,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
 
     try:
         build(args.agent, None)  # the default agent is buildable: its errors are reported now, not per call
+        spans = exporting(settings.telemetry, args.otel)  # the otel extra is there, if asked for
     except ValueError as exc:
         return usage_error(str(exc))
     except KeyboardInterrupt:
@@ -64,7 +67,10 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
-    with log_setup.configured(args.log_format, secrets=secrets, level=log_level(args)):
+    # With spans on, the provider is the global one: the MCP SDK's server span of each call, a child of
+    # the caller's span when its `_meta` carries a traceparent, is current while the run runs, so the
+    # run's spans are its children, in the caller's trace.
+    with log_setup.configured(args.log_format, secrets=secrets, level=log_level(args)), spans:
         try:
             if http is None:
                 run_async(server.serve_stdio())

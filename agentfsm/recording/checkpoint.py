@@ -65,7 +65,7 @@ from typing import Any, get_args
 
 from ..errors import CheckpointError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
-from ..run.events import AgentEvent, LLMCall, TextDelta, ToolCallDelta, Transition
+from ..run.events import AgentEvent, LLMCall, LLMCallStarted, RunPaused, TextDelta, ToolCallDelta, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
@@ -226,7 +226,9 @@ class Checkpointer:
         self.lease.release()
 
     def _on_event(self, event: AgentEvent) -> RecordWriter | None:
-        if isinstance(event, LLMCall | TextDelta | ToolCallDelta):  # nothing of the run's state changed
+        if isinstance(
+            event, LLMCall | LLMCallStarted | RunPaused | TextDelta | ToolCallDelta
+        ):  # nothing changed
             return None
         initial = self.agent.table.initial
         if isinstance(event, Transition) and event.dest == initial:

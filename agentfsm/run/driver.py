@@ -31,7 +31,7 @@ from time import perf_counter
 from ..errors import AgentBusyError, PauseRun
 from ..log import enabled as log_enabled
 from ..log import event
-from .events import Transition
+from .events import RunPaused, Transition
 from .result import RunResult, StopReason
 from .view import Driven
 
@@ -236,7 +236,14 @@ class RunDriver:
         run = model.run_state
         spec = model.table.by_name[run.state]
         if self.paused is not None:
-            model.last_result = model.run_result(spec, StopReason.of(self.paused))
+            reason = StopReason.of(self.paused)
+            model.last_result = model.run_result(spec, reason)
+            if model.listening:  # the run waits: an exporter ends its span here, not at a far-off end
+                model.emit(
+                    RunPaused(
+                        agent=model.name, run_id=run.run_id, step=run.step, state=run.state, reason=reason
+                    )
+                )
             event("run_paused", agent=model.name, run_id=run.run_id, state=run.state, reason=self.paused)
             return None
         self.release()

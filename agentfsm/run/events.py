@@ -1,5 +1,6 @@
-"""The events of a run: `Transition`, `LLMCall`, `ToolCallStarted`, `ToolCallCompleted`, `Edit`,
-and, while a streaming model writes its reply, `TextDelta` and `ToolCallDelta`.
+"""The events of a run: `Transition`, `LLMCallStarted` and `LLMCall`, `ToolCallStarted`,
+`ToolCallCompleted`, `Edit`, `RunPaused`, and, while a streaming model writes its reply,
+`TextDelta` and `ToolCallDelta`.
 
 The run's driver builds one `Transition` per fired edge, in one place
 (`RunDriver.fire`); the log line, `iter()`, `on_transition` callbacks, traces
@@ -34,6 +35,8 @@ __all__ = [
     "EventListener",
     "GuardOutcome",
     "LLMCall",
+    "LLMCallStarted",
+    "RunPaused",
     "TextDelta",
     "ToolCallCompleted",
     "ToolCallDelta",
@@ -84,6 +87,18 @@ class Transition:
             "duration_ms": round(self.duration_s * 1000, 3),
             **({"error": self.error} if self.error else {}),
         }
+
+
+@dataclass(slots=True, kw_only=True)
+class LLMCallStarted:
+    """A request to the model is about to be sent; its `LLMCall` follows when it returns or raises
+    (none follows when the run is cancelled meanwhile: the run's end closes it). An exporter of
+    spans opens the call's span here, so what the model's client does (its HTTP requests, their
+    retries) happens inside it."""
+
+    agent: str
+    run_id: str
+    step: int
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,6 +175,18 @@ class ToolCallDelta:
     """As `TextDelta.attempt`."""
 
 
+@dataclass(slots=True, kw_only=True)
+class RunPaused:
+    """The run stopped to wait in `state` (a pause: approval, input, an agent of a flow) for
+    `reason`; `resume()` goes on from there, in this process or from its checkpoint in another."""
+
+    agent: str
+    run_id: str
+    step: int
+    state: str
+    reason: StopReason | str
+
+
 Delta = TextDelta | ToolCallDelta
 """A piece of a reply as it streams in."""
 
@@ -188,7 +215,17 @@ class Edit:
     call_id: str | None = None
 
 
-AgentEvent = Transition | LLMCall | ToolCallStarted | ToolCallCompleted | Edit | TextDelta | ToolCallDelta
+AgentEvent = (
+    Transition
+    | LLMCallStarted
+    | LLMCall
+    | ToolCallStarted
+    | ToolCallCompleted
+    | Edit
+    | RunPaused
+    | TextDelta
+    | ToolCallDelta
+)
 """Everything `on_event` delivers."""
 
 EventListener = Callable[[AgentEvent], Awaitable[object] | None]

@@ -121,3 +121,7 @@ class RunState(Serializable):
     """The valid final answer, as JSON data, once `final_result` ended the run."""
     parsed: Any = field(default=None, compare=False, metadata={"exclude": True})
     """The same answer as the validated object (never dumped: a restored run rebuilds it)."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the span an exporter of spans (`agentfsm.instrument()`) made for
+    this run, kept so that the run resumed after a pause, here or from its checkpoint in another
+    process, continues its trace (a new span, linked to this one); None while nobody traces it."""

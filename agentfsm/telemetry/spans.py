@@ -4,13 +4,20 @@ The package's only importer of opentelemetry (the `otel` extra). Like the trace 
 is a listener on a run's one event stream (`on_event`): installed once, it is subscribed to
 each run as it starts (`agentfsm.run.observers`) and reads the same events a trace does.
 
-- ``invoke_agent {agent}`` (INTERNAL), one per run (a run resumed in another process gets a
-  new one, marked `agentfsm.run.resumed`); a flow's is ``invoke_workflow {flow}``, and the
-  agents it runs are its children. A run paused for approval or input keeps its span open
-  until it ends.
+- ``invoke_agent {agent}`` (INTERNAL), one per run; a flow's is ``invoke_workflow {flow}``,
+  and the agents it runs are its children. A run that pauses (approval, input, a flow waiting
+  for its agent) ends its span there (`agentfsm.run.paused`, with the pause's stop reason):
+  a paused run may never be resumed. The resumed run, in this process or from its checkpoint
+  in another, is a new span (`agentfsm.run.resumed`) in the same trace, a child of the paused
+  span (an agent of a flow: of the flow's new span) and linked to it: the paused span's
+  ``traceparent`` is kept in the run's state (`RunState.traceparent`), so its checkpoint
+  carries it.
 - ``chat {model}`` (CLIENT), one per model call, with provider, model, usage, finish
-  reasons, and the error when the call raised (status ERROR, `error.type`). It is made
-  from the call's event when the call returns, timed back to when it started.
+  reasons, and the error when the call raised (status ERROR, `error.type`). It starts
+  before the request is sent (`LLMCallStarted`) and is current until the call returns, so
+  the spans of an instrumented HTTP client under the model are its children. One span for
+  the call and all its retries, as the conventions ask ("the logical operation with all
+  retries"): each attempt's HTTP request is a span of its own under it.
 - ``execute_tool {tool}`` (INTERNAL), with the call id and the tool's type; current while
   the tool runs, so what the tool calls (an MCP server, through the SDK's propagation of
   the current span's context in ``_meta``) joins the trace.
@@ -28,16 +35,24 @@ Event types this module does not know (a stream's deltas, say) are passed over.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingExtraError
 from ..flow.flow import PlanningFlow
 from ..messages import Message
 from ..model.base import LLMResponse
-from ..run.events import AgentEvent, LLMCall, ToolCallCompleted, ToolCallStarted, Transition
+from ..run.events import (
+    AgentEvent,
+    LLMCall,
+    LLMCallStarted,
+    RunPaused,
+    ToolCallCompleted,
+    ToolCallStarted,
+    Transition,
+)
 from ..run.observers import observe_runs
 from ..run.result import AgentState
 from . import conventions as gen_ai
@@ -46,7 +61,17 @@ try:
     from opentelemetry import context as otel_context
     from opentelemetry import trace
     from opentelemetry.context import Context
-    from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer, TracerProvider
+    from opentelemetry.trace import (
+        Link,
+        NonRecordingSpan,
+        Span,
+        SpanContext,
+        SpanKind,
+        StatusCode,
+        Tracer,
+        TracerProvider,
+    )
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
     raise MissingExtraError(
         f"OpenTelemetry spans need the `otel` extra: pip install 'agentfsm[otel]' ({exc})"
@@ -56,6 +81,7 @@ __all__ = ["Instrumentation", "exported_over_otlp", "instrument"]
 
 TRANSITION_EVENT = "agentfsm.transition"
 """The name of the span event each machine transition is."""
+_PROPAGATOR = TraceContextTextMapPropagator()
 
 
 def instrument(
@@ -115,31 +141,47 @@ class _RunSpans:
         self.run_context: Context | None = None
         self.phase: Span | None = None
         """The open `plan` span of a flow's planning phase."""
-        self.tools: dict[str, tuple[Span, object, asyncio.Task[Any] | None]] = {}
-        """Open tool spans by call id: the span, the token that made it current, the task it is current in."""
-        self._models: dict[int, tuple[object, dict[str, Any]]] = {}
-        """What spans say of each model asked in this run (read once a run, not once a call)."""
+        self.chat: _Current | None = None
+        """The open span of the model call in flight, current in the task that asked."""
+        self.tools: dict[str, _Current] = {}
+        """Open tool spans by call id, each current in the task that runs the call."""
+        self._models: dict[int, tuple[object, str, dict[str, Any], dict[str, Any]]] = {}
+        """What spans say of each model asked in this run, its chat span's name and attributes at
+        start (read once a run, not once a call; the SDK copies what it is given)."""
         self._phase_context: Context | None = None
 
-    def _model(self, llm: object) -> dict[str, Any]:
+    def _model(self, llm: object) -> tuple[object, str, dict[str, Any], dict[str, Any]]:
+        """`llm`, its chat span's name, what a span says of it, and a chat span's attributes at start."""
         known = self._models.get(id(llm))
         if known is None or known[0] is not llm:
-            known = self._models[id(llm)] = (llm, gen_ai.model_attributes(llm))
-        return known[1]
+            attributes = gen_ai.model_attributes(llm)
+            model = attributes.get(gen_ai.REQUEST_MODEL)
+            chat = {gen_ai.OPERATION: "chat", **attributes}
+            known = self._models[id(llm)] = (llm, f"chat {model}" if model else "chat", attributes, chat)
+        return known
 
     # -- events ---------------------------------------------------------------------
 
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, Transition):
             self._transition(event)
-        elif self.run is None:
-            return  # the events of a run this listener did not see start
+            return
+        if self.run is None:  # between runs (paused: an edit), or a run resumed mid-phase
+            if not isinstance(event, LLMCallStarted | ToolCallStarted):
+                return
+            if self.model.fsm_state == self.model.table.initial:
+                return
+            self._open_run(resumed=True)
+        if isinstance(event, LLMCallStarted):
+            self._chat_started()
         elif isinstance(event, LLMCall):
-            self._chat(event)
+            self._chat_ended(event)
         elif isinstance(event, ToolCallStarted):
             self._tool_started(event)
         elif isinstance(event, ToolCallCompleted):
             self._tool_completed(event)
+        elif isinstance(event, RunPaused):
+            self._paused(event)
 
     def _transition(self, t: Transition) -> None:
         table = self.model.table
@@ -148,21 +190,25 @@ class _RunSpans:
         if self.run is None:
             self._open_run(resumed=t.source != table.initial)
         assert self.run is not None
-        guards = t.guards
         attributes: dict[str, Any] = {
             "agentfsm.transition.source": t.source,
             "agentfsm.transition.dest": t.dest,
             "agentfsm.transition.trigger": t.trigger,
             "agentfsm.step": t.step,
         }
-        if guards:  # one string, in table order: an attribute costs the SDK per element to check
+        if t.guards:  # one string, in table order: an attribute costs the SDK per element to check
             attributes["agentfsm.transition.guards"] = ",".join(
-                f"{g.name}={'true' if g.held else 'false'}" for g in guards
+                f"{g.name}={'true' if g.held else 'false'}" for g in t.guards
             )
         if t.stop_reason is not None:
             attributes["agentfsm.stop_reason"] = str(t.stop_reason)
         self.run.add_event(TRANSITION_EVENT, attributes)
-        planning = self.model.planning_phases if self.flow else frozenset()
+        if not self.flow:
+            final = table.by_name[t.dest].final
+            if final is not None:
+                self._close_run(t, final)
+            return
+        planning = self.model.planning_phases
         if self.phase is not None and t.source in planning:
             self.phase.end()
             self.phase = None
@@ -178,62 +224,115 @@ class _RunSpans:
             self._phase_context = trace.set_span_in_context(self.phase, self.run_context)
 
     def _open_run(self, *, resumed: bool) -> None:
+        """The run's span. A resumed run's is a new span in the trace of the span it had when it
+        paused (`RunState.traceparent`, kept by its checkpoint too), linked to that span, and a
+        child of it, or of the flow's span for an agent of a flow."""
         model, owner = self.model, self.owner
+        state = model.run_state
         operation = "invoke_workflow" if self.flow else "invoke_agent"
         attributes: dict[str, Any] = {gen_ai.OPERATION: operation, gen_ai.AGENT_NAME: model.name}
         if not self.flow:
-            attributes.update(self._model(getattr(model, "llm", None)))
-        attributes["agentfsm.run.id"] = model.run_state.run_id
+            attributes.update(self._model(getattr(model, "llm", None))[2])
+        attributes["agentfsm.run.id"] = state.run_id
+        parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
+        links: list[Link] | None = None
         if resumed:
             attributes["agentfsm.run.resumed"] = True
-        request = model.run_state.request
-        if owner.include_content and request:
-            attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages([Message.user_message(request)])
-        parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
-        self.run = owner.tracer.start_span(f"{operation} {model.name}", context=parent, attributes=attributes)
+            before = _paused_span(state.traceparent)
+            if before is not None:
+                links = [Link(before, {"agentfsm.link": "resumes"})]
+                if parent is None:
+                    parent = trace.set_span_in_context(NonRecordingSpan(before))
+        if owner.include_content and state.request and not resumed:
+            attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages([Message.user_message(state.request)])
+        self.run = owner.tracer.start_span(
+            f"{operation} {model.name}", context=parent, attributes=attributes, links=links
+        )
         self.run_context = trace.set_span_in_context(self.run, parent)
+        made = self.run.get_span_context()
+        if made.is_valid:
+            state.traceparent = f"00-{made.trace_id:032x}-{made.span_id:016x}-{made.trace_flags:02x}"
         if self.flow:
             for agent in model.agents.values():
                 owner.parents[id(agent)] = self.run_context
 
-    def _close_run(self, t: Transition, final: AgentState) -> None:
-        run, model = self.run, self.model
-        assert run is not None
-        for call_id in list(self.tools):
-            self._end_tool(call_id, error="the run ended before the call returned")
-        state = model.run_state
+    def _totals(self, stop_reason: object) -> dict[str, Any]:
+        state = self.model.run_state
         usage = state.usage
-        run.set_attributes(
-            {
-                "agentfsm.stop_reason": str(state.stop_reason or t.stop_reason or ""),
-                "agentfsm.run.steps": state.step,
-                "agentfsm.usage.input_tokens": usage.input_tokens,
-                "agentfsm.usage.output_tokens": usage.output_tokens,
-                "agentfsm.usage.llm_calls": usage.llm_calls,
-                "agentfsm.usage.tool_calls": usage.tool_calls,
-            }
-        )
+        return {
+            "agentfsm.stop_reason": str(stop_reason or ""),
+            "agentfsm.run.steps": state.step,
+            "agentfsm.usage.input_tokens": usage.input_tokens,
+            "agentfsm.usage.output_tokens": usage.output_tokens,
+            "agentfsm.usage.llm_calls": usage.llm_calls,
+            "agentfsm.usage.tool_calls": usage.tool_calls,
+        }
+
+    def _close_run(self, t: Transition, final: AgentState) -> None:
+        run, state = self.run, self.model.run_state
+        assert run is not None
+        self._end_open("the run ended before the call returned")
+        attributes = self._totals(state.stop_reason or t.stop_reason)
         if self.owner.include_content and state.output:
-            run.set_attribute(gen_ai.OUTPUT_MESSAGES, _said(state.output))
+            attributes[gen_ai.OUTPUT_MESSAGES] = _said(state.output)
         if final is AgentState.ERROR:
             error = t.error or state.error or str(t.stop_reason)
-            run.set_attribute(gen_ai.ERROR_TYPE, _error_type(error, t.stop_reason))
+            attributes[gen_ai.ERROR_TYPE] = _error_type(error, t.stop_reason)
             run.set_status(StatusCode.ERROR, error)
-        run.end()
+        run.set_attributes(attributes)
+        self._end_run()
+
+    def _paused(self, paused: RunPaused) -> None:
+        """The run waits (approval, input, a flow's agent): its span ends here, saying so; the
+        run resumed, whenever and wherever, is a new span of the same trace."""
+        assert self.run is not None
+        self._end_open("the run paused before the call returned")
+        attributes = self._totals(paused.reason)
+        attributes["agentfsm.run.paused"] = True
+        attributes["agentfsm.run.paused_in"] = paused.state
+        self.run.set_attributes(attributes)
+        self._end_run()
+
+    def _end_run(self) -> None:
+        assert self.run is not None
+        self.run.end()
         self.run = None
+        if self.phase is not None:
+            self.phase.end()
+            self.phase = None
         if self.flow:
-            for agent in model.agents.values():
+            for agent in self.model.agents.values():
                 self.owner.parents.pop(id(agent), None)
 
-    def _chat(self, call: LLMCall) -> None:
+    def _end_open(self, why: str) -> None:
+        if self.chat is not None:
+            self._end_chat(why)
+        for call_id in list(self.tools):
+            self._end_tool(call_id, error=why)
+
+    def _chat_started(self) -> None:
+        """The call's span, current (in the task that asks) until the call returns: a span the
+        model's client opens meanwhile (an instrumented HTTP client's) is its child."""
+        if self.chat is not None:  # a call whose end was never reported (cancelled inside a listener)
+            self._end_chat("a new call started before this one returned")
         llm = self.model.planner_llm if self.flow else getattr(self.model, "llm", None)
-        attributes: dict[str, Any] = {gen_ai.OPERATION: "chat", **self._model(llm)}
+        _, name, _, attributes = self._model(llm)
+        parent = self._phase_context if self.phase is not None else self.run_context
+        span = self.owner.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
+        self.chat = _Current(span, otel_context.attach(trace.set_span_in_context(span, parent)), _task())
+
+    def _chat_ended(self, call: LLMCall) -> None:
+        held = self.chat
+        if held is None:
+            return
+        span = held.span
+        attributes: dict[str, Any] = {}
         reply = call.reply
         if reply is not None:
             if reply.model:
                 attributes[gen_ai.RESPONSE_MODEL] = reply.model
             if reply.finish_reason:
-                attributes[gen_ai.RESPONSE_FINISH_REASONS] = [reply.finish_reason]
+                attributes[gen_ai.RESPONSE_FINISH_REASONS] = (reply.finish_reason,)
             attributes[gen_ai.USAGE_INPUT_TOKENS] = reply.usage.input_tokens
             attributes[gen_ai.USAGE_OUTPUT_TOKENS] = reply.usage.output_tokens
         if self.owner.include_content:
@@ -242,23 +341,19 @@ class _RunSpans:
                 attributes[gen_ai.SYSTEM_INSTRUCTIONS] = gen_ai.system_instructions(call.system_msgs)
             if reply is not None:
                 attributes[gen_ai.OUTPUT_MESSAGES] = gen_ai.output_messages(reply)
-        model = attributes.get(gen_ai.REQUEST_MODEL)
-        parent = self._phase_context if self.phase is not None else self.run_context
-        ended = time.time_ns()
-        span = self.owner.tracer.start_span(
-            f"chat {model}" if model else "chat",
-            context=parent,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=ended - int(call.duration_s * 1e9),
-        )
         if call.error_type is not None:
-            span.set_attribute(gen_ai.ERROR_TYPE, call.error_type)
+            attributes[gen_ai.ERROR_TYPE] = call.error_type
             span.add_event(
                 "exception", {"exception.type": call.error_type, "exception.message": call.error or ""}
             )
             span.set_status(StatusCode.ERROR, call.error)
-        span.end(end_time=ended)
+        span.set_attributes(attributes)
+        self._end_chat(None)
+
+    def _end_chat(self, error: str | None) -> None:
+        held, self.chat = self.chat, None
+        assert held is not None
+        held.end(error, "cancelled")
 
     def _tool_started(self, started: ToolCallStarted) -> None:
         call = started.call
@@ -279,39 +374,61 @@ class _RunSpans:
         )
         # Current while the tool runs, in the task that runs it (each parallel call has its own).
         token = otel_context.attach(trace.set_span_in_context(span, self.run_context))
-        self.tools[call.id] = (span, token, _task())
+        self.tools[call.id] = _Current(span, token, _task())
 
     def _tool_completed(self, completed: ToolCallCompleted) -> None:
         observation = completed.observation
         held = self.tools.get(observation.call.id)
         if held is None:
             return
-        span = held[0]
+        attributes: dict[str, Any] = {}
         if self.owner.include_content:
-            span.set_attribute(gen_ai.TOOL_CALL_RESULT, observation.content)
+            attributes[gen_ai.TOOL_CALL_RESULT] = observation.content
         if observation.input_required is not None:
-            span.set_attribute("agentfsm.tool.input_required", True)
+            attributes["agentfsm.tool.input_required"] = True
+        if attributes:
+            held.span.set_attributes(attributes)
         self._end_tool(observation.call.id, error=observation.content if observation.is_error else None)
 
     def _end_tool(self, call_id: str, *, error: str | None) -> None:
-        span, token, task = self.tools.pop(call_id)
-        if task is _task():  # else the task it was made current in is gone, and its context with it
-            otel_context.detach(token)  # type: ignore[arg-type]
-        if error is not None:
-            span.set_attribute(gen_ai.ERROR_TYPE, "tool_error")
-            span.set_status(StatusCode.ERROR, error)
-        span.end()
+        self.tools.pop(call_id).end(error, "tool_error")
 
     def close(self) -> None:
         """The run is over (or replaced): end what is still open."""
-        for call_id in list(self.tools):
-            self._end_tool(call_id, error="the run ended before the call returned")
+        self._end_open("the run ended before the call returned")
         if self.phase is not None:
             self.phase.end()
             self.phase = None
         if self.run is not None:
             self.run.end()
             self.run = None
+
+
+@dataclass(slots=True)
+class _Current:
+    """An open span made current in `task` (`token` undoes that)."""
+
+    span: Span
+    token: object
+    task: asyncio.Task[Any] | None
+
+    def end(self, error: str | None, error_type: str) -> None:
+        """No longer current (where it still can be: the task it was made current in may be gone,
+        and its context with it), then ended, in error when `error` says why."""
+        if self.task is _task():
+            otel_context.detach(self.token)  # type: ignore[arg-type]
+        if error is not None:
+            self.span.set_attribute(gen_ai.ERROR_TYPE, error_type)
+            self.span.set_status(StatusCode.ERROR, error)
+        self.span.end()
+
+
+def _paused_span(traceparent: str | None) -> SpanContext | None:
+    """The span context a ``traceparent`` names (a paused run's span), or None."""
+    if not traceparent:
+        return None
+    found = trace.get_current_span(_PROPAGATOR.extract({"traceparent": traceparent})).get_span_context()
+    return found if found.is_valid else None
 
 
 def _task() -> asyncio.Task[Any] | None:
