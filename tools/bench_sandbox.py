@@ -123,7 +123,7 @@ async def run_bash(tool: Bash) -> None:
 
 class BareContainer:
     """The engine's own floor: a container with no options at all (no limits, mounts or init), made and
-    started, then removed, through the same two API calls the sandbox makes."""
+    started, then removed, through the create and start calls the sandbox makes (it also attaches)."""
 
     def __init__(self, image: str) -> None:
         import docker
@@ -203,7 +203,7 @@ def lines(s: dict[str, Any], out: list[str]) -> None:
             cell = s["docker"][row]
             out.append(f"  {labels[row]:<22}{cell['p50_ms']:>11.1f} / {cell['p95_ms']:>6.1f}")
         out.append(
-            "  (the engine's floor: a container without options, the same two calls, in turns with starts)"
+            "  (the engine's floor: a container without options, created and started, in turns with starts)"
         )
     for key, row in (("python_execute_p50_ms", "python_execute"), ("start_p50_ms", "start")):
         value, limit = s["docker"][row]["p50_ms"], s["goals"][key]
