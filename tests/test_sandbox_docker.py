@@ -367,7 +367,13 @@ async def test_the_first_call_runs_on_the_containers_own_worker_which_holds_ever
         assert net.exit_code == 1 and "Network is unreachable" in net.stderr
         root = await box.run_python("open('/etc/evil', 'w')")
         assert root.exit_code == 1 and "Read-only file system" in root.stderr
+        signalled = await box.run_python(  # the worker passes these on to its parent: the container's command
+            "import os, signal\nfor sig in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):\n"
+            "    os.kill(os.getppid(), sig)\nprint(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)"
+        )
+        assert signalled.stdout == "True\n"
         assert await worker_pid(box) == first
+        assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]
 
 
 async def test_the_containers_worker_killed_leaves_the_container_running_and_the_next_worker_is_execd() -> (

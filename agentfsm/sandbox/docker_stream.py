@@ -54,7 +54,7 @@ WORKER = ["python3", "-u", "-c", WORKER_SOURCE, "--announce"]
 nothing of ours. It announces its pid, which as the exec's first process is also its process group."""
 
 CONTAINER_WORKER = (
-    "exec 3<&0 4>&2 </dev/null 2>/dev/null; "
+    "trap '' HUP INT QUIT USR1 USR2; exec 3<&0 4>&2 </dev/null 2>/dev/null; "
     'AGENTFSM_EXEC="$0" python3 -u -c "$2" --announce <&3 2>&4 3<&- 4>&- & exec 3<&-; '
     'wait "$!"; rc=$?; printf \'\\n%s %d\\n\' "$1" "$rc"; printf \'\\n%s\\n\' "$1" >&4; '
     "exec sleep infinity >/dev/null 4>&-"
@@ -66,7 +66,9 @@ ended (killed, or its stdin closed), it prints ``\\nENDED STATUS\\n`` on stdout 
 stderr, since the stream itself stays open (the container's init holds it), and then becomes the container's
 ``sleep``, so the container lives on and later workers start through exec. The shell's own stderr is
 /dev/null and the worker runs in the background, waited for (its stdin and stderr passed on explicitly):
-so the shell's report of a killed worker ("Killed") never reaches a call's output."""
+so the shell's report of a killed worker ("Killed") never reaches a call's output. The shell, then its
+sleep, ignore the signals the worker passes on to its parent (`worker._RELAYED`), which would otherwise end
+the container; the worker sets its own handlers for them, and each snippet gets the defaults back."""
 
 PATH_HELPER = r"""
 import os, sys
