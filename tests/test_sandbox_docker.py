@@ -57,11 +57,13 @@ def inspect(name: str) -> dict[str, object]:
 
 
 async def processes(box: DockerSandbox) -> list[str]:
-    """The container's processes other than init, its sleep, the `ps` itself, the shell session and the
-    Python worker."""
-    worker = box._worker[2].group if box._worker is not None else None
-    rows = [row.split() for row in (await box.exec(["ps", "-eo", "pid=,comm="])).stdout.splitlines()]
-    listing = [comm for pid, comm in rows if int(pid) != worker]
+    """The container's processes other than init, its own command (the shell around its worker, then its
+    sleep), the `ps` itself, the shell session and the Python worker in use or still to be used."""
+    worker = box._worker.run.group if box._worker is not None else None
+    rows = [row.split() for row in (await box.exec(["ps", "-eo", "pid=,ppid=,comm="])).stdout.splitlines()]
+    command = {int(pid) for pid, ppid, _ in rows if ppid == "1"}  # exec'd processes have no parent inside
+    own = {int(pid) for pid, ppid, _ in rows if int(ppid) in command}  # the container's worker, if running
+    listing = [comm for pid, _, comm in rows if int(pid) != worker and int(pid) not in own]
     stray = [p for p in listing if p not in ("docker-init", "sleep", "ps", "sh", "timeout")]
     if stray.count("bash") == 1:  # the persistent shell, if a test has used it
         stray.remove("bash")
@@ -331,6 +333,81 @@ async def test_network_and_read_only_root_hold_in_the_worker(box: DockerSandbox)
     assert net.exit_code == 1 and "Network is unreachable" in net.stderr
     root = await box.run_python("open('/etc/evil', 'w')")
     assert root.exit_code == 1 and "Read-only file system" in root.stderr
+
+
+WORKER_PARENT = (
+    "import os\nppid = open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1]\nprint(ppid)"
+)
+"""Prints the parent of the worker: the container's own command (a child of init, pid 1) for the container's
+worker, 0 for one started through exec (its parent is outside the container)."""
+
+
+async def test_the_first_call_runs_on_the_containers_own_worker_which_holds_every_limit() -> None:
+    require_docker()
+    async with DockerSandbox(docker_settings()) as box:
+        first = await worker_pid(box)
+        parent = (await box.run_python(WORKER_PARENT)).stdout.strip()
+        assert parent != "0"  # not exec'd: a child of the container's own command
+        command = await box.exec(["sh", "-c", f"cat /proc/{parent}/stat"])
+        assert command.stdout.rsplit(")", 1)[1].split()[1] == "1"  # which is init's child
+
+        timed = await box.run_python("import time; print('up', flush=True); time.sleep(300)", timeout=1)
+        assert timed.timed_out and timed.stdout == "up\n"
+        hog = await box.run_python("chunks = []\nwhile True: chunks.append(bytearray(10 * 1024 * 1024))")
+        assert hog.oom_killed and hog.exit_code == 137 and "ran out of memory" in hog.stderr
+        bomb = await box.run_python(
+            "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", timeout=3
+        )
+        assert bomb.timed_out and await processes(box) == []
+        code = f"import sys; sys.stdout.write('x' * {TEN_MB}); sys.stderr.write('y' * {TEN_MB})"
+        flood = await box.run_python(code)
+        assert flood.stdout == "x" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+        assert flood.stderr == "y" * LIMIT + truncation_marker(TEN_MB - LIMIT)
+        net = await box.run_python("import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)")
+        assert net.exit_code == 1 and "Network is unreachable" in net.stderr
+        root = await box.run_python("open('/etc/evil', 'w')")
+        assert root.exit_code == 1 and "Read-only file system" in root.stderr
+        signalled = await box.run_python(  # the worker passes these on to its parent: the container's command
+            "import os, signal\nfor sig in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):\n"
+            "    os.kill(os.getppid(), sig)\nprint(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)"
+        )
+        assert signalled.stdout == "True\n"
+        assert await worker_pid(box) == first
+        assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]
+
+
+async def test_the_containers_worker_killed_leaves_the_container_running_and_the_next_worker_is_execd() -> (
+    None
+):
+    require_docker()
+    async with DockerSandbox(docker_settings()) as box:
+        first = await worker_pid(box)
+        killed = await box.run_python(
+            "import os, signal, subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '300'])\n"
+            "print('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(300)"
+        )
+        assert killed.exit_code == 137 and killed.stdout == "bye\n" and not killed.timed_out
+        assert killed.stderr == "\n[the Python worker ended during this call; the next call starts a new one]"
+        assert killed.duration_s < 5  # its shell says so at once; the snippet's sleep is not waited for
+        assert await processes(box) == []  # what the dead worker's call left running was killed with it
+        assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]
+        second = await worker_pid(box)
+        assert second != first
+        assert (await box.run_python(WORKER_PARENT)).stdout == "0\n"  # started through exec
+
+        stopped = await box.run_python(
+            "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)", timeout=1
+        )
+        assert stopped.timed_out and await worker_pid(box) not in (first, second)
+
+    async with DockerSandbox(docker_settings()) as box:  # the container's worker stopped: the watchdog
+        first = await worker_pid(box)
+        stopped = await box.run_python(
+            "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)", timeout=1
+        )
+        assert stopped.timed_out and await processes(box) == []
+        assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]
+        assert await worker_pid(box) != first
 
 
 # -- lifecycle -------------------------------------------------------------------------------

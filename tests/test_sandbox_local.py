@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.sandbox import Sandbox
-from agentfsm.sandbox.base import OutputCapture, SandboxError, truncation_marker
+from agentfsm.sandbox.base import OutputCapture, SandboxError, WorkerRequest, truncation_marker
 from agentfsm.sandbox.local import TEMP_PREFIX, LocalSandbox
 from agentfsm.sandbox.session import SandboxSession
 from agentfsm.sandbox.settings import SandboxSettings
@@ -83,6 +83,19 @@ def test_capture_marker_after_clipped_output_counts_only_the_command_output() ->
     capture.feed(b"x" * 50)
     capture.feed(b"\n__END__ 0\n")
     assert capture.found and capture.text() == "xxxxx" + truncation_marker(45)
+
+
+def test_capture_ends_at_either_marker_and_says_which() -> None:
+    request = WorkerRequest("print(1)", 5.0)
+    out, err = request.captures(1000, "__WORKER_ENDED__")
+    out.feed(b"bye\n\n__WORKER_ENDED__ 137\n")
+    err.feed(f"\n{request.marker}\n".encode())
+    assert out.found and out.marker == "__WORKER_ENDED__" and out.status == 137 and out.text() == "bye\n"
+    assert err.marker == request.marker and not request.answered(out, err)
+    out, err = request.captures(1000, "__WORKER_ENDED__")
+    out.feed(f"1\n\n{request.marker} 0\n".encode())
+    err.feed(f"\n{request.marker}\n".encode())
+    assert request.answered(out, err) and out.status == 0 and out.text() == "1\n"
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -185,20 +185,23 @@ class OutputCapture:
     With an `end_marker` it also watches for the session protocol's marker
     line (`SessionScript`); only a short tail is kept for that, so the scan
     costs the same whatever the output's size. Whatever follows the marker is
-    dropped.
+    dropped. An `ended_marker` ends the output the same way: the line the
+    shell around the container's own Python worker prints when that worker
+    has ended (`docker_stream.CONTAINER_WORKER`), whose stream stays open.
     """
 
     _TAIL = 4096
 
-    def __init__(self, limit: int, end_marker: str | None = None) -> None:
+    def __init__(self, limit: int, end_marker: str | None = None, ended_marker: str | None = None) -> None:
         self.limit = limit
         self.total = 0
         self._head = bytearray()
         self._tail = b""
-        self._pattern = (
-            re.compile(rb"\n" + re.escape(end_marker.encode()) + rb"(?: (-?\d+))?\n") if end_marker else None
-        )
+        markers = b"|".join(re.escape(m.encode()) for m in (end_marker, ended_marker) if m)
+        self._pattern = re.compile(rb"\n(" + markers + rb")(?: (-?\d+))?\n") if markers else None
         self.found = False
+        self.marker: str | None = None
+        """Which marker ended the output, once one has."""
         self.status: int | None = None
         """The exit status printed after the marker (stdout's marker carries one)."""
 
@@ -219,7 +222,8 @@ class OutputCapture:
             self._tail = window[-self._TAIL :]
             return False
         self.found = True
-        self.status = int(match.group(1)) if match.group(1) is not None else None
+        self.marker = match.group(1).decode()
+        self.status = int(match.group(2)) if match.group(2) is not None else None
         self.total = start + match.start()  # the command's output ends where our marker line starts
         del self._head[self.total :]
         return True
@@ -277,8 +281,13 @@ class WorkerRequest:
         self.marker = f"__AGENTFSM_DONE_{secrets.token_hex(12)}__"
         self.data = f"{self.marker} {timeout:.3f} {len(source)}\n".encode() + source
 
-    def captures(self, limit: int) -> tuple[OutputCapture, OutputCapture]:
-        return OutputCapture(limit, self.marker), OutputCapture(limit, self.marker)
+    def captures(self, limit: int, ended: str | None = None) -> tuple[OutputCapture, OutputCapture]:
+        """With `ended`, the line that says the worker itself ended ends the output too."""
+        return OutputCapture(limit, self.marker, ended), OutputCapture(limit, self.marker, ended)
+
+    def answered(self, out: OutputCapture, err: OutputCapture) -> bool:
+        """Whether the worker answered this request on both streams (not ended before it could)."""
+        return out.marker == err.marker == self.marker
 
 
 def finish(

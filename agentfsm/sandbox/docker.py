@@ -17,6 +17,12 @@ worker (`run_python`) kills its own snippets at their timeout; the host-side
 watchdog, a moment later, kills the worker and all it started if it did not
 answer.
 
+The first worker is the container's own command (`Engine`, `CONTAINER_WORKER`),
+on the container's stdin and stdout, attached before the start: the first
+``python_execute`` of a sandbox needs no exec. A shell around it outlives it,
+says when it has ended, and keeps the container running; the workers after it
+are started through exec.
+
 Blocking SDK calls run in threads (`asyncio.to_thread`), so the event loop
 never blocks. Start and destroy never overlap, and a destroy that has begun
 finishes even if the task awaiting it is cancelled.
@@ -32,6 +38,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import NotAFileError, SandboxError, SandboxPathError
@@ -72,6 +79,18 @@ _GRACE_S = 1.0
 """The host-side watchdog fires this long after the in-container timeout should have."""
 
 
+@dataclass(slots=True)
+class _Worker:
+    """The Python worker in use: its stream, how to kill it, and how its end shows."""
+
+    stream: ExecStream
+    run: Run
+    exec_id: str | None
+    """Its exec, whose exit code is the worker's; None for the container's own worker."""
+    ended: str | None = None
+    """The container's own worker: the line its shell prints once it has ended (the stream stays open)."""
+
+
 class DockerSandbox(Sandbox):
     """A container made on `start()` and removed, with its volume, on `close()`."""
 
@@ -89,7 +108,7 @@ class DockerSandbox(Sandbox):
         self._closing: asyncio.Future[None] | None = None
         self._shell: tuple[ExecStream, str, Run] | None = None  # stream, exec id, how to kill it
         self._shell_lock = asyncio.Lock()
-        self._worker: tuple[ExecStream, str, Run] | None = None  # the Python worker, as the shell
+        self._worker: _Worker | None = None
         self._worker_lock = asyncio.Lock()
         self._oom_seen = 0
         self._abandoned: weakref.finalize[..., DockerSandbox] | None = None
@@ -194,23 +213,24 @@ class DockerSandbox(Sandbox):
             return finish(code, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        """The snippet in a child of the sandbox's Python worker, started on the first call.
+        """The snippet in a child of the sandbox's Python worker: the container's own, then exec'd ones.
 
         The worker kills a snippet at its timeout and stays; the host-side
         watchdog (a moment later) and cancellation kill the worker and all it
         started, and the next call starts a new one, as does a worker that
-        died (the memory limit, a snippet that killed it).
+        died (the memory limit, a snippet that killed it); what a dead
+        worker's calls left running is killed with it.
         """
         engine = await self._started()
         limit = self.default_timeout if timeout is None else timeout
         async with self._worker_lock:
-            stream, exec_id, run = await asyncio.to_thread(self._ensure_worker, engine)
+            worker = await asyncio.to_thread(self._ensure_worker, engine)
             request = WorkerRequest(code, limit)
-            out, err = request.captures(self.settings.output_limit)
+            out, err = request.captures(self.settings.output_limit, worker.ended)
             began = time.monotonic()
             try:
-                finished, cut = await self._supervised(
-                    lambda: converse(stream, request.data, out, err), run, limit + _GRACE_S
+                _, cut = await self._supervised(
+                    lambda: converse(worker.stream, request.data, out, err), worker.run, limit + _GRACE_S
                 )
             except BaseException:
                 self._drop_worker()
@@ -219,17 +239,30 @@ class DockerSandbox(Sandbox):
                 self._drop_worker()
                 return finish(None, out, err, began=began, timed_out=True, limit=limit)
             status = out.status
-            if not finished:
+            answered = request.answered(out, err)
+            if not answered:  # the worker ended: its status is its shell's word, or its exec's
                 self._drop_worker()
-                status = await asyncio.to_thread(engine.exit_code, exec_id)
+                if not out.found and worker.exec_id is not None:
+                    status = await asyncio.to_thread(engine.exit_code, worker.exec_id)
+                await self._abort(Run(worker.run.tag))
             if status == WorkerRequest.TIMED_OUT:
                 return finish(None, out, err, began=began, timed_out=True, limit=limit)
             oom = status in (137, None) and await asyncio.to_thread(self._oom_happened, engine)
-            note = "" if finished else WORKER_ENDED
+            note = "" if answered else WORKER_ENDED
             return finish(status, out, err, began=began, oom_limit=self._oom_note(oom), note=note)
 
-    def _ensure_worker(self, engine: Engine) -> tuple[ExecStream, str, Run]:
+    def _ensure_worker(self, engine: Engine) -> _Worker:
         if self._worker is None:
+            own = engine.take_worker()
+            if own is not None:
+                try:
+                    group = int(first_line(own, "Python worker", "python3"))
+                except (SandboxError, ValueError):  # it did not start: one through exec says why
+                    own.close()
+                else:
+                    run = Run(engine.worker_tag, own, group)
+                    self._worker = _Worker(own, run, None, engine.worker_ended)
+                    return self._worker
             prefix = new_tag() + "."  # the worker is PREFIX.worker, each call's processes PREFIX.N
             exec_id, stream = engine.open_exec(WORKER, prefix + "worker", stdin=True)
             try:
@@ -237,13 +270,13 @@ class DockerSandbox(Sandbox):
             except (SandboxError, ValueError):
                 stream.close()
                 raise
-            self._worker = (stream, exec_id, Run(prefix, stream, group))
+            self._worker = _Worker(stream, Run(prefix, stream, group), exec_id)
         return self._worker
 
     def _drop_worker(self) -> None:
         worker, self._worker = self._worker, None
         if worker is not None:
-            worker[0].close()
+            worker.stream.close()
 
     def _ensure_shell(self, engine: Engine) -> tuple[ExecStream, str, Run]:
         if self._shell is None:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import NoSuchFileError, SandboxError
 from ..log import event
-from .base import EXEC_TAG, KILL_TAGGED
-from .docker_stream import RUN, ExecStream, tar_file, untar_file
+from .base import EXEC_TAG, KILL_TAGGED, WORKER_SOURCE, new_tag
+from .docker_stream import CONTAINER_WORKER, RUN, ExecStream, tar_file, untar_file
 from .settings import SandboxSettings
 
 if TYPE_CHECKING:
@@ -286,9 +286,12 @@ class Engine:
 
     `create` makes both (and removes what it made if a step fails);
     `destroy` removes both and never raises on what is already gone.
-    A start costs the engine two calls (create, start) once this process
-    knows the engine and the image: no exec, no volume call of its own, no
-    image check; the sweep runs beside it.
+    A start costs the engine three calls (create, attach, start) once this
+    process knows the engine and the image: no exec, no volume call of its
+    own, no image check; the sweep runs beside it. The container's own
+    command is the Python worker (`CONTAINER_WORKER`), on the stream
+    attached before the start (so nothing it writes is lost), which the
+    sandbox takes for its first ``python_execute`` (`take_worker`).
     """
 
     def __init__(self, client: DockerClient, settings: SandboxSettings, session: str) -> None:
@@ -298,6 +301,11 @@ class Engine:
         self.name = f"agentfsm-sandbox-{session}"
         self.container: Container | None = None
         self.made_volume = False
+        self.worker_tag = new_tag() + "."
+        """The tag prefix of the container's own worker and its calls (the worker is PREFIX.worker)."""
+        self.worker_ended = f"__AGENTFSM_WORKER_ENDED_{new_tag()}__"
+        """The line the container's command prints once its worker has ended."""
+        self._worker: ExecStream | None = None
 
     @classmethod
     def create(cls, settings: SandboxSettings, session: str) -> Engine:
@@ -319,9 +327,9 @@ class Engine:
         return engine
 
     def _run(self) -> None:
-        """Create and start the container; its labelled workspace volume is made with it (one call)."""
+        """Create the container (its labelled workspace volume made with it), attach to it, start it."""
         import docker
-        from docker.types import Mount
+        from docker.types import LogConfig, Mount
 
         s, labels, api = self.settings, owner_labels(self.session), self.client.api
         host = api.create_host_config(
@@ -336,15 +344,19 @@ class Engine:
             read_only=True,
             mounts=[Mount(s.workspace, self.name, type="volume", labels=labels)],
             tmpfs={"/tmp": f"size={s.tmp_size},mode=1777"},
+            log_config=LogConfig(type="none"),  # the worker's output is the calls': the engine keeps none
         )
         try:
             self.made_volume = True  # from here on, destroy removes it by name
             made = api.create_container(
                 s.image,
-                entrypoint=["sleep"],
-                command=["infinity"],
+                entrypoint=["sh", "-c", CONTAINER_WORKER],
+                command=[self.worker_tag + "worker", self.worker_ended, WORKER_SOURCE],
                 name=self.name,
-                detach=True,
+                # attached, as `docker run -i`: stdin open until the attached stream closes (StdinOnce),
+                # then the worker reads the end of its input and ends
+                detach=False,
+                stdin_open=True,
                 labels=labels,
                 user=s.user,
                 working_dir=s.workspace,
@@ -352,6 +364,8 @@ class Engine:
                 host_config=host,
             )
             self.container = self.client.containers.prepare_model({"Id": made["Id"]})
+            params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            self._worker = ExecStream(api.attach_socket(made["Id"], params=params))
             api.start(made["Id"])
         except docker.errors.ImageNotFound:
             _forget_image(s.image)  # removed since this process last saw it
@@ -395,9 +409,17 @@ class Engine:
                 f"the workspace {self.settings.workspace} is not writable by user {self.settings.user}"
             )
 
+    def take_worker(self) -> ExecStream | None:
+        """The attached stream of the container's own worker, once (then None: later workers are exec'd)."""
+        worker, self._worker = self._worker, None
+        return worker
+
     def destroy(self) -> None:
         import docker
 
+        worker = self.take_worker()
+        if worker is not None:
+            worker.close()
         container, volume, self.container, self.made_volume = self.container, self.made_volume, None, False
         api = self.client.api
         for remove in (

@@ -22,6 +22,7 @@ from ..errors import NotAFileError, SandboxError
 from .base import WORKER_SOURCE, OutputCapture
 
 __all__ = [
+    "CONTAINER_WORKER",
     "PATH_HELPER",
     "RUN",
     "SHELL",
@@ -51,6 +52,23 @@ group, the one its commands run in."""
 WORKER = ["python3", "-u", "-c", WORKER_SOURCE, "--announce"]
 """The Python worker (`agentfsm.sandbox.worker`), its source passed on the command line: the image needs
 nothing of ours. It announces its pid, which as the exec's first process is also its process group."""
+
+CONTAINER_WORKER = (
+    "trap '' HUP INT QUIT USR1 USR2; exec 3<&0 4>&2 </dev/null 2>/dev/null; "
+    'AGENTFSM_EXEC="$0" python3 -u -c "$2" --announce <&3 2>&4 3<&- 4>&- & exec 3<&-; '
+    'wait "$!"; rc=$?; printf \'\\n%s %d\\n\' "$1" "$rc"; printf \'\\n%s\\n\' "$1" >&4; '
+    "exec sleep infinity >/dev/null 4>&-"
+)
+"""``sh -c CONTAINER_WORKER TAG ENDED SOURCE``: the container's own command. It runs the Python worker
+(`WORKER`'s script, tagged TAG) on the container's stdin and stdout, which the sandbox attaches to before
+the start, so the first ``python_execute`` needs no exec. The shell outlives the worker: once the worker has
+ended (killed, or its stdin closed), it prints ``\\nENDED STATUS\\n`` on stdout and ``\\nENDED\\n`` on
+stderr, since the stream itself stays open (the container's init holds it), and then becomes the container's
+``sleep``, so the container lives on and later workers start through exec. The shell's own stderr is
+/dev/null and the worker runs in the background, waited for (its stdin and stderr passed on explicitly):
+so the shell's report of a killed worker ("Killed") never reaches a call's output. The shell, then its
+sleep, ignore the signals the worker passes on to its parent (`worker._RELAYED`), which would otherwise end
+the container; the worker sets its own handlers for them, and each snippet gets the defaults back."""
 
 PATH_HELPER = r"""
 import os, sys

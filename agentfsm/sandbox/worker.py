@@ -28,8 +28,9 @@ honoured), writing straight to the worker's stdout and stderr. Once it has
 ended, and with it everything left in its process group, the worker prints
 ``\\nMARKER STATUS\\n`` on stdout and ``\\nMARKER\\n`` on stderr: STATUS is the
 exit status (128 + N when killed by signal N) or -1 when the timeout
-killed it. With ``--announce`` the worker first prints its pid (its process
-group, for the sandbox's killers).
+killed it. With ``--announce`` the worker first prints its pid, which is
+also its process group (for the sandbox's killers): an exec's first process
+leads its group already, and a worker started by a shell makes its own.
 
 The timeout kills the child's process group, then every process carrying a
 tag of this worker (`EXEC_TAG`: each call's children get ``PREFIX.N``, the
@@ -232,6 +233,8 @@ def main(argv: list[str]) -> int:
     for relayed in _RELAYED:
         signal.signal(relayed, _relay)
     if "--announce" in argv:
+        if os.getpgrp() != os.getpid():  # started by a shell (the container's own command): a group of
+            os.setpgid(0, 0)  # its own, so that killing the worker's group never kills that shell
         os.write(1, f"{os.getpid()}\n".encode())
     serve(sys.stdin.buffer, prefix)
     return 0
