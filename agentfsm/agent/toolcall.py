@@ -547,14 +547,16 @@ class ToolCallAgent(ReActAgent):
             run = self.run_state
             if isinstance(tool, FinalResult):
                 return self._final_result(call, tool, arguments, started)
-            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name, self.deps)
+            context = functools.partial(
+                ToolCallContext, self.name, run.run_id, run.step, call.id, name, self.deps
+            )
             asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
-                with executing(context):
-                    if asked is not None:
-                        result = await tool.answered(asked, run.answers.get(call.id, {}), **arguments)
-                    else:
-                        result = await tool(**arguments)
+                if asked is not None:
+                    answers = run.answers.get(call.id, {})
+                    result = await executing(context, tool.answered(asked, answers, **arguments))
+                else:
+                    result = await executing(context, tool(**arguments))
             except ArgumentError as exc:
                 content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
             except Exception as exc:  # the tool's own failure is the model's observation
