@@ -187,11 +187,9 @@ class FunctionTool(Tool):
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        from pydantic import ValidationError
-
         try:
             model = self._model.model_validate(arguments)
-        except ValidationError as exc:
+        except _validation_error() as exc:  # asked for only when validation raised
             raise ArgumentError(validation_problems(exc)) from None
         return dict(model.__dict__)
 
@@ -215,6 +213,15 @@ class FunctionTool(Tool):
                 f"{deps!r}; pass them to the run: `run(..., deps=...)`"
             )
         return deps
+
+
+def _validation_error() -> type[ValidationError]:
+    """pydantic's `ValidationError`. `import agentfsm` does not load pydantic; a tool made from a
+    function built its pydantic model, so pydantic is loaded by the time this is asked. An import
+    statement costs about 1% of a one-call run, so a call whose arguments are valid makes none."""
+    from pydantic import ValidationError
+
+    return ValidationError
 
 
 def validation_problems(exc: ValidationError) -> str:
