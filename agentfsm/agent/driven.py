@@ -99,13 +99,15 @@ class DrivenModel(EventSource, ABC):
                     messages, system_msgs=system_msgs, tools=tools, tool_choice=tool_choice, sink=sink
                 )
         except Exception as exc:
-            self._report_call(messages, system_msgs, tools, tool_choice, started, None, exc)
+            if self.listening:
+                self._report_call(messages, system_msgs, tools, tool_choice, started, None, exc)
             raise
         except BaseException:  # cancelled mid-stream: the run's usage counts what streamed so far
             if sink is not None and sink.attempt:
                 self.run_state.usage.add(sink.partial_usage())
             raise
-        self._report_call(messages, system_msgs, tools, tool_choice, started, reply, None)
+        if self.listening:  # nothing is built for nobody: the event copies the request
+            self._report_call(messages, system_msgs, tools, tool_choice, started, reply, None)
         return reply
 
     def _report_call(
@@ -118,8 +120,6 @@ class DrivenModel(EventSource, ABC):
         reply: LLMResponse | None,
         error: Exception | None,
     ) -> None:
-        if not self.listening:
-            return
         run = self.run_state
         self.emit(
             LLMCall(

@@ -170,8 +170,9 @@ class ToolCallAgent(ReActAgent):
         final = FinalResult(output_type) if output_type is not None else None
         self._init_agent(options, name=name, memory=memory)
         self.llm = llm
-        default: list[Tool] = [Terminate()] if final is None else []
-        self.tools = ToolCollection.of(tools if tools is not None else default)
+        if tools is None:
+            tools = [Terminate()] if final is None else []
+        self.tools = ToolCollection.of(tools)
         if final is not None:
             self.tools.add(final)
         self.output_type = output_type
@@ -244,7 +245,7 @@ class ToolCallAgent(ReActAgent):
         """Use the table with AWAITING_APPROVAL once any tool needs approval, and with
         AWAITING_INPUT once any tool may ask for input (the set may grow; states are only added)."""
         table = self.table
-        if AWAITING_INPUT not in table.by_name and any(t.asks_for_input for t in self.tools):
+        if AWAITING_INPUT not in table.by_name and self.tools.asks_for_input:
             table = with_input(table)
         if AWAITING_APPROVAL not in table.by_name and (self.require_approval or self.tools.approval_names):
             table = with_approval(table)
@@ -547,14 +548,16 @@ class ToolCallAgent(ReActAgent):
             run = self.run_state
             if isinstance(tool, FinalResult):
                 return self._final_result(call, tool, arguments, started)
-            context = ToolCallContext(self.name, run.run_id, run.step, call.id, name, self.deps)
+            context = functools.partial(
+                ToolCallContext, self.name, run.run_id, run.step, call.id, name, self.deps
+            )
             asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
-                with executing(context):
-                    if asked is not None:
-                        result = await tool.answered(asked, run.answers.get(call.id, {}), **arguments)
-                    else:
-                        result = await tool(**arguments)
+                if asked is not None:
+                    answers = run.answers.get(call.id, {})
+                    result = await executing(context, tool.answered(asked, answers, **arguments))
+                else:
+                    result = await executing(context, tool(**arguments))
             except ArgumentError as exc:
                 content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
             except Exception as exc:  # the tool's own failure is the model's observation
@@ -616,7 +619,7 @@ class ToolCallAgent(ReActAgent):
 
     def check_deps(self, deps: Any) -> None:
         """Each tool with a `deps_type` takes `deps`: refused before the run starts otherwise."""
-        for item in self.tools:
+        for item in self.tools.with_deps:
             wanted = item.deps_type
             if wanted is not None and not isinstance(deps, wanted):
                 raise WrongTypeError(

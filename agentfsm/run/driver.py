@@ -253,14 +253,15 @@ class RunDriver:
         if failure is not None and run.error is None:  # the edge into the final state was not recorded
             run.error, run.exception = _described(failure), failure
         result = model.last_result = model.run_result(spec, None)
-        event(
-            "run_finished",
-            agent=model.name,
-            run_id=run.run_id,
-            state=str(result.state),
-            stop_reason=str(result.stop_reason),
-            steps=result.steps,
-        )
+        if log_enabled():  # its fields are built only for a logger that writes them
+            event(
+                "run_finished",
+                agent=model.name,
+                run_id=run.run_id,
+                state=str(result.state),
+                stop_reason=str(result.stop_reason),
+                steps=result.steps,
+            )
         return result
 
 

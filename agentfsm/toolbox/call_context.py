@@ -7,7 +7,8 @@ A few tools need to know the call they serve: an MCP tool passes the
 run's trace context to its server in the request's ``_meta``, so the server's logs and spans
 join the run's. The agent sets the context around each execution; a context variable makes it
 task-local, so calls run in parallel (each in its own task) each see their own, and nothing is
-shared between agents or runs.
+shared between agents or runs. What the agent sets is the way to make the context, not the
+context: most tools never ask for it, so a call that nobody asks about makes none.
 
 The trace context is W3C's (``traceparent``), derived from the run and the call alone: a
 replayed or resumed run, in another process too, names the same trace and the same spans.
@@ -18,11 +19,10 @@ instead, so a traced application keeps its own trace.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["ToolCallContext", "current_call", "executing"]
 
@@ -67,19 +67,22 @@ class ToolCallContext:
         }
 
 
-_CURRENT: ContextVar[ToolCallContext | None] = ContextVar("agentfsm_tool_call", default=None)
+_T = TypeVar("_T")
+
+_CURRENT: ContextVar[Callable[[], ToolCallContext] | None] = ContextVar("agentfsm_tool_call", default=None)
 
 
 def current_call() -> ToolCallContext | None:
     """The call being executed in this task, or None outside a run's tool execution."""
-    return _CURRENT.get()
+    make = _CURRENT.get()
+    return make() if make is not None else None
 
 
-@contextmanager
-def executing(context: ToolCallContext) -> Iterator[None]:
-    """Make `context` the current call while the block runs (in this task only)."""
+async def executing(context: Callable[[], ToolCallContext], work: Awaitable[_T]) -> _T:
+    """Await `work` (a tool's call) with the call `context` makes as the current one, in this
+    task only. `context` is called when a tool asks for it (`current_call()`), each time."""
     token = _CURRENT.set(context)
     try:
-        yield
+        return await work
     finally:
         _CURRENT.reset(token)

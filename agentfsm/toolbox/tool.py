@@ -187,11 +187,9 @@ class FunctionTool(Tool):
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        from pydantic import ValidationError
-
         try:
             model = self._model.model_validate(arguments)
-        except ValidationError as exc:
+        except _validation_error() as exc:  # asked for only when validation raised
             raise ArgumentError(validation_problems(exc)) from None
         return dict(model.__dict__)
 
@@ -215,6 +213,15 @@ class FunctionTool(Tool):
                 f"{deps!r}; pass them to the run: `run(..., deps=...)`"
             )
         return deps
+
+
+def _validation_error() -> type[ValidationError]:
+    """pydantic's `ValidationError`. `import agentfsm` does not load pydantic; a tool made from a
+    function built its pydantic model, so pydantic is loaded by the time this is asked. An import
+    statement costs about 1% of a one-call run, so a call whose arguments are valid makes none."""
+    from pydantic import ValidationError
+
+    return ValidationError
 
 
 def validation_problems(exc: ValidationError) -> str:
@@ -301,6 +308,8 @@ class ToolCollection:
         self._tools: dict[str, Tool] = {}
         self._params: list[dict[str, Any]] | None = None
         self._approval: frozenset[str] | None = None
+        self._asking: bool | None = None
+        self._with_deps: tuple[Tool, ...] | None = None
         self.add(*tools)
 
     def add(self, *tools: Tool) -> ToolCollection:
@@ -313,7 +322,7 @@ class ToolCollection:
                     "give one of them another name"
                 )
             self._tools[item.name] = item
-        self._params = self._approval = None
+        self._changed()
         return self
 
     def remove(self, name: str) -> Tool:
@@ -321,7 +330,7 @@ class ToolCollection:
             removed = self._tools.pop(name)
         except KeyError:
             raise KeyNotFoundError(f"no tool named {name!r}; have {sorted(self._tools)!r}") from None
-        self._params = self._approval = None
+        self._changed()
         return removed
 
     def replace(self, item: Tool) -> Tool:
@@ -333,7 +342,7 @@ class ToolCollection:
         if replaced is None:
             raise KeyNotFoundError(f"no tool named {item.name!r} to replace; have {sorted(self._tools)!r}")
         self._tools[item.name] = item
-        self._params = self._approval = None
+        self._changed()
         return replaced
 
     def get(self, name: str) -> Tool | None:
@@ -358,6 +367,24 @@ class ToolCollection:
         if self._approval is None:
             self._approval = frozenset(name for name, item in self._tools.items() if item.needs_approval)
         return self._approval
+
+    @property
+    def asks_for_input(self) -> bool:
+        """Whether any tool may ask for input (`Tool.asks_for_input`): the agent then has AWAITING_INPUT."""
+        if self._asking is None:
+            self._asking = any(item.asks_for_input for item in self._tools.values())
+        return self._asking
+
+    @property
+    def with_deps(self) -> tuple[Tool, ...]:
+        """The tools that take the run's dependencies (a `deps_type`, read when added): checked per run."""
+        if self._with_deps is None:
+            self._with_deps = tuple(item for item in self._tools.values() if item.deps_type is not None)
+        return self._with_deps
+
+    def _changed(self) -> None:
+        """The set changed: what is derived from it (declarations, names) is made again when read."""
+        self._params = self._approval = self._asking = self._with_deps = None
 
     def to_params(self) -> list[dict[str, Any]]:
         """The declarations sent to the model (built once per change of the set; do not mutate)."""
