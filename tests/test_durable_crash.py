@@ -23,8 +23,9 @@ from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
 from agentfsm.durable import AgentSpec, DurableRuns
 
 HERE = Path(__file__).parent
-STEPS = 11
-"""Steps of one run: three model calls, four tool calls of two steps each (the started record, the call)."""
+STEPS = 7
+"""Steps of one run (step layout 2): three model calls and four tool calls, each call's start carried by the
+step just before it (its reply's model step, or the previous call's tool step)."""
 
 
 def start_worker(db: str, worker_id: str, *extra: str) -> subprocess.Popen[str]:
@@ -70,9 +71,10 @@ def trace_records(text: str, run_id: str) -> list[dict]:
     return [strip(json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
-STARTED = {2: "1", 4: "2", 7: "3"}
-"""The steps that are a call's started record, and that call's number: a kill right after one lands
-inside the call (started, not completed), so the call is reported interrupted, never run again."""
+STARTED = {1: "1", 2: "2", 4: "3"}
+"""The steps that carry a call's start, and that call's number: a kill right after one lands inside the
+call (started, not completed), so the call is reported interrupted, never run again. (Step 6 carries the
+start of `terminate`, which is idempotent: it runs again.)"""
 
 
 def interrupted_call(plan: str) -> str | None:

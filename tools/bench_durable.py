@@ -4,8 +4,8 @@
 
 - per-step overhead: one run at a time of an agent whose model (a function) and
   tool answer at once, 20 steps each; the time between two consecutive model
-  calls inside a durable run (three recorded steps: the model call, the tool's
-  started record, the tool call) against the same agent's plain `run()`, and
+  calls inside a durable run (two recorded steps: the model call, whose record
+  carries the call's start, and the tool call) against the same agent's plain `run()`, and
   the same durable run on a journal that records nothing (what agentfsm's side
   costs). Goal: the median overhead at most 5 ms a step.
 - takeover: two worker processes (this script, ``worker``; 4 runs at a time
