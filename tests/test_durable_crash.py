@@ -143,3 +143,45 @@ async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrup
         else:  # the interrupted call's observation says so, instead of its result
             assert "the run was interrupted while `record` ran" in json.dumps(trace), plan
     runs.close()
+
+
+async def test_a_call_run_after_its_approval_has_a_start_record_of_its_own_that_a_kill_respects(
+    pg_url,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    """The approval agent's run records: the model call (1), then, after the pause and the decision,
+    the call's own start (2), the call (3), the model call (4), `terminate` (5). Killed right after step
+    1 the call has not started: it runs once, after its approval. Killed right after step 2 it has: the
+    worker that goes on reports it interrupted and never runs it."""
+    runs = DurableRuns(pg_url)
+    worker = await asyncio.to_thread(start_worker, pg_url, "wa", "--concurrency", "1", "--queue", "wa")
+    outcomes = {}
+    try:
+        for kill, effects_expected in ((1, ["7"]), (2, [])):
+            effects = tmp_path / f"approved-{kill}.txt"
+            options = {"effects": str(effects), "kill": f"step:{kill}"}
+            run_id = await runs.submit("record 7", AgentSpec(agent="approval", options=options), queue="wa")
+            approved, deaths = False, 0
+            deadline = time.monotonic() + 60
+            while not (status := await runs.status(run_id)).ended:
+                assert time.monotonic() < deadline, (kill, status.state)
+                if worker.poll() is not None:
+                    assert worker.returncode == -9, worker.stderr.read() if worker.stderr else ""
+                    deaths += 1
+                    worker = await asyncio.to_thread(
+                        start_worker, pg_url, "wa", "--concurrency", "1", "--queue", "wa"
+                    )
+                elif status.state == "paused" and not approved:
+                    await runs.approve(run_id, "c1")
+                    approved = True
+                await asyncio.sleep(0.05)
+            result = status.result
+            assert result is not None and deaths == 1, (kill, deaths)
+            outcomes[kill] = (str(result.stop_reason), result.steps)
+            assert (effects.read_text().split() if effects.exists() else []) == effects_expected, kill
+            interrupted = "the run was interrupted while `record` ran" in (await runs.trace(run_id) or "")
+            assert interrupted == (kill == 2), kill
+    finally:
+        stop_worker(worker)
+        runs.close()
+    assert outcomes == {1: ("terminated", 2), 2: ("terminated", 2)}
