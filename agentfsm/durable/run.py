@@ -22,10 +22,10 @@ What is a step, and why (step layout 2, `LAYOUT`):
 - each decision on a paused run (``recv``: an approval, an answer), and the
   pause itself (an event other processes read).
 
-Where a call's start is recorded (the recovery rule). A step costs a database
-transaction, so the start is carried by the entry the journal recorded just
-before the call's ``tool`` step, when that entry is a ``model`` step (the reply
-whose first call this is) or a ``tool`` step (the previous call of the reply):
+Where a call's start is recorded (the recovery rule). A step costs two database
+transactions and a commit, so the start is carried by the entry the journal
+recorded just before the call's ``tool`` step, when that entry is a ``model``
+step (its reply's) or a ``tool`` step (the previous call of the reply):
 nothing but the agent's own bookkeeping comes between that record and the call,
 as between a separate start record and the call. A call that follows any other
 entry (a pause, a decision, its own earlier round of questions) gets a
