@@ -23,8 +23,9 @@ from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
 from agentfsm.durable import AgentSpec, DurableRuns
 
 HERE = Path(__file__).parent
-STEPS = 11
-"""Steps of one run: three model calls, four tool calls of two steps each (the started record, the call)."""
+STEPS = 7
+"""Steps of one run (step layout 2): three model calls and four tool calls, each call's start carried by the
+step just before it (its reply's model step, or the previous call's tool step)."""
 
 
 def start_worker(db: str, worker_id: str, *extra: str) -> subprocess.Popen[str]:
@@ -70,9 +71,10 @@ def trace_records(text: str, run_id: str) -> list[dict]:
     return [strip(json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
-STARTED = {2: "1", 4: "2", 7: "3"}
-"""The steps that are a call's started record, and that call's number: a kill right after one lands
-inside the call (started, not completed), so the call is reported interrupted, never run again."""
+STARTED = {1: "1", 2: "2", 4: "3"}
+"""The steps that carry a call's start, and that call's number: a kill right after one lands inside the
+call (started, not completed), so the call is reported interrupted, never run again. (Step 6 carries the
+start of `terminate`, which is idempotent: it runs again.)"""
 
 
 def interrupted_call(plan: str) -> str | None:
@@ -141,3 +143,45 @@ async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrup
         else:  # the interrupted call's observation says so, instead of its result
             assert "the run was interrupted while `record` ran" in json.dumps(trace), plan
     runs.close()
+
+
+async def test_a_call_run_after_its_approval_has_a_start_record_of_its_own_that_a_kill_respects(
+    pg_url,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    """The approval agent's run records: the model call (1), then, after the pause and the decision,
+    the call's own start (2), the call (3), the model call (4), `terminate` (5). Killed right after step
+    1 the call has not started: it runs once, after its approval. Killed right after step 2 it has: the
+    worker that goes on reports it interrupted and never runs it."""
+    runs = DurableRuns(pg_url)
+    worker = await asyncio.to_thread(start_worker, pg_url, "wa", "--concurrency", "1", "--queue", "wa")
+    outcomes = {}
+    try:
+        for kill, effects_expected in ((1, ["7"]), (2, [])):
+            effects = tmp_path / f"approved-{kill}.txt"
+            options = {"effects": str(effects), "kill": f"step:{kill}"}
+            run_id = await runs.submit("record 7", AgentSpec(agent="approval", options=options), queue="wa")
+            approved, deaths = False, 0
+            deadline = time.monotonic() + 60
+            while not (status := await runs.status(run_id)).ended:
+                assert time.monotonic() < deadline, (kill, status.state)
+                if worker.poll() is not None:
+                    assert worker.returncode == -9, worker.stderr.read() if worker.stderr else ""
+                    deaths += 1
+                    worker = await asyncio.to_thread(
+                        start_worker, pg_url, "wa", "--concurrency", "1", "--queue", "wa"
+                    )
+                elif status.state == "paused" and not approved:
+                    await runs.approve(run_id, "c1")
+                    approved = True
+                await asyncio.sleep(0.05)
+            result = status.result
+            assert result is not None and deaths == 1, (kill, deaths)
+            outcomes[kill] = (str(result.stop_reason), result.steps)
+            assert (effects.read_text().split() if effects.exists() else []) == effects_expected, kill
+            interrupted = "the run was interrupted while `record` ran" in (await runs.trace(run_id) or "")
+            assert interrupted == (kill == 2), kill
+    finally:
+        stop_worker(worker)
+        runs.close()
+    assert outcomes == {1: ("terminated", 2), 2: ("terminated", 2)}

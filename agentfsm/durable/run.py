@@ -7,15 +7,15 @@ recorded output instead of running, so the agent goes through the very same
 replies, observations and transitions, and its result and trace are those of a
 run that was never interrupted. Steps not yet recorded then run for real.
 
-What is a step, and why:
+What is a step, and why (step layout 2, `LAYOUT`):
 
-- each model call (``model``): its reply, or the error it raised, as data. An
-  error comes back as the same `LLMError` whether it was just raised or read
-  back, so a replayed run fails the same way;
-- each tool call, as two steps: ``tool_started`` (a record that the call is
-  about to run, durable before it does) and ``tool`` (its observation). A
-  recovered run that finds a call started but not completed does not run it
-  again (the crash landed inside the call: its effect may or may not have
+- each model call (``model``): its reply, or the error it raised, as data, with
+  the layout that recorded it. An error comes back as the same `LLMError`
+  whether it was just raised or read back, so a replayed run fails the same way;
+- each tool call (``tool``): its observation;
+- a call's *start*: a record, durable before the call runs, that it is about to
+  run. A recovered run that finds a call started but not completed does not run
+  it again (the crash landed inside the call: its effect may or may not have
   happened); the model gets the interrupted observation instead, as a resumed
   checkpoint gives it. A tool marked `idempotent` runs again. So tools run at
   most once, and exactly once unless the crash lands inside the call;
@@ -24,9 +24,29 @@ What is a step, and why:
   hand, so `ask_human` without a callback is a question the run pauses for
   (`AskHumanInput`), answered from any process like a tool's.
 
+Where a call's start is recorded (the recovery rule). A step costs two database
+transactions and a commit, so the start is carried by the entry the journal
+recorded just before the call's ``tool`` step, when that entry is a ``model``
+step (its reply's) or a ``tool`` step (the previous call of the reply):
+nothing but the agent's own bookkeeping comes between that record and the call,
+as between a separate start record and the call. A call that follows any other
+entry (a pause, a decision, its own earlier round of questions) gets a
+``tool_started`` step of its own. Every entry goes through the journal
+(`_Entries` sees them all), so "just before" is exact. When the call's ``tool``
+step is not recorded, the call is taken as started, and so reported interrupted,
+exactly when its start record was read back rather than made by this process:
+a start made here means no earlier process got past it, since a call begins
+only after its start is committed. A crash right after a ``model`` or ``tool``
+step therefore lands inside the next call, if the reply has one.
+
 A step may run twice (at least once: a crash after it ran and before its
-output was recorded); for ``tool_started`` that is harmless, and it is why the
-tool's own step checks the record rather than trusting it ran once.
+output was recorded); that is harmless for a start record: the process that
+records it is the one that runs the call.
+
+Layout 1 (earlier releases) gave every call a ``tool_started`` step. A worker
+replays only the layout it records: a run recorded in another one ends in ERROR
+at its first model step, saying so (`CheckpointError`); workers of the default
+application version never take such a run, since each release declares its own.
 """
 
 from __future__ import annotations
@@ -38,7 +58,14 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
-from ..errors import AgentfsmError, ConfigError, KeyNotFoundError, LLMError, TokenLimitExceeded
+from ..errors import (
+    AgentfsmError,
+    CheckpointError,
+    ConfigError,
+    KeyNotFoundError,
+    LLMError,
+    TokenLimitExceeded,
+)
 from ..log import event
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
@@ -48,7 +75,16 @@ from ..run.state import Observation
 from ..toolbox.ask_human import AskHuman, AskHumanInput
 from .spec import AgentFactory, AgentSpec
 
-__all__ = ["DECISION_TOPIC", "PAUSE_EVENT", "TRACE_EVENT", "WAKE", "DurableModel", "Journal", "durable_run"]
+__all__ = [
+    "DECISION_TOPIC",
+    "LAYOUT",
+    "PAUSE_EVENT",
+    "TRACE_EVENT",
+    "WAKE",
+    "DurableModel",
+    "Journal",
+    "durable_run",
+]
 
 DECISION_TOPIC = "decision"
 """The topic a paused run receives its approvals and answers on."""
@@ -56,6 +92,10 @@ PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
 TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
+LAYOUT = 2
+"""The step layout a run records and replays (see the module's docstring); in every model record."""
+CARRIERS = frozenset({"model", "tool"})
+"""The steps whose record carries the start of a call whose tool step comes right after."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
 WAKE = "wake"
@@ -96,6 +136,8 @@ class DurableModel:
     def __init__(self, inner: ChatModel, journal: Journal) -> None:
         self.inner = inner
         self.journal = journal
+        self.foreign_layout: int | None = None
+        """The layout of a model record read back from another layout (the run was refused)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -118,12 +160,19 @@ class DurableModel:
                     messages, system_msgs=system_msgs, tools=tools, tool_choice=tool_choice
                 )
             except TokenLimitExceeded as exc:
-                return {"token_limit": str(exc)}
+                return {"layout": LAYOUT, "token_limit": str(exc)}
             except Exception as exc:  # recorded as data: a replay raises it as the first run did
-                return {"error": f"{type(exc).__name__}: {exc}"}
-            return {"reply": reply.model_dump(mode="json")}
+                return {"layout": LAYOUT, "error": f"{type(exc).__name__}: {exc}"}
+            return {"layout": LAYOUT, "reply": reply.model_dump(mode="json")}
 
         data = await self.journal.step("model", call)
+        if data.get("layout", 1) != LAYOUT:
+            self.foreign_layout = data.get("layout", 1)
+            raise CheckpointError(
+                f"run {self.journal.run_id!r} was recorded in step layout {self.foreign_layout} and "
+                f"this worker replays layout {LAYOUT} only: finish it with a worker of the release that "
+                "started it, or submit its task again"
+            )
         if "reply" in data:
             return LLMResponse.model_validate(data["reply"])
         if "token_limit" in data:
@@ -131,41 +180,80 @@ class DurableModel:
         raise LLMError(data["error"])
 
 
-def _bind(agent: ToolCallAgent, journal: Journal) -> None:
-    """Make `agent`'s model calls and tool calls steps of `journal`, and its run's id the run's.
-    A reply's calls run one after another: a step's place in the journal is the order it starts in."""
-    agent.llm = DurableModel(agent.llm, journal)
+class _Entries:
+    """The run's journal, knowing of its last entry whether it can carry the next call's start
+    (a ``model`` or ``tool`` step) and, if so, whether it was recorded here or read back."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.carried: bool | None = None
+        """None: the last entry carries no start; else whether that entry's step ran here."""
+
+    @property
+    def run_id(self) -> str:
+        return self.journal.run_id
+
+    async def step(self, name: str, body: Callable[[], Awaitable[JSON]]) -> JSON:
+        ran = False
+
+        async def counted() -> JSON:
+            nonlocal ran
+            ran = True
+            return await body()
+
+        self.carried = None
+        output = await self.journal.step(name, counted)
+        self.carried = ran if name in CARRIERS else None
+        return output
+
+    async def receive(self, topic: str, timeout_s: float) -> JSON:
+        self.carried = None
+        return await self.journal.receive(topic, timeout_s)
+
+    async def publish(self, key: str, value: JSON) -> None:
+        self.carried = None
+        await self.journal.publish(key, value)
+
+
+def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
+    """Make `agent`'s model calls and tool calls steps of `entries`, and its run's id the run's; its
+    model, now durable. A reply's calls run one after another: a step's place in the journal is the
+    order it starts in."""
+    model = agent.llm = DurableModel(agent.llm, entries)
     if agent.options.parallel_tool_calls:  # concurrent steps would not take their places in the same order
         agent.options = replace(agent.options, parallel_tool_calls=False)
     execute, open_run = agent.execute_tool, agent.open_run
 
     async def execute_tool(call: ToolCall) -> Observation:
-        began = False
+        carried = entries.carried  # the start carried by the entry just before: made here, or read back
+        began = bool(carried)
+        if carried is None:  # a start record of its own
 
-        async def started() -> JSON:
-            nonlocal began
-            began = True
-            return {"call": call.id}
+            async def started() -> JSON:
+                nonlocal began
+                began = True
+                return {"call": call.id}
 
-        await journal.step("tool_started", started)
+            await entries.step("tool_started", started)
         tool = agent.tools.get(call.name)
 
         async def run() -> JSON:
             if not began and tool is not None and not tool.idempotent:
-                event("durable_call_interrupted", run_id=journal.run_id, call_id=call.id, tool=call.name)
+                event("durable_call_interrupted", run_id=entries.run_id, call_id=call.id, tool=call.name)
                 content = INTERRUPTED_CALL.format(name=call.name)
                 return Observation(call=call, content=content, is_error=True).model_dump(mode="json")
             return (await execute(call)).model_dump(mode="json")
 
-        return Observation.model_validate(await journal.step("tool", run))
+        return Observation.model_validate(await entries.step("tool", run))
 
     def opened(request: str) -> None:
         open_run(request)
-        agent.run_state.run_id = journal.run_id
+        agent.run_state.run_id = entries.run_id
 
     # The instance's own methods are replaced, so every agent class gets its steps the same way.
     agent.execute_tool = execute_tool  # type: ignore[method-assign]
     agent.open_run = opened  # type: ignore[method-assign]
+    return model
 
 
 def _refused(run_id: str, error: str) -> RunResult:
@@ -194,19 +282,21 @@ async def durable_run(
         agent = factory(declared)
     except Exception as exc:  # a spec its factory refuses: the run ends before it starts, saying why
         return _refused(journal.run_id, f"{type(exc).__name__}: {exc}").model_dump(mode="json")
-    _bind(agent, journal)
+    entries = _Entries(journal)
+    model = _bind(agent, entries)
     _ask_in_the_run(agent)
     folder = tempfile.mkdtemp(prefix="agentfsm-durable-")
     trace = os.path.join(folder, "trace.jsonl")
     try:
         result = await agent.run(task, trace=trace)
         while result.paused:
-            await journal.publish(PAUSE_EVENT, _pause(result))
-            await _decided(agent, journal)
-            await journal.publish(PAUSE_EVENT, None)
+            await entries.publish(PAUSE_EVENT, _pause(result))
+            await _decided(agent, entries)
+            await entries.publish(PAUSE_EVENT, None)
             result = await agent.resume(trace=trace)
-        with open(trace, encoding="utf-8") as lines:
-            await journal.publish(TRACE_EVENT, lines.read())
+        if model.foreign_layout is None:  # else the recorded entries that follow are another layout's
+            with open(trace, encoding="utf-8") as lines:
+                await entries.publish(TRACE_EVENT, lines.read())
     finally:
         await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
         for name in os.listdir(folder):

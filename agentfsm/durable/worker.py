@@ -38,6 +38,7 @@ from ..log import event
 from .engine import Engine, EngineClient, check_url
 from .fence import Fence
 from .heartbeat import Beat, Heartbeats
+from .run import LAYOUT
 from .spec import AgentFactory
 
 __all__ = ["DEFAULT_QUEUE", "Worker", "default_app_version"]
@@ -46,14 +47,17 @@ DEFAULT_QUEUE = "agentfsm"
 
 
 def default_app_version() -> str:
-    """The application version a worker declares unless told: agentfsm's release. Runs started by
-    one release are continued by workers of that release (the same steps replay the same way)."""
+    """The application version a worker declares unless told: agentfsm's release and the step layout
+    it records. Runs started by one release are continued by workers of that release (the same steps
+    replay the same way); the layout is named too, so two builds of one release number that record
+    different layouts never take each other's runs."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"agentfsm-{version('agentfsm')}"
+        release = version("agentfsm")
     except PackageNotFoundError:
-        return "agentfsm-unknown"
+        release = "unknown"
+    return f"agentfsm-{release}-layout{LAYOUT}"
 
 
 class Worker:
