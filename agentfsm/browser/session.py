@@ -120,6 +120,10 @@ class BrowserSession:
         self._playwright: Playwright | None = None
         self._context: BrowserContext | None = None
         self._workdir: Path | None = None
+        self._artifacts: Path | None = None
+        """Playwright's own folder for this browser (in the system's temp folder, not the work
+        directory): its driver removes it when the browser closes, but not always when the
+        browser was killed and the driver is stopped soon after, so the teardown removes it too."""
         self._tabs: list[Page] = []
         self._current: Page | None = None
         self._lost = False
@@ -183,6 +187,7 @@ class BrowserSession:
         # request the route let through opens a connection.
         (workdir / "profile" / "Default" / "Preferences").write_text(json.dumps(_PREFERENCES))
         self._playwright = playwright = await async_playwright().start()
+        before = _artifact_folders()
         context = await playwright.chromium.launch_persistent_context(
             str(workdir / "profile"),
             executable_path=settings.executable_path,
@@ -195,6 +200,9 @@ class BrowserSession:
             timeout=settings.navigation_timeout * 1000,
         )
         self._context = context
+        # The launch made one; with two, another browser launched meanwhile and neither is known ours.
+        made = _artifact_folders() - before
+        self._artifacts = made.pop() if len(made) == 1 else None
         context.set_default_timeout(settings.action_timeout * 1000)
         context.set_default_navigation_timeout(settings.navigation_timeout * 1000)
         context.on("close", self._on_context_closed)
@@ -238,6 +246,7 @@ class BrowserSession:
 
     async def _teardown(self) -> None:
         context, playwright, workdir = self._context, self._playwright, self._workdir
+        artifacts, self._artifacts = self._artifacts, None
         self._context = self._playwright = self._workdir = self._current = None
         self._closing = True
         self._tabs, self._refs, self._blocked = [], {}, []
@@ -249,8 +258,9 @@ class BrowserSession:
                 with contextlib.suppress(Exception):
                     await playwright.stop()
         finally:
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+            for folder in (workdir, artifacts):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
         event("browser_closed", level=logging.DEBUG, workdir=str(workdir))
 
     async def __aenter__(self) -> BrowserSession:
@@ -643,3 +653,8 @@ def _navigating(exc: Exception) -> bool:
 def _first_line(exc: Exception) -> str:
     """Playwright's message without its call log (the lines after the first)."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _artifact_folders() -> set[Path]:
+    """The folders Playwright's drivers made for their browsers (``playwright-artifacts-*``)."""
+    return set(Path(tempfile.gettempdir()).glob("playwright-artifacts-*"))
