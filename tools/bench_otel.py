@@ -65,9 +65,9 @@ async def _measure(run: Callable[[], Awaitable[Any]], rounds: int, batch: int) -
     ):
         providers[name] = TracerProvider(shutdown_on_exit=False)
         providers[name].add_span_processor(processor(exporter))
-    instrumentation = agentfsm.instrument(providers["simple processor"])
+    recording = agentfsm.instrument(providers["simple processor"])
     await run()  # one run's spans, for the SDK to make again by hand
-    instrumentation.uninstrument()
+    recording.uninstrument()
     recorded = list(exporter.get_finished_spans())
     exporter.clear()
     tracer = providers["batch processor"].get_tracer("by hand")
