@@ -113,6 +113,18 @@ def test_the_state_is_added_for_tools_that_may_ask():
     assert agent.trace_config()["awaiting_input"] is True and "awaiting_input" not in plain.trace_config()
 
 
+async def test_a_tool_that_asks_added_after_the_agent_was_made_pauses_the_run_too():
+    """The table follows the tools at a run's start: nothing else needs to re-check it."""
+    agent = ToolCallAgent(llm=ScriptedLLM([GREET_AND_LOOK, TERMINATE]), tools=[Looker().tool, Terminate()])
+    assert AWAITING_INPUT.name not in agent.table.by_name
+    agent.tools.add(Greeter())
+    paused = await agent.run("greet me")
+    assert paused.paused and paused.stop_reason is StopReason.AWAITING_INPUT
+    assert agent.table is with_input(AGENT_TABLE) and agent.fsm_state == "AWAITING_INPUT"
+    ((call, _),) = paused.pending_input
+    assert call.name == "greet"
+
+
 async def test_a_question_pauses_the_run_after_the_other_calls_and_an_answer_resumes_it():
     agent, _, looker = build(GREET_AND_LOOK, TERMINATE)
     seen: list[Any] = []

@@ -26,6 +26,7 @@ from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
+from ..run.driver import RunDriver
 from ..run.events import Edit, ToolCallCompleted, ToolCallStarted
 from ..run.result import RunResult, StopReason
 from ..run.state import Decision, Observation
@@ -241,6 +242,21 @@ class ToolCallAgent(ReActAgent):
         """The tools whose calls need approval: named in `require_approval` or marked on the tool."""
         return sorted(self.require_approval | self.tools.approval_names)
 
+    def _start_driver(self, closers: tuple[Callable[[], None], ...]) -> RunDriver:
+        """A run starts on the table its tools need now: a tool added or replaced since the agent
+        was made (an MCP server's, a durable run's question) may ask for input or need approval."""
+        self._follow_tools()
+        return super()._start_driver(closers)
+
+    def _follow_tools(self) -> list[dict[str, Any]]:
+        """The tools' parameters as the next request sends them; when the set changed (a new
+        list), the table is checked against it again first."""
+        tools = self.tools.to_params()
+        if tools is not self._tools_seen:
+            self._tools_seen = tools
+            self._sync_table()
+        return tools
+
     def _sync_table(self) -> None:
         """Use the table with AWAITING_APPROVAL once any tool needs approval, and with
         AWAITING_INPUT once any tool may ask for input (the set may grow; states are only added)."""
@@ -323,10 +339,7 @@ class ToolCallAgent(ReActAgent):
             messages, system = self.memory.view(Message.user_message(prompt)), self._system_messages()
         else:
             messages, system = self.memory.view(), self._system_messages(prompt)
-        tools = self.tools.to_params()
-        if tools is not self._tools_seen:  # the tool set changed (a new list): re-check approvals
-            self._tools_seen = tools
-            self._sync_table()
+        tools = self._follow_tools()
         try:
             reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
         except TokenLimitExceeded as exc:

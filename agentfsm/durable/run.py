@@ -312,8 +312,7 @@ def _ask_in_the_run(agent: ToolCallAgent) -> None:
         if isinstance(tool, AskHuman) and not isinstance(tool, AskHumanInput) and tool.ask is None:
             asking = AskHumanInput()
             asking.name, asking.description = tool.name, tool.description
-            agent.tools.replace(asking)
-            agent._sync_table()  # the run starts on the table with AWAITING_INPUT
+            agent.tools.replace(asking)  # the run starts on a table with AWAITING_INPUT for it
 
 
 def _pause(result: RunResult) -> dict[str, Any]:
