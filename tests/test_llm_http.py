@@ -38,6 +38,7 @@ from agentfsm import (
     ToolCollection,
     tool,
 )
+from agentfsm.agent.images import IMAGE_LEFT_OUT
 from agentfsm.errors import LLMError, TokenLimitExceeded
 from agentfsm.model.llm import IMAGE_OMITTED
 from agentfsm.toolbox.tool import ToolResult
@@ -463,6 +464,32 @@ async def test_tool_image_is_omitted_with_a_note_for_a_text_model(adapter: str, 
     ]
     assert all(isinstance(m.get("content"), str | None) for m in messages)
     assert PNG_1PX not in json.dumps(messages)
+
+
+async def test_with_max_images_a_request_carries_the_latest_images_and_memory_keeps_them_all(
+    adapter: str, llmock
+) -> None:
+    for _ in range(3):
+        llmock.call_tool("screenshot", {})
+    llmock.call_tool("terminate", {"status": "success"})
+    tools = ToolCollection(screenshot, Terminate())
+    agent = ToolCallAgent(llm=make_llm(llmock, "openai/gpt-4o", adapter=adapter), tools=tools, max_images=2)
+
+    result = await agent.run("look three times")
+
+    assert result.stop_reason is StopReason.TERMINATED
+    sent = bodies(llmock)
+    images = [json.dumps(body["messages"]).count(f"base64,{PNG_1PX}") for body in sent]
+    assert images == [0, 1, 2, 2]  # the third look's request already leaves the first out
+    last = sent[3]["messages"]
+    assert_wire_pairs(last)
+    marked = IMAGE_LEFT_OUT.format(keep=2)
+    assert [m["content"] for m in tool_messages(sent[3])] == [
+        f"Observed output of cmd `screenshot` executed:\nshot\n{marked}",
+        "Observed output of cmd `screenshot` executed:\nshot",
+        "Observed output of cmd `screenshot` executed:\nshot",
+    ]
+    assert sum(1 for m in agent.memory.messages if m.base64_image == PNG_1PX) == 3  # memory keeps each
 
 
 # -- process-level guarantees ----------------------------------------------------

@@ -228,6 +228,21 @@ def test_a_file_is_held_to_the_records_bounds(tmp_path: Path) -> None:
     assert ToolCallAgent(llm=ScriptedLLM([]), **options).special_tool_names == {"done"}
 
 
+@pytest.mark.usefixtures("clean_env")
+def test_max_images_from_a_file_with_minus_one_for_every_image(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    for text, expected in (("max_images = 1", 1), ("max_images = -1", None), ("max_images = 0", 0)):
+        config.write_text(f"[agent]\n{text}\n")
+        options = Settings.load(config).agent.agent_kwargs()
+        assert options == {"max_images": expected}
+        assert ToolCallAgent(llm=ScriptedLLM([]), **options).options.max_images == expected
+    assert Manus(llm=ScriptedLLM([]), sandbox=SandboxSettings(mode="local")).options.max_images == 3
+    assert ToolCallAgent(llm=ScriptedLLM([])).options.max_images is None
+    config.write_text("[agent]\nmax_images = -2\n")
+    with pytest.raises(ConfigError, match="max_images = -2"):
+        Settings.load(config)
+
+
 def test_building_an_agent_imports_no_pydantic() -> None:
     code = (
         "import sys; from agentfsm import ToolCallAgent; from agentfsm.testing import ScriptedLLM; "

@@ -91,6 +91,8 @@ class ManusOptions(ToolCallOptions):
 
     max_steps: int = 20
     max_observe: int | None = 10_000
+    max_images: int | None = 3
+    """Unlike upstream, which sends every screenshot of the run with each request: the latest three."""
     system_prompt: str | None = SYSTEM_PROMPT
     """Upstream's prompt; ``{directory}`` becomes the sandbox's workspace at each think."""
     next_step_prompt: str | None = NEXT_STEP_PROMPT
@@ -123,6 +125,7 @@ class Manus(ToolCallAgent):
         memory: Memory | None = None,
         special_tool_names: Iterable[str] = ManusOptions.special_tool_names,
         parallel_tool_calls: bool = ManusOptions.parallel_tool_calls,
+        max_images: int | None = ManusOptions.max_images,
         require_approval: Iterable[str] = ManusOptions.require_approval,
         max_input_rounds: int = ManusOptions.max_input_rounds,
         output_type: type[BaseModel] | None = None,
@@ -157,6 +160,7 @@ class Manus(ToolCallAgent):
             max_observe=max_observe,
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
+            max_images=max_images,
             require_approval=frozenset(require_approval),
             max_input_rounds=max_input_rounds,
             output_retries=output_retries,

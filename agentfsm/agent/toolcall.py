@@ -38,6 +38,7 @@ from .approval import Approver, decide, rejection_text, undecided, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
+from .images import latest_images
 from .options import AgentOptions
 from .output import PROCESSED, TEXT_NUDGE, FinalResult, with_output
 from .output import STEP_PROMPT as OUTPUT_STEP_PROMPT
@@ -80,6 +81,9 @@ class ToolCallOptions(AgentOptions):
     """Tools whose successful call ends the run (`terminated`); calls after one are not run."""
     parallel_tool_calls: bool = False
     """Run the calls of one reply concurrently (results are still recorded in call order)."""
+    max_images: Annotated[int | None, Spec(ge=0, none="every one", file_none=-1)] = None
+    """Images (tools' screenshots) a request carries: the latest ones; each older one is replaced
+    by a marker in its message, while memory keeps them all (`agentfsm.agent.images`)."""
     require_approval: frozenset[str] = frozenset()
     """Tools whose calls wait for a decision (AWAITING_APPROVAL), besides tools marked `needs_approval`."""
     max_input_rounds: Annotated[int, Spec(ge=1)] = 10
@@ -110,6 +114,7 @@ class ToolCallAgent(ReActAgent):
         memory: Memory | None = None,
         special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
         parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
+        max_images: int | None = ToolCallOptions.max_images,
         require_approval: Iterable[str] = ToolCallOptions.require_approval,
         max_input_rounds: int = ToolCallOptions.max_input_rounds,
         output_type: type[BaseModel] | None = None,
@@ -137,6 +142,7 @@ class ToolCallAgent(ReActAgent):
             max_observe=max_observe,
             special_tool_names=frozenset(special_tool_names),
             parallel_tool_calls=parallel_tool_calls,
+            max_images=max_images,
             require_approval=frozenset(require_approval),
             max_input_rounds=max_input_rounds,
             output_retries=output_retries,
@@ -335,10 +341,13 @@ class ToolCallAgent(ReActAgent):
         # a user message: a request ending on an assistant message is a prefill to Anthropic and
         # refused by Mistral. Never in memory either way.
         last = self.memory.last()
+        messages: Sequence[Message]
         if prompt and (last is None or last.role is not Role.TOOL):
             messages, system = self.memory.view(Message.user_message(prompt)), self._system_messages()
         else:
             messages, system = self.memory.view(), self._system_messages(prompt)
+        if self.options.max_images is not None:
+            messages = latest_images(messages, self.options.max_images)
         tools = self._follow_tools()
         try:
             reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
