@@ -280,7 +280,8 @@ async def test_the_telemetry_section_measures_each_variant_and_counts_the_spans(
     figures = await bench_otel._measure(one_run, rounds=2, batch=3)
     assert set(figures["us"]) == set(bench_otel.VARIANTS) and figures["ratio"]["not instrumented"] == 1.0
     # invoke_agent, two chats, execute_tool: what both processors exported; nothing is left installed
-    assert figures["spans_per_run"] == {"batch processor": 4.0, "simple processor": 4.0}
+    assert figures["spans_per_run"] == {"batch processor": 4.0, "simple processor": 4.0, "SDK by hand": 4.0}
+    assert figures["ratio"]["SDK by hand"] > 1.0  # the floor, measured on the path: the run, then its spans
     from agentfsm.run.observers import observers_of
 
     assert observers_of(None) == ()
@@ -290,10 +291,10 @@ async def test_the_telemetry_section_measures_each_variant_and_counts_the_spans(
     assert observers_of(None) == ()
 
 
-def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
-    def path(base: float, batch: float) -> dict:
+def test_the_telemetry_table_states_the_goal_per_http_model_beside_the_floor_on_that_path() -> None:
+    def path(base: float, batch: float, by_hand: float) -> dict:
         us = {"not instrumented": base, "batch processor": batch, "simple processor": batch * 1.1,
-              "after uninstrument()": base}  # fmt: skip
+              "after uninstrument()": base, "SDK by hand": by_hand}  # fmt: skip
         return {
             "us": us,
             "ratio": {k: v / base for k, v in us.items()},
@@ -302,9 +303,10 @@ def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
 
     data = {
         "paths": {
-            "in process": path(80, 280),
-            "LLM (litellm)": path(10_000, 10_150),
-            "OpenAICompatible": path(900, 1_200),
+            "in process": path(80, 280, 250),
+            "LLM (litellm)": path(10_000, 10_150, 10_120),
+            "OpenAICompatible": path(900, 1_200, 1_100),
+            "OpenAICompatible, 20 ms": path(43_000, 43_600, 43_500),
         },
         "hook_ns": 120,
         "breakdown": {
@@ -320,11 +322,15 @@ def test_the_telemetry_table_states_the_goal_per_http_model() -> None:
     table = bench.report({"telemetry": data})
     assert table.startswith("OpenTelemetry instrumentation")
     assert "instrumentation's own cost: 200 µs a run (batch)" in table and "120 ns a run" in table
-    assert "goal: LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met" in table
-    assert "the same 4 spans and 5 events by hand, exported: 180; agentfsm's part over it: 50" in table
+    assert "SDK by hand / not" in table
+    assert "the same 4 spans and 5 events by hand 180; agentfsm's part over it 50" in table
     assert (
-        "LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.01x, met (the SDK's floor alone: 1.018x)"
+        "goal: LLM (litellm): instrumented / not, HTTP path <= 1.02x: 1.015x, met;"
+        " the SDK alone making the same spans on this path: 1.012x\n" in table
+    )
+    assert (
+        "goal: OpenAICompatible: instrumented / not, HTTP path <= 1.02x: 1.333x, NOT met;"
+        " the SDK alone making the same spans on this path: 1.222x (the floor alone is over the goal)"
         in table
     )
-    assert "OpenAICompatible: instrumented / not, HTTP path <= 1.02x: 1.33x, NOT met" in table
-    assert "(the SDK's floor alone: 1.200x, over the goal)" in table
+    assert "goal: OpenAICompatible, 20 ms: instrumented / not, HTTP path <= 1.02x: 1.014x, met;" in table
