@@ -220,6 +220,8 @@ async def test_extract_content_sends_the_page_text_and_the_goal_to_the_model(
     await act(tool, action="go_to_url", url=site.url("/form"))
     result = await act(tool, action="extract_content", goal="the page's heading")
     assert result.output == 'Extracted from page:\n{"heading": "Order"}'
+    assert result.usage is not None and result.usage.llm_calls == 1  # the run counts what it spent
+    assert result.usage.total_tokens > 0
     (request,) = model.requests
     prompt = request.messages[0].content or ""
     assert "Extraction goal: the page's heading" in prompt and "Order\nName" in prompt

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+from typing import Any, ClassVar
 
 import pytest
 from conftest import assert_pairs_complete
 
-from agentfsm import AgentState, Message, Role, StopReason, Terminate, ToolCallAgent
+from agentfsm import AgentState, Message, Role, StopReason, Terminate, Tool, ToolCallAgent, ToolResult
+from agentfsm.agent.replay import replay
 from agentfsm.errors import AgentBusyError, ScriptExhaustedError, TokenLimitExceeded
+from agentfsm.model.base import Usage
 from agentfsm.testing import FunctionLLM, ModelRequest, ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -320,3 +324,56 @@ async def test_base_agent_runs_any_three_phases():
     assert (result.stop_reason, result.steps) == (StopReason.MAX_STEPS, 3)
     with pytest.raises(TypeError, match="abstract"):
         ReActAgent()  # type: ignore[abstract]
+
+
+class _Summarizer(Tool):
+    """Asks a model of its own, as `extract_content` does, and reports what that cost."""
+
+    name = "summarize"
+    description = "Summarize a text with a model."
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    async def execute(self, **kwargs: Any) -> ToolResult:
+        spent = Usage(input_tokens=30, output_tokens=5, llm_calls=1, cost_usd=0.5)
+        return ToolResult(output="short", usage=spent)
+
+
+async def test_what_a_tool_spends_on_a_model_counts_in_the_run_its_budget_its_replay_and_checkpoint(tmp_path):
+    summarize = reply(tool_calls=[("summarize", {})], input_tokens=10, output_tokens=1, cost_usd=0.25)
+    done = reply(tool_calls=[("terminate", {"status": "success"})], input_tokens=10, output_tokens=1)
+    agent = ToolCallAgent(llm=ScriptedLLM([summarize, done]), tools=[_Summarizer(), Terminate()])
+    trace = tmp_path / "run.jsonl"
+    result = await agent.run("summarize", trace=trace)
+    assert result.stop_reason is StopReason.TERMINATED
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.llm_calls, usage.tool_calls) == (50, 7, 3, 2)
+    assert usage.cost_usd is None  # the second reply has no price: the total is unknown
+    replayed = await replay(trace)
+    assert replayed.result is not None and replayed.result.usage == usage
+
+    # the token budget sees the tool's tokens: 11 + 35 spent, the next request is refused
+    budgeted = ToolCallAgent(llm=ScriptedLLM([summarize, done], token_budget=40), tools=[_Summarizer()])
+    stopped = await budgeted.run("summarize")
+    assert (stopped.stop_reason, stopped.usage.total_tokens) == (StopReason.TOKEN_LIMIT, 46)
+
+    # a run paused after the tool ran, resumed from its checkpoint by another agent, counts it once
+    def approving(*script: Any) -> ToolCallAgent:
+        return ToolCallAgent(
+            llm=ScriptedLLM(list(script)), tools=[_Summarizer(), Terminate()], require_approval=["summarize"]
+        )
+
+    path = tmp_path / "run.json"
+    first = approving(summarize, summarize)
+    await first.run("summarize twice", checkpoint=path)
+    first.approve()
+    paused = await first.resume()  # the first call ran; the second waits
+    assert paused.paused and paused.usage.total_tokens == 11 + 35 + 11
+    del first, paused
+    gc.collect()  # its process ends: the paused run's lease goes with it
+    second = approving(done)
+    again = await second.resume(path)
+    assert again.paused
+    second.approve()
+    finished = await second.resume()
+    assert finished.stop_reason is StopReason.TERMINATED
+    assert (finished.usage.total_tokens, finished.usage.llm_calls) == (3 * 11 + 2 * 35, 5)

@@ -42,6 +42,9 @@ class ReActAgent(BaseAgent):
                 for obs in run.observations
             ]
         )
+        for obs in run.observations:
+            if obs.usage is not None:  # a tool that asked a model itself
+                run.usage.add(obs.usage)
         self._detect_stuck()
 
     def _detect_stuck(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, WrongPhaseError
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..model.base import LLMResponse, ToolChoice
+from ..model.base import LLMResponse, ToolChoice, Usage
 from ..questions import Answer, InputRequired
 from ..recording.files import RecordPath
 from ..recording.trace import read_trace, transition_record
@@ -142,6 +142,7 @@ class ReplayScript:
             duration_s=record.get("duration_s", 0.0),
             input_required=InputRequired.model_validate(asked) if asked is not None else None,
             output=record.get("output"),
+            usage=Usage.model_validate(spent) if (spent := record.get("usage")) is not None else None,
         )
 
 

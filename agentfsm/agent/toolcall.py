@@ -22,7 +22,7 @@ from ..fsm.machine import StateSpec
 from ..log import event
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
-from ..model.base import ChatModel, LLMResponse, ToolChoice
+from ..model.base import ChatModel, LLMResponse, ToolChoice, Usage
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
@@ -562,6 +562,7 @@ class ToolCallAgent(ReActAgent):
         name = call.name
         tool = self.tools.get(name)
         image: str | None = None
+        usage: Usage | None = None
         if tool is None:
             content, is_error = f"Error: Unknown tool '{name}'", True
         elif isinstance(arguments := _arguments(call), str):
@@ -586,6 +587,7 @@ class ToolCallAgent(ReActAgent):
                 content, is_error = f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", True
             else:
                 content, image, is_error = _observed(name, result)
+                usage = result.usage
                 if result.input_required is not None:
                     return Observation(
                         call=call,
@@ -602,6 +604,7 @@ class ToolCallAgent(ReActAgent):
             base64_image=image,
             is_error=is_error,
             duration_s=time.perf_counter() - started,
+            usage=usage,
         )
 
     def _final_result(

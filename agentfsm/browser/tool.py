@@ -238,7 +238,8 @@ class BrowserUseTool(Tool):
         if len(text) > limit:
             text = f"{text[:limit]}\n... [page text cut at {limit} of {len(text)} characters]"
         reply = await self.llm.ask_tool([Message.user_message(EXTRACT_PROMPT.format(goal=goal, page=text))])
-        return ToolResult(output=f"Extracted from page:\n{reply.content or '(the model returned nothing)'}")
+        extracted = reply.content or "(the model returned nothing)"
+        return ToolResult(output=f"Extracted from page:\n{extracted}", usage=reply.usage)
 
     async def state(self) -> PageState:
         """The current page's state, read now (a browser is started if none runs)."""

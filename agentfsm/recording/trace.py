@@ -27,7 +27,8 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
 - ``tool``: ``step``, ``call_id``, ``name``, ``arguments`` (the raw JSON string),
   ``observation``, ``base64_image``, ``is_error``, ``duration_s``, and for a call that
   asked for input instead of finishing, ``input_required`` (its questions), and for a
-  valid ``final_result`` call, ``output`` (the answer's JSON); written just
+  valid ``final_result`` call, ``output`` (the answer's JSON), and for a tool that asked a
+  model itself, ``usage`` (what it spent, counted in the run's); written just
   before each transition out of ACTING, as the tools returned them (before edits). A call
   that asked for input has a record per round, in order (and a call of that step that
   finished, one per transition out of ACTING).
@@ -186,6 +187,8 @@ class TraceWriter:
                     record["input_required"] = obs.input_required.model_dump(mode="json")
                 if obs.output is not None:  # a valid `final_result`'s answer, as JSON
                     record["output"] = obs.output
+                if obs.usage is not None:  # what the tool spent asking a model itself
+                    record["usage"] = obs.usage.model_dump(mode="json")
                 records.append(record)
             records.append(transition_record(event))
         elif isinstance(event, LLMCall):

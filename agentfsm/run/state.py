@@ -33,6 +33,9 @@ class Observation(Serializable):
     the model reads)."""
     output: Any = None
     """A valid `final_result` call's answer, as JSON data (see `agentfsm.agent.output`)."""
+    usage: Usage | None = None
+    """What the tool spent asking a model itself (`ToolResult.usage`): recorded with the
+    observation, so a replayed or resumed run counts it as the run did."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

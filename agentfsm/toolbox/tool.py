@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints, overload
 
 from ..errors import ArgumentError, KeyNotFoundError, ToolSetupError, WrongTypeError
+from ..model.base import Usage
 from ..questions import Answer, InputRequired
 from ..serde import Serializable
 from .call_context import current_call
@@ -41,6 +42,9 @@ class ToolResult(Serializable):
     input_required: InputRequired | None = None
     """The call cannot finish without a person's answers: the run pauses in AWAITING_INPUT, and
     the tool's `resume` gets the answers (see `agentfsm.agent.awaiting_input`)."""
+    usage: Usage | None = None
+    """What the tool spent asking a model itself (`extract_content` does): the run's usage
+    counts it, and so does its token budget."""
 
     def __bool__(self) -> bool:
         return any((self.output, self.error, self.base64_image, self.system, self.input_required))
