@@ -48,6 +48,7 @@ from ..run.events import (
     AgentEvent,
     LLMCall,
     LLMCallStarted,
+    LLMRetry,
     RunPaused,
     ToolCallCompleted,
     ToolCallStarted,
@@ -77,10 +78,12 @@ except ImportError as exc:  # pragma: no cover - the extra is installed wherever
         f"OpenTelemetry spans need the `otel` extra: pip install 'agentfsm[otel]' ({exc})"
     ) from None
 
-__all__ = ["Instrumentation", "exported_over_otlp", "instrument"]
+__all__ = ["RETRY_EVENT", "TRANSITION_EVENT", "Instrumentation", "exported_over_otlp", "instrument"]
 
 TRANSITION_EVENT = "agentfsm.transition"
 """The name of the span event each machine transition is."""
+RETRY_EVENT = "agentfsm.llm.retry"
+"""The name of the span event each retry of a model call is, on its `chat` span."""
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -143,6 +146,8 @@ class _RunSpans:
         """The open `plan` span of a flow's planning phase."""
         self.chat: _Current | None = None
         """The open span of the model call in flight, current in the task that asked."""
+        self.retries = 0
+        """Retries of the model call in flight so far."""
         self.tools: dict[str, _Current] = {}
         """Open tool spans by call id, each current in the task that runs the call."""
         self._models: dict[int, tuple[object, str, dict[str, Any], dict[str, Any]]] = {}
@@ -176,6 +181,8 @@ class _RunSpans:
             self._chat_started()
         elif isinstance(event, LLMCall):
             self._chat_ended(event)
+        elif isinstance(event, LLMRetry):
+            self._retried(event)
         elif isinstance(event, ToolCallStarted):
             self._tool_started(event)
         elif isinstance(event, ToolCallCompleted):
@@ -320,6 +327,24 @@ class _RunSpans:
         parent = self._phase_context if self.phase is not None else self.run_context
         span = self.owner.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
         self.chat = _Current(span, otel_context.attach(trace.set_span_in_context(span, parent)), _task())
+        self.retries = 0
+
+    def _retried(self, retry: LLMRetry) -> None:
+        """A span event on the call's span: the attempt that failed, why, and the wait before the
+        next. The error's text is the provider's (one line, bounded), never the request's content."""
+        held = self.chat
+        if held is None:
+            return
+        self.retries += 1
+        attributes: dict[str, Any] = {
+            "agentfsm.retry.attempt": retry.attempt,
+            gen_ai.ERROR_TYPE: retry.error_type,
+            "exception.message": retry.error,
+            "agentfsm.retry.wait_s": retry.wait_s,
+        }
+        if retry.status_code is not None:
+            attributes[gen_ai.HTTP_STATUS_CODE] = retry.status_code
+        held.span.add_event(RETRY_EVENT, attributes)
 
     def _chat_ended(self, call: LLMCall) -> None:
         held = self.chat
@@ -341,6 +366,8 @@ class _RunSpans:
                 attributes[gen_ai.SYSTEM_INSTRUCTIONS] = gen_ai.system_instructions(call.system_msgs)
             if reply is not None:
                 attributes[gen_ai.OUTPUT_MESSAGES] = gen_ai.output_messages(reply)
+        if self.retries:
+            attributes["agentfsm.llm.attempts"] = self.retries + 1
         if call.error_type is not None:
             attributes[gen_ai.ERROR_TYPE] = call.error_type
             span.add_event(
