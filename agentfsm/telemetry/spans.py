@@ -11,7 +11,9 @@ each run as it starts (`agentfsm.run.observers`) and reads the same events a tra
   in another, is a new span (`agentfsm.run.resumed`) in the same trace, a child of the paused
   span (an agent of a flow: of the flow's new span) and linked to it: the paused span's
   ``traceparent`` is kept in the run's state (`RunState.traceparent`), so its checkpoint
-  carries it.
+  carries it. A paused run cancelled instead (in this process, or resumed from its checkpoint
+  and cancelled there) ends there: its end is likewise the run's last span, but one that
+  ``ends`` the paused span (`agentfsm.run.cancelled_in`, status ERROR), not a resumption.
 - ``chat {model}`` (CLIENT), one per model call, with provider, model, usage, finish
   reasons, and the error when the call raised (status ERROR, `error.type`). It starts
   before the request is sent (`LLMCallStarted`) and is current until the call returns, so
@@ -44,6 +46,7 @@ from ..errors import MissingExtraError
 from ..flow.flow import PlanningFlow
 from ..messages import Message
 from ..model.base import LLMResponse
+from ..run.driver import CANCEL
 from ..run.events import (
     AgentEvent,
     LLMCall,
@@ -195,7 +198,10 @@ class _RunSpans:
         if t.dest == table.initial:
             return  # the reset of the previous run: not part of this one
         if self.run is None:
-            self._open_run(resumed=t.source != table.initial)
+            if t.trigger == CANCEL and table.by_name[t.source].pause:
+                self._open_run(resumed=False, cancelled_in=t.source)  # a paused run cancelled
+            else:
+                self._open_run(resumed=t.source != table.initial)
         assert self.run is not None
         attributes: dict[str, Any] = {
             "agentfsm.transition.source": t.source,
@@ -230,10 +236,17 @@ class _RunSpans:
             )
             self._phase_context = trace.set_span_in_context(self.phase, self.run_context)
 
-    def _open_run(self, *, resumed: bool) -> None:
+    def _open_run(self, *, resumed: bool, cancelled_in: str | None = None) -> None:
         """The run's span. A resumed run's is a new span in the trace of the span it had when it
         paused (`RunState.traceparent`, kept by its checkpoint too), linked to that span, and a
-        child of it, or of the flow's span for an agent of a flow."""
+        child of it, or of the flow's span for an agent of a flow.
+
+        A paused run that is cancelled (`cancelled_in` the pause) ends there, and its span ended
+        at the pause: its end is a span of the same place, not a resumption (nothing ran again).
+        The run's outcome is on the last span of its run in either case, so "how did each run end"
+        is one query over ``invoke_agent`` spans without `agentfsm.run.paused`: here it is
+        `cancelled`, status ERROR, at the moment of the cancel, with `agentfsm.run.cancelled_in`
+        and a link that ``ends`` the paused span (no `agentfsm.run.resumed`, no children)."""
         model, owner = self.model, self.owner
         state = model.run_state
         operation = "invoke_workflow" if self.flow else "invoke_agent"
@@ -243,11 +256,14 @@ class _RunSpans:
         attributes["agentfsm.run.id"] = state.run_id
         parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
         links: list[Link] | None = None
-        if resumed:
-            attributes["agentfsm.run.resumed"] = True
+        if resumed or cancelled_in is not None:
+            if cancelled_in is not None:
+                attributes["agentfsm.run.cancelled_in"] = cancelled_in
+            else:
+                attributes["agentfsm.run.resumed"] = True
             before = _paused_span(state.traceparent)
             if before is not None:
-                links = [Link(before, {"agentfsm.link": "resumes"})]
+                links = [Link(before, {"agentfsm.link": "resumes" if resumed else "ends"})]
                 if parent is None:
                     parent = trace.set_span_in_context(NonRecordingSpan(before))
         if owner.include_content and state.request and not resumed:
