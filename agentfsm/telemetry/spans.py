@@ -19,7 +19,12 @@ each run as it starts (`agentfsm.run.observers`) and reads the same events a tra
   before the request is sent (`LLMCallStarted`) and is current until the call returns, so
   the spans of an instrumented HTTP client under the model are its children. One span for
   the call and all its retries, as the conventions ask ("the logical operation with all
-  retries"): each attempt's HTTP request is a span of its own under it.
+  retries"): each attempt's HTTP request is a span of its own under it, and each retry
+  (`LLMRetry`) an `agentfsm.llm.retry` span event on it (the attempt that failed,
+  `error.type`, the error's one bounded line, the wait, the HTTP status), with the attempts
+  made as `agentfsm.llm.attempts` on a call that was retried. The GenAI conventions define no
+  retry event (their `gen_ai.client.operation.exception` is an error that ends the operation,
+  which the span's status and `exception` event say), hence the agentfsm namespace.
 - ``execute_tool {tool}`` (INTERNAL), with the call id and the tool's type; current while
   the tool runs, so what the tool calls (an MCP server, through the SDK's propagation of
   the current span's context in ``_meta``) joins the trace.
