@@ -318,3 +318,17 @@ def test_the_readme_s_retry_example_prints_what_it_says(capsys: pytest.CaptureFi
     exec(compile(block, "README.md", "exec"), {"agent": agent})
     agent.emit(retry_event(wait_s=2.0))
     assert capsys.readouterr().out == "attempt 1 failed (ProviderError); retrying in 2.0 s\n"
+
+
+def test_the_bench_prints_what_a_listened_to_call_pays_for_its_retries_to_be_heard() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import bench_otel
+
+    cost = bench_otel._retry_hook_ns()
+    assert cost > 0
+    assert heard_by() is None  # set and unset: nothing left behind
+    out: list[str] = []
+    same = dict.fromkeys(bench_otel.VARIANTS, 100.0)
+    in_process = {"us": same, "ratio": dict.fromkeys(same, 1.0), "spans_per_run": {}}
+    bench_otel.lines({"paths": {"in process": in_process}, "hook_ns": 100, "retry_hook_ns": 190.4}, out)
+    assert "  a listened-to call's retry listener, set and unset (no retry): 190 ns a call" in out
