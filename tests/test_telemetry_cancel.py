@@ -10,11 +10,13 @@ import shutil
 from pathlib import Path
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from test_telemetry import ADD_THEN_TERMINATE, add, by_name, exporter, parent_id, scripted, span_id
 
+import agentfsm
 from agentfsm import AgentState, StopReason, Terminate, ToolCallAgent
 
 __all__ = ["exporter"]  # the fixture, used by name
@@ -96,3 +98,21 @@ async def test_a_paused_run_resumed_is_still_a_resumption_not_an_end(exporter: I
     assert (second.attributes or {})["agentfsm.run.resumed"] is True
     assert "agentfsm.run.cancelled_in" not in (second.attributes or {})
     assert [dict(link.attributes or {}) for link in second.links] == [{"agentfsm.link": "resumes"}]
+
+
+async def test_the_cancel_s_span_does_not_repeat_the_request_when_content_is_on() -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentation = agentfsm.instrument(provider, include_content=True)
+    try:
+        agent = approval_agent()
+        await agent.run("add, once approved")
+        await agent.cancel()
+    finally:
+        instrumentation.uninstrument()
+        provider.shutdown()
+    first, end = by_name(memory.get_finished_spans(), "invoke_agent toolcall")
+    assert "add, once approved" in str((first.attributes or {})["gen_ai.input.messages"])
+    assert "gen_ai.input.messages" not in (end.attributes or {})
+    assert_ends(end, first)

@@ -271,7 +271,7 @@ class _RunSpans:
                 links = [Link(before, {"agentfsm.link": "resumes" if resumed else "ends"})]
                 if parent is None:
                     parent = trace.set_span_in_context(NonRecordingSpan(before))
-        if owner.include_content and state.request and not resumed:
+        if owner.include_content and state.request and not resumed and cancelled_in is None:
             attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages([Message.user_message(state.request)])
         self.run = owner.tracer.start_span(
             f"{operation} {model.name}", context=parent, attributes=attributes, links=links
