@@ -16,7 +16,7 @@ from .lazy import lazy_attributes
 from .memory import Memory
 from .messages import Message, Role, ToolCall
 from .model.base import ChatModel, LLMResponse, Usage
-from .run.events import TextDelta, ToolCallDelta, Transition
+from .run.events import LLMRetry, TextDelta, ToolCallDelta, Transition
 from .run.result import AgentState, RunResult, StopReason
 from .run.state import Decision
 from .toolbox.terminate import Terminate
@@ -51,6 +51,7 @@ __all__ = [
     "Effect",
     "Guard",
     "LLMResponse",
+    "LLMRetry",
     "MCPAgent",
     "MachineTable",
     "Manus",

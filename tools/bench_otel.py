@@ -121,6 +121,20 @@ def _hook_ns() -> float:
     return (time.perf_counter() - started) / count * 1e9
 
 
+def _retry_hook_ns() -> float:
+    """What a call someone listens to pays for its retries to be heard when it has none: the run's
+    retry listener set in the call's context and unset after it (`agentfsm.model.retry_report`)."""
+    from agentfsm import ToolCallAgent
+    from agentfsm.model.retry_report import retries_to, stop_retries
+
+    agent = ToolCallAgent(llm=bench_peers.agentfsm_model(1))
+    count = 200_000
+    started = time.perf_counter()
+    for _ in range(count):
+        stop_retries(retries_to(agent._retried))
+    return (time.perf_counter() - started) / count * 1e9
+
+
 async def _replay_us(agent: Any, events: list[Any], provider: Any, count: int) -> float:
     """CPU µs a run of agentfsm's listener fed `events` (one run's) into `provider`, without the
     engine (in a task, as a run's events are delivered)."""
@@ -281,7 +295,7 @@ async def telemetry(quick: bool) -> dict[str, Any]:
                 )
             finally:
                 await llm.aclose()
-    return {"paths": paths, "hook_ns": _hook_ns(), "breakdown": breakdown}
+    return {"paths": paths, "hook_ns": _hook_ns(), "retry_hook_ns": _retry_hook_ns(), "breakdown": breakdown}
 
 
 def lines(t: dict[str, Any], out: list[str]) -> None:
@@ -302,6 +316,11 @@ def lines(t: dict[str, Any], out: list[str]) -> None:
         f"  instrumentation's own cost: {batch_own:.0f} µs a run (batch), {own:.0f} µs (simple), for"
         f" {spans:.0f} spans; the engine's hook with nothing installed: {t['hook_ns']:.0f} ns a run"
     )
+    if "retry_hook_ns" in t:
+        out.append(
+            "  a listened-to call's retry listener, set and unset (no retry):"
+            f" {t['retry_hook_ns']:.0f} ns a call"
+        )
     parts = t.get("breakdown")
     if parts is not None:
         ours = parts["events"] + parts["sdk"] - parts["by_hand"]

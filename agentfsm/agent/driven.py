@@ -21,8 +21,9 @@ from typing import Any
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message
 from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
+from ..model.retry_report import RetryNotice, retries_to, stop_retries
 from ..run.driver import RunDriver
-from ..run.events import Edit, LLMCall, LLMCallStarted
+from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry
 from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
@@ -82,10 +83,14 @@ class DrivenModel(EventSource, ABC):
         """One model call, reported as an `LLMCall` (a trace's ``llm`` record) when someone listens:
         its reply as the model sent it (replay gives it back to the same code), or its error,
         which is raised on. A model that streams hands its pieces to the run's event stream as
-        they arrive (`DeltaEmitter`); the reply is the same whole either way."""
+        they arrive (`DeltaEmitter`); the reply is the same whole either way. Each retry of the
+        call is an `LLMRetry` between them, heard through the call's context
+        (`agentfsm.model.retry_report`), set only when someone listens."""
+        heard = None
         if self.listening:  # an exporter's span of the call starts here, and is current during it
             run = self.run_state
             self.emit(LLMCallStarted(agent=self.name, run_id=run.run_id, step=run.step))
+            heard = retries_to(self._retried)
         started = time.perf_counter()
         streaming, sink = streams(llm), None
         try:
@@ -106,9 +111,28 @@ class DrivenModel(EventSource, ABC):
             if sink is not None and sink.attempt:
                 self.run_state.usage.add(sink.partial_usage())
             raise
+        finally:
+            if heard is not None:
+                stop_retries(heard)
         if self.listening:  # nothing is built for nobody: the event copies the request
             self._report_call(messages, system_msgs, tools, tool_choice, started, reply, None)
         return reply
+
+    def _retried(self, notice: RetryNotice) -> None:
+        """An attempt of the call in flight failed and another follows: an `LLMRetry`."""
+        run = self.run_state
+        self.emit(
+            LLMRetry(
+                agent=self.name,
+                run_id=run.run_id,
+                step=run.step,
+                attempt=notice.attempt,
+                error_type=notice.error_type,
+                error=notice.error,
+                status_code=notice.status_code,
+                wait_s=notice.wait_s,
+            )
+        )
 
     def _report_call(
         self,

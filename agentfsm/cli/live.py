@@ -14,6 +14,10 @@ catches what dependencies print to stdout and stderr. The status is a
 renderable read at every refresh (eight a second), so the elapsed time and
 the spinner move while the model thinks, and every event updates it.
 
+A retry of the model call (`LLMRetry`) prints a line as it happens (the error and the wait), and
+the status counts the wait down ("retrying in 1.4 s after HTTP 503"), then says which attempt the
+model is on, until the call returns.
+
 Each kind of event has its own branch in `__call__`, and the status its own
 parts in `_Status.__rich__`: a new kind of event (text as it streams in,
 say) is one more branch and one more part.
@@ -27,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
 from ..fsm.machine import MachineTable
-from ..run.events import AgentEvent, LLMCall, TextDelta, Transition, TransitionListener
+from ..run.events import AgentEvent, LLMCall, LLMRetry, TextDelta, Transition, TransitionListener
 from ..run.state import RunState
 
 if TYPE_CHECKING:
@@ -69,6 +73,8 @@ class LiveView:
         self.model_calls_seen = 0
         self._text, self._attempt = "", 1
         """The end of the model's text of this turn so far, while a streaming model writes it."""
+        self._retry: tuple[LLMRetry, float] | None = None
+        """The last retry of the model call in flight, and when (`time.monotonic()`) it ends waiting."""
         self._status_view = _Status(self)
         self._live = Live(self._status_view, console=self.console, transient=True, refresh_per_second=8)
         self.log_stream = cast("TextIO", FileProxy(self.console, self.console.file))
@@ -104,8 +110,15 @@ class LiveView:
             # A retried attempt's text starts again; the view shows the end of it.
             text = event.text if event.attempt != self._attempt else self._text + event.text
             self._text, self._attempt = text[-400:], event.attempt
+        elif isinstance(event, LLMRetry):
+            self._retry = (event, time.monotonic() + event.wait_s)
+            self.console.print(
+                f"[yellow]↻[/] attempt {event.attempt} failed: {_escaped(event.error, 160)}; "
+                f"retrying in {event.wait_s:.1f} s",
+                highlight=False,
+            )
         elif isinstance(event, Transition):
-            self._text = ""
+            self._text, self._retry = "", None
             if event.agent == getattr(self.agent, "name", event.agent):
                 self.state = event.dest
             # Each call once: the edge out of a pause carries the calls again, and on the edge into
@@ -128,6 +141,7 @@ class LiveView:
                 )
         elif isinstance(event, LLMCall):
             self.model_calls_seen += 1
+            self._retry = None
         self._live.refresh()
 
     def _is_pause(self, agent: str, state: str) -> bool:
@@ -169,8 +183,18 @@ class LiveView:
         if spec.pause:
             return "waiting for an answer"
         if "reply" in spec.produces:
-            return "waiting for the model"
+            return self._waiting_for_the_model()
         return "working"
+
+    def _waiting_for_the_model(self) -> str:
+        if self._retry is None:
+            return "waiting for the model"
+        retry, until = self._retry
+        left = until - time.monotonic()
+        if left > 0:
+            why = f"HTTP {retry.status_code}" if retry.status_code is not None else retry.error_type
+            return f"retrying in {left:.1f} s after {why}"
+        return f"waiting for the model (attempt {retry.attempt + 1})"
 
 
 class _Status:

@@ -7,6 +7,8 @@ usage) goes to stderr, so stdout holds the model's words alone, ready to be pipe
 Text already printed cannot be taken back: when a stream breaks mid-way and the call is tried
 again (`TextDelta.attempt` grows), the printed part stays, a line break ends it, a note on stderr
 says the reply is being asked for again, and the new attempt's text follows on a line of its own.
+A retry itself (`LLMRetry`) writes nothing here: stdout is the answer's, and the retry's
+``llm_retry`` warning is on stderr.
 """
 
 from __future__ import annotations

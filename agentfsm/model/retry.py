@@ -26,6 +26,9 @@ mistakes fail in seconds rather than after minutes of retries, each saying why:
 - `retry_timeout` bounds the whole call: no retry starts, and no wait ends,
   past it, and a Retry-After longer than what is left ends the retries with
   a message saying so (waiting would only end in the same error, later).
+
+Each retry is logged (``llm_retry``, a warning) and told to whoever asked for the call, before
+the wait (`agentfsm.model.retry_report`): a run turns it into an `LLMRetry` event.
 """
 
 from __future__ import annotations
@@ -44,10 +47,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..errors import LLMError, TokenLimitExceeded
 from ..log import event
+from .retry_report import RetryNotice, heard_by, one_line
 
 __all__ = [
     "UNREACHABLE_ATTEMPTS",
     "RetryPolicy",
+    "answered_status",
     "describe",
     "is_context_window_error",
     "is_credential_error",
@@ -211,17 +216,24 @@ def _response_headers(exc: BaseException) -> Any:
         return None
 
 
+def answered_status(exc: BaseException) -> int | None:
+    """The HTTP status a server answered with, or None when no server answered: litellm also
+    sets a status on errors no server sent (408 for its own timeout, 400 for an unknown
+    provider, 500 for a refused connection or a stream cut mid-way); only an answer has headers."""
+    status = status_of(exc)
+    if status is None or not any(getattr(exc, name, None) is not None for name in _HEADER_ATTRIBUTES):
+        return None
+    return status
+
+
 def describe(exc: BaseException) -> str:
     """``"Type: HTTP status: message"``, without litellm's repeated class-name prefixes."""
     name = type(exc).__name__
     message = str(getattr(exc, "message", None) or exc).strip()
     message = re.sub(r"^litellm\.\w+:\s*", "", message)  # "litellm.RateLimitError: RateLimitError: ..."
     message = message.removeprefix(f"{name}:").strip()
-    status = status_of(exc)
-    # litellm also sets a status on errors no server sent (408 for its own timeout, 400 for
-    # an unknown provider, 500 for a refused connection); only an answer has headers.
-    answered = any(getattr(exc, name, None) is not None for name in _HEADER_ATTRIBUTES)
-    if status is not None and answered:
+    status = answered_status(exc)
+    if status is not None:
         return f"{name}: HTTP {status}: {message}"
     return f"{name}: {message}"
 
@@ -349,6 +361,7 @@ class RetryPolicy:
                 cut = self.cut_note(asked)
                 if cut is not None:
                     extra["retry_after_cut"] = cut
+            said = describe(exc) if exc is not None else None
             event(
                 "llm_retry",
                 level=logging.WARNING,
@@ -356,9 +369,20 @@ class RetryPolicy:
                 attempt=state.attempt_number,
                 max_attempts=self.max_attempts,
                 wait_s=round(sleep, 3) if sleep is not None else None,
-                error=describe(exc) if exc is not None else None,
+                error=said,
                 **extra,
             )
+            listener = heard_by()
+            if listener is not None and exc is not None:  # whoever asked for the call hears of it
+                listener(
+                    RetryNotice(
+                        attempt=state.attempt_number,
+                        error_type=type(exc).__name__,
+                        error=one_line(said or type(exc).__name__),
+                        status_code=answered_status(exc),
+                        wait_s=sleep if sleep is not None else 0.0,
+                    )
+                )
 
         retrying = AsyncRetrying(
             stop=stop,

@@ -65,7 +65,16 @@ from typing import Any, get_args
 
 from ..errors import CheckpointError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
-from ..run.events import AgentEvent, LLMCall, LLMCallStarted, RunPaused, TextDelta, ToolCallDelta, Transition
+from ..run.events import (
+    AgentEvent,
+    LLMCall,
+    LLMCallStarted,
+    LLMRetry,
+    RunPaused,
+    TextDelta,
+    ToolCallDelta,
+    Transition,
+)
 from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
@@ -227,8 +236,8 @@ class Checkpointer:
 
     def _on_event(self, event: AgentEvent) -> RecordWriter | None:
         if isinstance(
-            event, LLMCall | LLMCallStarted | RunPaused | TextDelta | ToolCallDelta
-        ):  # nothing changed
+            event, LLMCall | LLMCallStarted | LLMRetry | RunPaused | TextDelta | ToolCallDelta
+        ):  # nothing changed (a retry neither: see `LLMRetry`)
             return None
         initial = self.agent.table.initial
         if isinstance(event, Transition) and event.dest == initial:

@@ -41,6 +41,10 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
   or ``awaiting_input``);
   `resume(trace=...)` appends the rest of the run after it.
 
+The events `LLMCallStarted`, `LLMRetry` (see why there), `RunPaused` and a streaming reply's
+deltas are not written as records of their own: the ``llm`` record says the call whole, and
+a pause writes its paused result.
+
 Messages, calls and results are the pydantic JSON dumps of the engine's types.
 A message is the same message wherever it appears (one object, or equal
 values: a next-step prompt built again for each request is written once), so

@@ -1,6 +1,6 @@
-"""The events of a run: `Transition`, `LLMCallStarted` and `LLMCall`, `ToolCallStarted`,
-`ToolCallCompleted`, `Edit`, `RunPaused`, and, while a streaming model writes its reply,
-`TextDelta` and `ToolCallDelta`.
+"""The events of a run: `Transition`, `LLMCallStarted` and `LLMCall` (and an `LLMRetry` between
+them for each retry of the call), `ToolCallStarted`, `ToolCallCompleted`, `Edit`, `RunPaused`,
+and, while a streaming model writes its reply, `TextDelta` and `ToolCallDelta`.
 
 The run's driver builds one `Transition` per fired edge, in one place
 (`RunDriver.fire`); the log line, `iter()`, `on_transition` callbacks, traces
@@ -11,7 +11,7 @@ checkpointer or an exporter needs; `on_event` delivers them all, in the
 order they happen, through one mechanism. The deltas come between the edge
 into THINKING and the edge out of it; they are the reply arriving, not a
 record of the run (the `LLMCall` after them has the whole reply), so traces
-and checkpoints skip them.
+and checkpoints skip them. So they skip `LLMRetry`: see its description.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ __all__ = [
     "GuardOutcome",
     "LLMCall",
     "LLMCallStarted",
+    "LLMRetry",
     "RunPaused",
     "TextDelta",
     "ToolCallCompleted",
@@ -121,6 +122,38 @@ class LLMCall:
     """The exception's class name when the call raised (``TokenLimitExceeded``, ``LLMError``, ...)."""
     error: str | None = None
     duration_s: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class LLMRetry:
+    """An attempt of the model call in flight failed with a transient error (a rate limit, a 5xx,
+    a timeout, a lost connection, a stream cut mid-way), and the call is tried again after
+    `wait_s` seconds. Emitted before the wait, between the call's `LLMCallStarted` and its
+    `LLMCall`, once per retry (none when the first attempt succeeds), by either adapter, streamed
+    or not; the deltas of the next attempt carry ``attempt + 1``.
+
+    Traces and checkpoints do not record it: they are the record of the run, read back and
+    replayed, and a retry changes nothing in it: the request and the reply are the same after one
+    attempt or four, replay could not use it, and a record of it would make two runs that asked
+    and were answered alike differ by the network's weather. The `llm` record's `duration_s`
+    includes the waits; the log (``llm_retry``), the live view and the OpenTelemetry span say
+    how the call got there."""
+
+    agent: str
+    run_id: str
+    step: int
+    attempt: int
+    """The attempt that failed (1 for the first)."""
+    error_type: str
+    """The error's class name (``RateLimitError``, ``ServiceUnavailableError``, ``ProviderError``)."""
+    error: str
+    """What it said (``"ProviderError: HTTP 503: ..."``), on one line, at most 300 characters: the
+    provider's error, never the request's content."""
+    status_code: int | None = None
+    """The HTTP status the server answered with, or None (a timeout, a refused connection)."""
+    wait_s: float = 0.0
+    """Seconds before the next attempt: the server's Retry-After (up to `backoff_max`), else the
+    backoff."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -218,6 +251,7 @@ class Edit:
 AgentEvent = (
     Transition
     | LLMCallStarted
+    | LLMRetry
     | LLMCall
     | ToolCallStarted
     | ToolCallCompleted

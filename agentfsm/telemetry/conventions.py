@@ -24,6 +24,7 @@ from ..model.base import LLMResponse
 __all__ = [
     "AGENT_NAME",
     "ERROR_TYPE",
+    "HTTP_STATUS_CODE",
     "INPUT_MESSAGES",
     "OPERATION",
     "OUTPUT_MESSAGES",
@@ -70,6 +71,7 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 ERROR_TYPE = "error.type"
+HTTP_STATUS_CODE = "http.response.status_code"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 

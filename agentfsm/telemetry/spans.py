@@ -11,13 +11,20 @@ each run as it starts (`agentfsm.run.observers`) and reads the same events a tra
   in another, is a new span (`agentfsm.run.resumed`) in the same trace, a child of the paused
   span (an agent of a flow: of the flow's new span) and linked to it: the paused span's
   ``traceparent`` is kept in the run's state (`RunState.traceparent`), so its checkpoint
-  carries it.
+  carries it. A paused run cancelled instead (in this process, or resumed from its checkpoint
+  and cancelled there) ends there: its end is likewise the run's last span, but one that
+  ``ends`` the paused span (`agentfsm.run.cancelled_in`, status ERROR), not a resumption.
 - ``chat {model}`` (CLIENT), one per model call, with provider, model, usage, finish
   reasons, and the error when the call raised (status ERROR, `error.type`). It starts
   before the request is sent (`LLMCallStarted`) and is current until the call returns, so
   the spans of an instrumented HTTP client under the model are its children. One span for
   the call and all its retries, as the conventions ask ("the logical operation with all
-  retries"): each attempt's HTTP request is a span of its own under it.
+  retries"): each attempt's HTTP request is a span of its own under it, and each retry
+  (`LLMRetry`) an `agentfsm.llm.retry` span event on it (the attempt that failed,
+  `error.type`, the error's one bounded line, the wait, the HTTP status), with the attempts
+  made as `agentfsm.llm.attempts` on a call that was retried. The GenAI conventions define no
+  retry event (their `gen_ai.client.operation.exception` is an error that ends the operation,
+  which the span's status and `exception` event say), hence the agentfsm namespace.
 - ``execute_tool {tool}`` (INTERNAL), with the call id and the tool's type; current while
   the tool runs, so what the tool calls (an MCP server, through the SDK's propagation of
   the current span's context in ``_meta``) joins the trace.
@@ -44,10 +51,12 @@ from ..errors import MissingExtraError
 from ..flow.flow import PlanningFlow
 from ..messages import Message
 from ..model.base import LLMResponse
+from ..run.driver import CANCEL
 from ..run.events import (
     AgentEvent,
     LLMCall,
     LLMCallStarted,
+    LLMRetry,
     RunPaused,
     ToolCallCompleted,
     ToolCallStarted,
@@ -77,10 +86,12 @@ except ImportError as exc:  # pragma: no cover - the extra is installed wherever
         f"OpenTelemetry spans need the `otel` extra: pip install 'agentfsm[otel]' ({exc})"
     ) from None
 
-__all__ = ["Instrumentation", "exported_over_otlp", "instrument"]
+__all__ = ["RETRY_EVENT", "TRANSITION_EVENT", "Instrumentation", "exported_over_otlp", "instrument"]
 
 TRANSITION_EVENT = "agentfsm.transition"
 """The name of the span event each machine transition is."""
+RETRY_EVENT = "agentfsm.llm.retry"
+"""The name of the span event each retry of a model call is, on its `chat` span."""
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -143,6 +154,8 @@ class _RunSpans:
         """The open `plan` span of a flow's planning phase."""
         self.chat: _Current | None = None
         """The open span of the model call in flight, current in the task that asked."""
+        self.retries = 0
+        """Retries of the model call in flight so far."""
         self.tools: dict[str, _Current] = {}
         """Open tool spans by call id, each current in the task that runs the call."""
         self._models: dict[int, tuple[object, str, dict[str, Any], dict[str, Any]]] = {}
@@ -176,6 +189,8 @@ class _RunSpans:
             self._chat_started()
         elif isinstance(event, LLMCall):
             self._chat_ended(event)
+        elif isinstance(event, LLMRetry):
+            self._retried(event)
         elif isinstance(event, ToolCallStarted):
             self._tool_started(event)
         elif isinstance(event, ToolCallCompleted):
@@ -188,7 +203,10 @@ class _RunSpans:
         if t.dest == table.initial:
             return  # the reset of the previous run: not part of this one
         if self.run is None:
-            self._open_run(resumed=t.source != table.initial)
+            if t.trigger == CANCEL and table.by_name[t.source].pause:
+                self._open_run(resumed=False, cancelled_in=t.source)  # a paused run cancelled
+            else:
+                self._open_run(resumed=t.source != table.initial)
         assert self.run is not None
         attributes: dict[str, Any] = {
             "agentfsm.transition.source": t.source,
@@ -223,10 +241,17 @@ class _RunSpans:
             )
             self._phase_context = trace.set_span_in_context(self.phase, self.run_context)
 
-    def _open_run(self, *, resumed: bool) -> None:
+    def _open_run(self, *, resumed: bool, cancelled_in: str | None = None) -> None:
         """The run's span. A resumed run's is a new span in the trace of the span it had when it
         paused (`RunState.traceparent`, kept by its checkpoint too), linked to that span, and a
-        child of it, or of the flow's span for an agent of a flow."""
+        child of it, or of the flow's span for an agent of a flow.
+
+        A paused run that is cancelled (`cancelled_in` the pause) ends there, and its span ended
+        at the pause: its end is a span of the same place, not a resumption (nothing ran again).
+        The run's outcome is on the last span of its run in either case, so "how did each run end"
+        is one query over ``invoke_agent`` spans without `agentfsm.run.paused`: here it is
+        `cancelled`, status ERROR, at the moment of the cancel, with `agentfsm.run.cancelled_in`
+        and a link that ``ends`` the paused span (no `agentfsm.run.resumed`, no children)."""
         model, owner = self.model, self.owner
         state = model.run_state
         operation = "invoke_workflow" if self.flow else "invoke_agent"
@@ -236,14 +261,17 @@ class _RunSpans:
         attributes["agentfsm.run.id"] = state.run_id
         parent = owner.parents.get(id(model))  # a flow's agent: the flow's span; else the caller's
         links: list[Link] | None = None
-        if resumed:
-            attributes["agentfsm.run.resumed"] = True
+        if resumed or cancelled_in is not None:
+            if cancelled_in is not None:
+                attributes["agentfsm.run.cancelled_in"] = cancelled_in
+            else:
+                attributes["agentfsm.run.resumed"] = True
             before = _paused_span(state.traceparent)
             if before is not None:
-                links = [Link(before, {"agentfsm.link": "resumes"})]
+                links = [Link(before, {"agentfsm.link": "resumes" if resumed else "ends"})]
                 if parent is None:
                     parent = trace.set_span_in_context(NonRecordingSpan(before))
-        if owner.include_content and state.request and not resumed:
+        if owner.include_content and state.request and not resumed and cancelled_in is None:
             attributes[gen_ai.INPUT_MESSAGES] = gen_ai.input_messages([Message.user_message(state.request)])
         self.run = owner.tracer.start_span(
             f"{operation} {model.name}", context=parent, attributes=attributes, links=links
@@ -320,6 +348,24 @@ class _RunSpans:
         parent = self._phase_context if self.phase is not None else self.run_context
         span = self.owner.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
         self.chat = _Current(span, otel_context.attach(trace.set_span_in_context(span, parent)), _task())
+        self.retries = 0
+
+    def _retried(self, retry: LLMRetry) -> None:
+        """A span event on the call's span: the attempt that failed, why, and the wait before the
+        next. The error's text is the provider's (one line, bounded), never the request's content."""
+        held = self.chat
+        if held is None:
+            return
+        self.retries += 1
+        attributes: dict[str, Any] = {
+            "agentfsm.retry.attempt": retry.attempt,
+            gen_ai.ERROR_TYPE: retry.error_type,
+            "exception.message": retry.error,
+            "agentfsm.retry.wait_s": retry.wait_s,
+        }
+        if retry.status_code is not None:
+            attributes[gen_ai.HTTP_STATUS_CODE] = retry.status_code
+        held.span.add_event(RETRY_EVENT, attributes)
 
     def _chat_ended(self, call: LLMCall) -> None:
         held = self.chat
@@ -341,6 +387,8 @@ class _RunSpans:
                 attributes[gen_ai.SYSTEM_INSTRUCTIONS] = gen_ai.system_instructions(call.system_msgs)
             if reply is not None:
                 attributes[gen_ai.OUTPUT_MESSAGES] = gen_ai.output_messages(reply)
+        if self.retries:
+            attributes["agentfsm.llm.attempts"] = self.retries + 1
         if call.error_type is not None:
             attributes[gen_ai.ERROR_TYPE] = call.error_type
             span.add_event(
