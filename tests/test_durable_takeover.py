@@ -6,7 +6,6 @@ claimer SIGKILLed between its claim and its takeover: test_durable_workers.py.)"
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from pathlib import Path
 
@@ -14,33 +13,6 @@ from durable_agents import AGENTS
 
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
 from agentfsm.durable.heartbeat import Heartbeats
-
-
-class Events(logging.Handler):
-    """The worker's structured events, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[dict] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, dict):
-            self.seen.append(record.msg)
-
-    def named(self, prefix: str) -> list[dict]:
-        return [e for e in self.seen if str(e.get("event", "")).startswith(prefix)]
-
-    def __enter__(self) -> Events:
-        logger = logging.getLogger("agentfsm")
-        self._level = logger.level
-        logger.addHandler(self)
-        logger.setLevel(logging.INFO)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        logger = logging.getLogger("agentfsm")
-        logger.removeHandler(self)
-        logger.setLevel(self._level)
 
 
 def calls(effects: Path) -> list[str]:
@@ -58,7 +30,7 @@ def count_spec(effects: Path, steps: int) -> AgentSpec:
     return AgentSpec(agent="slow", options={"effects": str(effects), "delay": 0.1, "steps": steps})
 
 
-async def test_a_takeover_whose_resume_failed_is_done_at_the_claimers_next_round(tmp_path):
+async def test_a_takeover_whose_resume_failed_is_done_at_the_claimers_next_round(tmp_path, agentfsm_events):
     db, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
     runs = DurableRuns(db)
     async with Worker(db, agents=AGENTS, worker_id="gone", polling_s=0.05):
@@ -77,24 +49,25 @@ async def test_a_takeover_whose_resume_failed_is_done_at_the_claimers_next_round
         resume(run_ids, queue)
 
     solo._client.resume = resume_failing_once
-    with Events() as events:
-        async with solo:
-            result = await runs.result(run_id, wait=True, timeout=60)
-            assert solo._heartbeats is not None
-            rows = sorted(b.worker_id for b in solo._heartbeats.beats())
+    async with solo:
+        result = await runs.result(run_id, wait=True, timeout=60)
+        assert solo._heartbeats is not None
+        rows = sorted(b.worker_id for b in solo._heartbeats.beats())
     runs.close()
     assert failed == [[("gone", "solo"), ("solo", None)]]  # claimed, then the resume raised
-    assert [e["error"] for e in events.named("durable_heartbeat_failed")] == [
+    assert [e["error"] for e in agentfsm_events.named("durable_heartbeat_failed")] == [
         "RuntimeError: the database went away"
     ]
-    assert [(e["dead"], e["runs"]) for e in events.named("durable_takeover")] == [("gone", [run_id])]
+    assert [(e["dead"], e["runs"]) for e in agentfsm_events.named("durable_takeover")] == [("gone", [run_id])]
     assert solo.taken_over == [run_id] and rows == ["solo"]  # done once, and the dead row deleted
     assert (str(result.stop_reason), result.steps) == ("max_steps", 10)
     done = calls(effects)
     assert len(done) == len(set(done)) >= 9, done  # each call once; one in flight may be interrupted
 
 
-async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes_its_runs_back(tmp_path):
+async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes_its_runs_back(
+    tmp_path, agentfsm_events
+):
     """Another worker claimed `solo` (as it would a dead one) and died before putting its runs back: the
     claim stands. `solo` sees itself claimed, its run stops at its next step (the fence), and once the
     claim has stood still for `dead_after_s` solo claims its own row, puts its run back on the queue,
@@ -102,24 +75,25 @@ async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes
     db, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
     runs, claimer = DurableRuns(db), Heartbeats(db)
     solo = Worker(db, agents=AGENTS, worker_id="solo", heartbeat_s=0.1, dead_after_s=1.0, polling_s=0.05)
-    with Events() as events:
-        async with solo:
-            run_id = await runs.submit("count", count_spec(effects, 12))
-            await until_calls(effects, 2)
-            (mine,) = [b for b in claimer.beats() if b.worker_id == "solo"]
-            assert claimer.claim(mine, "gone")
-            claimed_at = time.monotonic()
-            await asyncio.sleep(0.5)  # its next beat closes the fence; the step in flight may end
-            held = calls(effects)
-            await asyncio.sleep(0.3)
-            assert calls(effects) == held, "a step started after the worker saw itself claimed"
-            await until_calls(effects, len(held) + 1)
-            went_on = time.monotonic() - claimed_at
-            result = await runs.result(run_id, wait=True, timeout=60)
-            rows = claimer.beats()
+    async with solo:
+        run_id = await runs.submit("count", count_spec(effects, 12))
+        await until_calls(effects, 2)
+        (mine,) = [b for b in claimer.beats() if b.worker_id == "solo"]
+        assert claimer.claim(mine, "gone")
+        claimed_at = time.monotonic()
+        await asyncio.sleep(0.5)  # its next beat closes the fence; the step in flight may end
+        held = calls(effects)
+        await asyncio.sleep(0.3)
+        assert calls(effects) == held, "a step started after the worker saw itself claimed"
+        await until_calls(effects, len(held) + 1)
+        went_on = time.monotonic() - claimed_at
+        result = await runs.result(run_id, wait=True, timeout=60)
+        rows = claimer.beats()
     claimer.close()
     runs.close()
-    took = [e for e in events.seen if e.get("event") in ("durable_worker_claimed", "durable_takeover")]
+    took = [
+        e for e in agentfsm_events.events if e.get("event") in ("durable_worker_claimed", "durable_takeover")
+    ]
     assert [(e["event"], e.get("runs")) for e in took] == [
         ("durable_worker_claimed", None),
         ("durable_takeover", [run_id]),
