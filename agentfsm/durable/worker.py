@@ -230,7 +230,7 @@ class Worker:
         self._seen = {worker: seen for worker, seen in self._seen.items() if worker in present}
         for beat in rows:
             if beat.claimed_by == self.worker_id:
-                self._take_over(beat)  # this worker's claim, whose takeover failed half way: again
+                self._take_over(beat)  # a claim of this id (this process or its last) left half way: again
                 continue
             if beat.worker_id == self.worker_id and beat.claimed_by is None:
                 continue
