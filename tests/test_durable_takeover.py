@@ -107,3 +107,20 @@ async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes
     # claim at most; then the takeover and the queue's polling. Generous here: the machine may be loaded.
     assert went_on < 10.0
     print(f"left claimed: the run's calls went on {went_on:.1f} s after the claim")
+
+
+async def test_a_worker_that_claims_its_own_row_disowns_every_execution_it_has():
+    """Its takeover puts all its runs back on the queue: the executions it has end at their next step, the
+    ones the queue gives it afterwards go on."""
+    from agentfsm.durable.fence import Fence
+
+    now = [0.0]
+    fence = Fence(0.5, clock=lambda: now[0])
+    now[0] = 0.2
+    fence.beaten(claimed=False)
+    now[0] = 0.3
+    running = fence.ticket()  # started after the last beat: a claim seen by a beat would leave it
+    now[0] = 0.4
+    fence.disown()
+    now[0] = 0.45
+    assert not await fence.admit(running) and await fence.admit(fence.ticket())
