@@ -74,16 +74,23 @@ async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes
     takes it again and finishes it; then it registers afresh."""
     db, effects = f"sqlite:///{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
     runs, claimer = DurableRuns(db), Heartbeats(db)
-    solo = Worker(db, agents=AGENTS, worker_id="solo", heartbeat_s=0.1, dead_after_s=1.0, polling_s=0.05)
+    solo = Worker(db, agents=AGENTS, worker_id="solo", heartbeat_s=0.1, dead_after_s=1.5, polling_s=0.05)
     async with solo:
         run_id = await runs.submit("count", count_spec(effects, 12))
         await until_calls(effects, 2)
-        (mine,) = [b for b in claimer.beats() if b.worker_id == "solo"]
-        assert claimer.claim(mine, "gone")
+        for _ in range(100):  # solo beats every 0.1 s: a claim of the count just read may come too late
+            (mine,) = [b for b in claimer.beats() if b.worker_id == "solo"]
+            if claimer.claim(mine, "gone"):
+                break
+        else:
+            raise AssertionError("solo's row could not be claimed")
         claimed_at = time.monotonic()
-        await asyncio.sleep(0.5)  # its next beat closes the fence; the step in flight may end
+        while not agentfsm_events.named("durable_worker_claimed"):  # its next beat closes the fence
+            assert time.monotonic() - claimed_at < 10, "solo never saw itself claimed"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # the step in flight may end
         held = calls(effects)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.5)  # solo takes its row over 1.5 s after that beat, not before
         assert calls(effects) == held, "a step started after the worker saw itself claimed"
         await until_calls(effects, len(held) + 1)
         went_on = time.monotonic() - claimed_at
@@ -103,7 +110,7 @@ async def test_a_live_worker_left_claimed_by_a_dead_claimer_is_fenced_then_takes
     assert (str(result.stop_reason), result.steps) == ("max_steps", 12)
     done = calls(effects)
     assert len(done) == len(set(done)) >= 11, done
-    # The claim stood still for dead_after_s (1 s) from solo's first look at it, a beat (0.1 s) after the
+    # The claim stood still for dead_after_s (1.5 s) from solo's first look at it, a beat (0.1 s) after the
     # claim at most; then the takeover and the queue's polling. Generous here: the machine may be loaded.
     assert went_on < 10.0
     print(f"left claimed: the run's calls went on {went_on:.1f} s after the claim")
