@@ -1,13 +1,15 @@
 """A worker process for the durable tests: `Worker` over the agents of `durable_agents.py`.
 
     python durable_worker.py DB WORKER_ID [--queue Q] [--concurrency N] [--app-version V]
-                             [--heartbeat S] [--dead-after S]
+                             [--heartbeat S] [--dead-after S] [--die-taking-over WORKER]
 
 Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
 taken, or refused; this worker's own taken by another), and serves until killed (SIGTERM: stops cleanly).
 A run whose spec has ``kill: step:K`` SIGKILLs this process right after the K-th step
 of that run, when that step ran here for real (0: before its first step), once per run (a
-marker file beside the run's effects file says it happened).
+marker file beside the run's effects file says it happened). ``--die-taking-over WORKER``: once it has
+claimed WORKER's row, it SIGKILLs itself before putting WORKER's runs back on the queue (a claimer that
+dies half way).
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ def _hook_steps() -> None:
     engine._Journal.step = hooked
 
 
+def _die_taking_over(dead: str) -> None:
+    take_over = Worker._take_over
+
+    def dying(self: Worker, beat) -> None:
+        if beat.worker_id == dead:
+            os.kill(os.getpid(), signal.SIGKILL)
+        take_over(self, beat)
+
+    Worker._take_over = dying
+
+
 class _Takeovers(logging.Handler):
     """Prints the worker's takeover events (taken, refused, claimed) on stdout, one JSON object a line."""
 
@@ -82,6 +95,8 @@ class _Takeovers(logging.Handler):
 
 async def main(args: argparse.Namespace) -> None:
     _hook_steps()
+    if args.die_taking_over:
+        _die_taking_over(args.die_taking_over)
     logger = logging.getLogger("agentfsm")
     logger.addHandler(_Takeovers())
     logger.setLevel(logging.INFO)
@@ -114,4 +129,5 @@ if __name__ == "__main__":
     parser.add_argument("--app-version", default=None)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--dead-after", type=float, default=2.0)
+    parser.add_argument("--die-taking-over", default=None)
     asyncio.run(main(parser.parse_args(sys.argv[1:])))

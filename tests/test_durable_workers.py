@@ -7,16 +7,46 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 import time
 
 from durable_agents import AGENTS, TASK
 from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
-from test_durable_crash import start_worker, stop_worker
+from test_durable_crash import HERE, start_worker, stop_worker
 
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
+from agentfsm.durable.heartbeat import Heartbeats
 
 TAKEOVER_BOUND_S = 15.0
 """The issue's goal: a dead worker's runs go on within 15 s (here: 2 s without a beat, then the queue)."""
+
+
+STEPS_LONG = 24
+
+
+def start_workers(db: str, *workers: tuple[str, ...]) -> list[subprocess.Popen[str]]:
+    """Start several worker processes at once (each `(worker_id, *options)`), and wait until all are ready."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "durable_worker.py"), db, *worker],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=HERE,
+        )
+        for worker in workers
+    ]
+    for child in children:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if line.strip() != "ready":
+            for other in children:
+                other.kill()
+            raise AssertionError(
+                f"a worker did not start: {line!r} {child.stderr.read() if child.stderr else ''}"
+            )
+    return children
 
 
 async def test_a_killed_workers_runs_are_finished_by_another(pg_url, tmp_path):  # noqa: F811
@@ -78,6 +108,85 @@ async def test_a_killed_workers_runs_are_finished_by_another(pg_url, tmp_path): 
     for i in range(6):  # each call ran at most once; one in flight when w1 died is reported interrupted
         effects = (tmp_path / f"effects-{i}.txt").read_text().split()
         assert len(effects) == len(set(effects)) and len(effects) >= 7, effects
+
+
+async def test_a_claimer_killed_before_it_put_the_runs_back_leaves_them_to_another(pg_url, tmp_path):  # noqa: F811
+    """w1 dies; w2 (the quickest to call it dead) claims its row and is SIGKILLed before it puts w1's runs
+    back on the queue, so the claim stays and the runs stay parked on w1's id. w3 and w4 see the claim
+    stand still (count and claimer) for their `dead_after_s`; one of them wins it again and puts the runs
+    back, and they are finished, each call at most once. Bound: w2's 1 s and a beat to claim, then w3's
+    and w4's 3 s and a beat (they see the claim a beat after it), then the queue: about 5 s."""
+    runs = DurableRuns(pg_url)
+    w1 = start_worker(pg_url, "w1", "--concurrency", "3")
+    others: dict[str, subprocess.Popen[str]] = {}
+    w2 = None
+    try:
+        ids = []
+        for i in range(
+            3
+        ):  # long enough (24 calls of 0.4 s) to outlast three workers' starts and the takeover
+            options = {"effects": str(tmp_path / f"effects-{i}.txt"), "steps": STEPS_LONG, "delay": 0.4}
+            ids.append(await runs.submit(f"count {i}", AgentSpec(agent="slow", options=options)))
+        deadline = time.monotonic() + 30
+        while [((s := await runs.status(i)).state, s.worker) for i in ids] != [("running", "w1")] * 3:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        # The queue is empty now: w2, w3 and w4 hold no runs. They beat often (0.2 s), so none of them
+        # is taken for dead by w2's short bound. Started side by side, to be quick.
+        w2, others["w3"], others["w4"] = start_workers(
+            pg_url,
+            ("w2", "--heartbeat", "0.2", "--dead-after", "1", "--die-taking-over", "w1"),
+            ("w3", "--heartbeat", "0.2", "--dead-after", "3"),
+            ("w4", "--heartbeat", "0.2", "--dead-after", "3"),
+        )
+        w1.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        w1.wait()
+        assert w2.wait(timeout=TAKEOVER_BOUND_S) == -signal.SIGKILL  # it claimed w1, then died
+        claimer_died = time.monotonic() - killed_at
+        heartbeats = Heartbeats(pg_url)
+        try:
+            claims = {beat.worker_id: beat.claimed_by for beat in heartbeats.beats()}
+        finally:
+            heartbeats.close()
+        assert claims["w1"] == "w2"
+        parked = [await runs.status(i) for i in ids]
+        assert [(s.state, s.worker) for s in parked] == [("running", "w1")] * 3  # nobody put them back
+        moved: dict[str, float] = {}
+        while len(moved) < len(ids):
+            for run_id in ids:
+                status = await runs.status(run_id)
+                if (
+                    run_id not in moved
+                    and status.worker in others
+                    and status.state in ("running", "finished")
+                ):
+                    moved[run_id] = time.monotonic() - killed_at
+            assert time.monotonic() - killed_at < TAKEOVER_BOUND_S, moved
+            await asyncio.sleep(0.05)
+        results = [await runs.result(i, wait=True, timeout=60) for i in ids]
+        print(
+            f"claimer killed: w2 claimed w1 and died {claimer_died:.1f} s after w1, "
+            f"w1's runs going on again after {max(moved.values()):.1f} s"
+        )
+    finally:
+        outs = {name: stop_worker(worker) for name, worker in others.items()}
+        if w2 is not None:
+            stop_worker(w2)
+        stop_worker(w1)
+        runs.close()
+    assert [(str(r.state), str(r.stop_reason), r.steps) for r in results] == [
+        ("FINISHED", "max_steps", STEPS_LONG)
+    ] * 3
+    taken = [json.loads(line) for out in outs.values() for line in out.splitlines() if line.startswith("{")]
+    # One of w3 and w4 won w1's claim again and put its runs back once; one of them took w2's empty row.
+    assert sorted((t["event"], t["dead"], sorted(t["runs"])) for t in taken) == [
+        ("durable_takeover", "w1", sorted(ids)),
+        ("durable_takeover", "w2", []),
+    ]
+    for i in range(3):  # each call ran at most once; one in flight when w1 died is reported interrupted
+        effects = (tmp_path / f"effects-{i}.txt").read_text().split()
+        assert len(effects) == len(set(effects)) and len(effects) >= STEPS_LONG - 1, effects
 
 
 async def test_a_worker_taken_for_dead_while_alive_runs_no_call_twice(pg_url, tmp_path):  # noqa: F811

@@ -11,13 +11,18 @@ would still run the body of the step it is in and of the next one it starts.
 So each worker fences itself, with no query per step: a run's step starts
 only while the worker's last successful beat is younger than `stale_after_s`
 (half the takeover threshold); a step that finds the beats lapsed waits for
-the next successful one. A beat that finds the worker's row gone learns that
-another worker claimed it, and with it every run this process was executing
-at its previous successful beat: those executions end at their next step (the
-caller raises the engine's "no longer owned" error, and the engine waits for
-the new owner's outcome). An execution that started after that beat may be one
-the worker took afterwards (a run the claim put back on the queue, say), so it
-goes on: if it lost its run too, the engine stops it when it records its step.
+the next successful one. A beat that finds the worker's row claimed (or gone:
+the takeover already done) learns that another worker claimed it, and with it
+every run this process was executing at its previous successful beat: those
+executions end at their next step (the caller raises the engine's "no longer
+owned" error, and the engine waits for the new owner's outcome). An execution
+that started after that beat may be one the worker took afterwards (a run the
+claim put back on the queue, say), so it goes on: if it lost its run too, the
+engine stops it when it records its step. The beats that find the row still
+claimed keep the fence open (the worker is alive and reaches the database);
+the claim is told once. A worker that claims its own row (its claimer died
+half way, `agentfsm.durable.worker`) disowns every execution it has, since
+the takeover it then does puts all of them back on the queue.
 
 What remains possible: the body of a step that started before the beats
 lapsed, still running when the takeover lands (a tool call in flight, whose
@@ -59,6 +64,12 @@ class Fence:
             if claimed:
                 self._lost_before = max(self._lost_before, self._last_beat)
             self._last_beat = self._clock()
+
+    def disown(self) -> None:
+        """Every execution started so far lost its run: this worker claimed its own row and puts all the
+        runs it holds back on the queue, where new executions take them."""
+        with self._lock:
+            self._lost_before = max(self._lost_before, self._clock())
 
     def lapsed(self) -> bool:
         """Whether the last successful beat is older than `stale_after_s`."""

@@ -6,16 +6,29 @@ starts, DBOS recovers the unfinished runs of its own id (a restarted worker
 with the same id goes on with them at once). Every `heartbeat_s` it counts up
 its heartbeat (`agentfsm.durable.heartbeat`) and looks at the others': a worker
 of its queue whose count stood still for `dead_after_s` is dead, and the first
-worker to claim it puts the dead worker's runs back on the queue with DBOS's
-`resume_workflows`, where any worker of the same application version takes them
-and replays them from their last recorded step. So a dead worker's runs go on
-within about `dead_after_s + heartbeat_s` plus the queue's polling interval.
+worker to claim its row puts the dead worker's runs back on the queue with
+DBOS's `resume_workflows`, where any worker of the same application version
+takes them and replays them from their last recorded step, and then deletes
+the row. So a dead worker's runs go on within about `dead_after_s +
+heartbeat_s` plus the queue's polling interval.
+
+A claim stays in the table until its takeover is done, so a takeover is never
+lost half way. A claimer whose takeover failed (a database error) finds the row
+claimed by itself and does it again at its next round. A claimer that died
+leaves the row claimed and standing still (count and claim): after
+`dead_after_s` of that, whoever sees it claims it again, even the claimed
+worker itself if it is alive, and does the takeover. A dead claimer therefore
+costs one more bound: the runs go on within about `2 x (dead_after_s +
+heartbeat_s)` plus polling. Every pass puts back only the runs the dead
+worker's id still holds (running, not yet back on the queue), so a second
+pass resumes nothing twice.
 
 A worker taken for dead while alive (frozen, or its heartbeat failing) fences
 itself (`agentfsm.durable.fence`): its runs start no step while its last
 successful beat is older than half of `dead_after_s`, and once a beat finds its
-row claimed, the executions it had at its previous beat end at their next step,
-leaving the runs to their new owner.
+row claimed (or gone), the executions it had at its previous beat end at their
+next step, leaving the runs to their new owner. It registers again once the
+takeover deleted its row.
 
 A run is continued only by a worker of the application version that started
 it (DBOS dequeues by version): the replay must find the same steps. A worker
@@ -119,8 +132,10 @@ class Worker:
         self._heartbeats: Heartbeats | None = None
         self._watch: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._seen: dict[str, tuple[int, float]] = {}
-        """Each other worker's count, and when (by this worker's clock) it was first seen at it."""
+        self._seen: dict[str, tuple[tuple[int, str | None], float]] = {}
+        """Each watched row's count and claim, and when (by this worker's clock) it was first seen so."""
+        self._owned = False
+        """Whether this worker's row was its own (unclaimed) at its last beat: a claim is told once."""
         self._refused: set[str] = set()
 
     async def __aenter__(self) -> Worker:
@@ -143,7 +158,10 @@ class Worker:
         )
         try:
             self._heartbeats = await asyncio.to_thread(Heartbeats, self.db)
-            await asyncio.to_thread(self._heartbeats.beat, self.worker_id, self.queue, self.app_version)
+            found = await asyncio.to_thread(
+                self._heartbeats.beat, self.worker_id, self.queue, self.app_version
+            )
+            self._owned = found != "claimed"  # claimed: the takeover of this id's last process goes on
             self._fence.beaten(claimed=False)
         except BaseException:
             await self._engine.shutdown()
@@ -191,10 +209,13 @@ class Worker:
                 event("durable_heartbeat_failed", worker=self.worker_id, error=f"{type(exc).__name__}: {exc}")
 
     def _round(self) -> None:
-        """One beat, and a look at the others'."""
+        """One beat, and a look at every row of the queue: the others', and this worker's own once
+        claimed (its claimer may die too)."""
         heartbeats = self._heartbeats
         assert heartbeats is not None
-        claimed = not heartbeats.beat(self.worker_id, self.queue, self.app_version)
+        found = heartbeats.beat(self.worker_id, self.queue, self.app_version)
+        claimed = self._owned and found != "counted"
+        self._owned = found != "claimed"
         self._fence.beaten(claimed=claimed)
         if claimed:
             event(
@@ -204,18 +225,24 @@ class Worker:
                 "end at their next step",
             )
         now = time.monotonic()
-        for beat in heartbeats.beats():
-            if beat.worker_id == self.worker_id or beat.queue != self.queue:
+        rows = [beat for beat in heartbeats.beats() if beat.queue == self.queue]
+        present = {beat.worker_id for beat in rows}
+        self._seen = {worker: seen for worker, seen in self._seen.items() if worker in present}
+        for beat in rows:
+            if beat.claimed_by == self.worker_id:
+                self._take_over(beat)  # a claim of this id (this process or its last) left half way: again
+                continue
+            if beat.worker_id == self.worker_id and beat.claimed_by is None:
                 continue
             seen = self._seen.get(beat.worker_id)
-            if seen is None or seen[0] != beat.count:
-                self._seen[beat.worker_id] = (beat.count, now)
+            if seen is None or seen[0] != (beat.count, beat.claimed_by):
+                self._seen[beat.worker_id] = ((beat.count, beat.claimed_by), now)
             elif now - seen[1] >= self.dead_after_s:
                 self._dead(beat)
 
     def _dead(self, beat: Beat) -> None:
-        """`beat`'s worker stopped beating: claim it and put its runs back on the queue, or refuse
-        them when they belong to another application version."""
+        """`beat`'s worker stopped beating (or its claimer stopped taking it over): claim it and put its
+        runs back on the queue, or refuse them when they belong to another application version."""
         assert self._heartbeats is not None
         if beat.app_version != self.app_version:
             if beat.worker_id not in self._refused:
@@ -229,11 +256,21 @@ class Worker:
                     f"start a worker of version {beat.app_version!r} on queue {self.queue!r} to finish them",
                 )
             return
-        if not self._heartbeats.claim(beat):
-            return  # another worker won it
-        self._seen.pop(beat.worker_id, None)
+        if self._heartbeats.claim(beat, self.worker_id):
+            self._take_over(beat)
+        # else another worker won it
+
+    def _take_over(self, beat: Beat) -> None:
+        """Put the runs `beat`'s worker still holds back on the queue, then delete its row (the claim is
+        this worker's). Done again after a failure, it puts back only what is still held there. This
+        worker's own row (its claimer died): its executions are disowned first, since all go back."""
+        assert self._heartbeats is not None
+        if beat.worker_id == self.worker_id:
+            self._fence.disown()
         runs = self._client.active(self.queue, beat.worker_id)
         mine = [run.run_id for run in runs if run.app_version in (None, self.app_version)]
         self._client.resume(mine, self.queue)
+        self._heartbeats.finish(beat.worker_id, self.worker_id)
+        self._seen.pop(beat.worker_id, None)
         self.taken_over.extend(mine)
         event("durable_takeover", worker=self.worker_id, dead=beat.worker_id, runs=mine)
