@@ -242,17 +242,21 @@ BATCH_TASK = "mark 1, 2 and 3 at once, then finish"
 def batch_agent(spec: AgentSpec) -> ToolCallAgent:
     """``mark(n)`` three times in one reply, run concurrently. Each call waits until ``together`` calls
     (default 3) are inside ``mark``, then waits ``delays[n - 1]`` seconds, appends n (and its start and end
-    times, to ``.times`` beside) to the effects file, and returns. ``kill`` as ``record`` takes it."""
+    times, to ``.times`` beside) to the effects file, and returns. ``kill`` as ``record`` takes it;
+    ``hang``: a marker file; the reply after the calls waits for good the first time it is asked for."""
     import asyncio
     import time
 
-    def batch_script(request: ModelRequest) -> object:
+    options = spec.options
+
+    async def batch_script(request: ModelRequest) -> object:
         if not any(m.role is Role.TOOL for m in request.messages):
             calls = [ToolCall.create(f"p{n}", "mark", {"n": n}) for n in (1, 2, 3)]
             return reply("marking 1, 2 and 3", calls)
+        if options.get("hang") and _once(Path(options["hang"])):  # the first time: wait for good
+            await asyncio.sleep(3600)
         return reply("done", [ToolCall.create("p4", "terminate", {"status": "success"})])
 
-    options = spec.options
     effects = Path(options.get("effects") or os.environ["DURABLE_EFFECTS"])
     mode, _, arg = str(options.get("kill", "none")).partition(":")
     delays = [float(d) for d in options.get("delays", (0, 0, 0))]
