@@ -272,9 +272,9 @@ def batch_agent(spec: AgentSpec) -> ToolCallAgent:
         if len(inside) >= together:
             everyone.set()
         await asyncio.wait_for(everyone.wait(), 10)  # a call run alone times out: the calls must overlap
+        await asyncio.sleep(delays[n - 1])
         if mode == "before" and n == int(arg) and _once(effects.with_suffix(f".killed-{n}")):
             os.kill(os.getpid(), signal.SIGKILL)
-        await asyncio.sleep(delays[n - 1])
         with open(effects, "a") as out:
             out.write(f"{n}\n")
             out.flush()
