@@ -243,15 +243,22 @@ def batch_agent(spec: AgentSpec) -> ToolCallAgent:
     """``mark(n)`` three times in one reply, run concurrently. Each call waits until ``together`` calls
     (default 3) are inside ``mark``, then waits ``delays[n - 1]`` seconds, appends n (and its start and end
     times, to ``.times`` beside) to the effects file, and returns. ``kill`` as ``record`` takes it;
-    ``hang``: a marker file; the reply after the calls waits for good the first time it is asked for."""
+    ``hang``: a marker file; the reply after the calls waits for good the first time it is asked for;
+    ``second``: the tool the second call calls instead (``ask_age``, its answer appended to ``.asked``
+    beside the effects file; ``terminate``, so the third is not run)."""
     import asyncio
     import time
 
     options = spec.options
+    second = options.get("second", "mark")
 
     async def batch_script(request: ModelRequest) -> object:
         if not any(m.role is Role.TOOL for m in request.messages):
             calls = [ToolCall.create(f"p{n}", "mark", {"n": n}) for n in (1, 2, 3)]
+            if second == "ask_age":
+                calls[1] = ToolCall.create("p2", "ask_age", {})
+            elif second == "terminate":
+                calls[1] = ToolCall.create("p2", "terminate", {"status": "success"})
             return reply("marking 1, 2 and 3", calls)
         if options.get("hang") and _once(Path(options["hang"])):  # the first time: wait for good
             await asyncio.sleep(3600)
@@ -285,9 +292,12 @@ def batch_agent(spec: AgentSpec) -> ToolCallAgent:
             os.kill(os.getpid(), signal.SIGKILL)
         return f"marked {n}"
 
+    tools: list[Tool] = [mark, Terminate()]
+    if second == "ask_age":
+        tools.append(AskAge(effects.with_suffix(".asked")))
     return ToolCallAgent(
         llm=FunctionLLM(batch_script),
-        tools=[mark, Terminate()],
+        tools=tools,
         name="batcher",
         max_steps=4,
         parallel_tool_calls=True,

@@ -35,7 +35,7 @@ def records_of(text: str, run_id: str) -> list[dict]:
 async def plain_run(tmp_path: Path, **options: object) -> tuple[dict, list[dict]]:
     """The batch agent's run, not durable: its result and trace, as the durable one is compared."""
     effects = tmp_path / "plain-effects.txt"
-    agent = batch_agent(AgentSpec(agent="batch", options={"effects": str(effects), **options}))
+    agent = batch_agent(AgentSpec(agent="batch", options={**options, "effects": str(effects)}))
     trace = tmp_path / "plain-trace.jsonl"
     result = (await agent.run(BATCH_TASK, trace=str(trace))).model_dump(mode="json")
     return comparable(result, result["run_id"]), records_of(trace.read_text(), result["run_id"])
@@ -134,3 +134,60 @@ async def test_a_batch_with_some_calls_approved_and_others_rejected(tmp_path):
     plain = (await agent.resume(trace=str(path))).model_dump(mode="json")
     assert comparable(result.model_dump(mode="json"), run_id) == comparable(plain, plain["run_id"])
     assert records == records_of(path.read_text(), plain["run_id"])
+
+
+async def until_paused(runs: DurableRuns, run_id: str):
+    for _ in range(400):
+        status = await runs.status(run_id)
+        if status.state == "paused":
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} is {status.state}, not paused")
+
+
+async def test_a_call_of_a_batch_that_asks_for_input_runs_again_alone_once_answered(tmp_path):
+    """p2 asks a question while p1 and p3 run beside it: the run pauses after the batch (AWAITING_INPUT),
+    and once answered only p2 runs again, after a start record of its own; as in the plain run."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    effects = tmp_path / "effects.txt"
+    runs = DurableRuns(db)
+    options = {"effects": str(effects), "second": "ask_age", "together": 2}
+    async with Worker(db, agents=AGENTS, worker_id="solo", polling_s=0.05):
+        run_id = await runs.submit(BATCH_TASK, AgentSpec(agent="batch", options=options))
+        status = await until_paused(runs, run_id)
+        assert [(call.id, question.key) for call, question in status.pending_input] == [("p2", "person")]
+        assert sorted(effects.read_text().split()) == ["1", "3"]
+        await runs.answer(run_id, "p2", {"name": "Ada"})
+        result = await runs.result(run_id, wait=True, timeout=60)
+        trace = await runs.trace(run_id)
+    runs.close()
+    assert result is not None and str(result.stop_reason) == "terminated"
+    assert sorted(effects.read_text().split()) == ["1", "3"]  # neither ran again
+    assert len(effects.with_suffix(".asked").read_text().splitlines()) == 1  # p2 resumed once
+    agent = batch_agent(AgentSpec(agent="batch", options={**options, "effects": str(tmp_path / "plain.txt")}))
+    path = tmp_path / "plain-trace.jsonl"
+    assert (await agent.run(BATCH_TASK, trace=str(path))).paused
+    agent.answer("p2", {"name": "Ada"})
+    plain = (await agent.resume(trace=str(path))).model_dump(mode="json")
+    assert comparable(result.model_dump(mode="json"), run_id) == comparable(plain, plain["run_id"])
+    assert records_of(trace, run_id) == records_of(path.read_text(), plain["run_id"])
+
+
+async def test_a_batch_whose_second_call_terminates_runs_the_first_beside_it_and_not_the_third(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    effects = tmp_path / "effects.txt"
+    runs = DurableRuns(db)
+    options = {"effects": str(effects), "second": "terminate", "together": 1}
+    async with Worker(db, agents=AGENTS, worker_id="solo", polling_s=0.05):
+        run_id = await runs.submit(BATCH_TASK, AgentSpec(agent="batch", options=options))
+        result = await runs.result(run_id, wait=True, timeout=60)
+        trace = await runs.trace(run_id)
+    runs.close()
+    assert result is not None and (str(result.stop_reason), result.steps) == ("terminated", 1)
+    assert effects.read_text().split() == ["1"]
+    records = records_of(trace, run_id)
+    observed = {r["call_id"]: r["observation"] for r in records if r["kind"] == "tool"}
+    assert observed["p3"] == "Not executed: `terminate` was called earlier in this reply."
+    reference, reference_trace = await plain_run(tmp_path, **options)
+    assert comparable(result.model_dump(mode="json"), run_id) == reference
+    assert records == reference_trace
