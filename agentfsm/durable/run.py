@@ -68,12 +68,14 @@ output was recorded); that is harmless for a start record: the process that
 records it is the one that runs the call.
 
 Layout 1 (earlier releases) gave every call a ``tool_started`` step; layout 2
-ran a reply's calls one after another even with `parallel_tool_calls`, and
-would replay a layout-3 batch as calls run in turn, running again a call that
-ran beside the one a crash landed in. A worker replays only the layout it
-records: a run recorded in another one ends in ERROR at its first model step,
-saying so (`CheckpointError`); workers of the default application version never
-take such a run, since each release declares its own.
+ran a reply's calls one after another even with `parallel_tool_calls`. The step
+names of a batch are layout 2's, but not what they mean: a layout-2 worker would
+replay a batch as calls run in turn, running again a call that ran beside the
+one a crash landed in, and this one would replay a layout-2 run of such an
+agent as a batch, reporting interrupted a call that never began. A worker
+replays only the layout it records: a run recorded in another one ends in ERROR
+at its first model step, saying so (`CheckpointError`); workers of the default
+application version never take such a run, since each release declares its own.
 """
 
 from __future__ import annotations
