@@ -13,7 +13,9 @@ of a tool that asks a question (the run pauses in AWAITING_INPUT), then `termina
 ``elicit``: an `MCPAgent` over tests/mcp_elicit_server.py on stdio (``options["revision"]``:
 modern or legacy), one call of its ``greet`` (the server asks a name), then `terminate`.
 ``human``: one call of `ask_human` (no callback: on a worker, a question the run pauses
-for), then `terminate` with what it heard.
+for), then `terminate` with what it heard. ``batch``: three calls of ``mark`` in one reply, run
+concurrently (`parallel_tool_calls`), then `terminate`; each call waits until the others began (so they
+overlap, or time out), and takes ``kill`` as ``record`` does (``options["approval"]``: they need approval).
 """
 
 from __future__ import annotations
@@ -232,3 +234,74 @@ def elicit_agent(spec: AgentSpec) -> ToolCallAgent:
 
 
 AGENTS["elicit"] = elicit_agent
+
+
+BATCH_TASK = "mark 1, 2 and 3 at once, then finish"
+
+
+def batch_agent(spec: AgentSpec) -> ToolCallAgent:
+    """``mark(n)`` three times in one reply, run concurrently. Each call waits until ``together`` calls
+    (default 3) are inside ``mark``, then waits ``delays[n - 1]`` seconds, appends n (and its start and end
+    times, to ``.times`` beside) to the effects file, and returns. ``kill`` as ``record`` takes it;
+    ``hang``: a marker file; the reply after the calls waits for good the first time it is asked for;
+    ``second``: the tool the second call calls instead (``ask_age``, its answer appended to ``.asked``
+    beside the effects file; ``terminate``, so the third is not run)."""
+    import asyncio
+    import time
+
+    options = spec.options
+    second = options.get("second", "mark")
+
+    async def batch_script(request: ModelRequest) -> object:
+        if not any(m.role is Role.TOOL for m in request.messages):
+            calls = [ToolCall.create(f"p{n}", "mark", {"n": n}) for n in (1, 2, 3)]
+            if second == "ask_age":
+                calls[1] = ToolCall.create("p2", "ask_age", {})
+            elif second == "terminate":
+                calls[1] = ToolCall.create("p2", "terminate", {"status": "success"})
+            return reply("marking 1, 2 and 3", calls)
+        if options.get("hang") and _once(Path(options["hang"])):  # the first time: wait for good
+            await asyncio.sleep(3600)
+        return reply("done", [ToolCall.create("p4", "terminate", {"status": "success"})])
+
+    effects = Path(options.get("effects") or os.environ["DURABLE_EFFECTS"])
+    mode, _, arg = str(options.get("kill", "none")).partition(":")
+    delays = [float(d) for d in options.get("delays", (0, 0, 0))]
+    together = int(options.get("together", 3))
+    inside: list[int] = []
+    everyone = asyncio.Event()
+
+    @tool(needs_approval=bool(options.get("approval")))
+    async def mark(n: int) -> str:
+        """Mark `n` (the side effect that must not happen twice), once the other calls began too."""
+        began = time.time()
+        inside.append(n)
+        if len(inside) >= together:
+            everyone.set()
+        await asyncio.wait_for(everyone.wait(), 10)  # a call run alone times out: the calls must overlap
+        await asyncio.sleep(delays[n - 1])
+        if mode == "before" and n == int(arg) and _once(effects.with_suffix(f".killed-{n}")):
+            os.kill(os.getpid(), signal.SIGKILL)
+        with open(effects, "a") as out:
+            out.write(f"{n}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        with open(effects.with_suffix(".times"), "a") as out:
+            out.write(f"{n} {began} {time.time()}\n")
+        if mode == "after" and n == int(arg) and _once(effects.with_suffix(f".killed-{n}")):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"marked {n}"
+
+    tools: list[Tool] = [mark, Terminate()]
+    if second == "ask_age":
+        tools.append(AskAge(effects.with_suffix(".asked")))
+    return ToolCallAgent(
+        llm=FunctionLLM(batch_script),
+        tools=tools,
+        name="batcher",
+        max_steps=4,
+        parallel_tool_calls=True,
+    )
+
+
+AGENTS["batch"] = batch_agent

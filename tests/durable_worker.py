@@ -6,10 +6,11 @@
 Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
 taken, or refused; this worker's own taken by another), and serves until killed (SIGTERM: stops cleanly).
 A run whose spec has ``kill: step:K`` SIGKILLs this process right after the K-th step
-of that run, when that step ran here for real (0: before its first step), once per run (a
-marker file beside the run's effects file says it happened). ``--die-taking-over WORKER``: once it has
-claimed WORKER's row, it SIGKILLs itself before putting WORKER's runs back on the queue (a claimer that
-dies half way).
+of that run to complete (concurrent calls' steps complete in any order), when that step ran
+here for real (0: before its first step), once per run (a marker file beside the run's
+effects file says it happened). ``--die-taking-over WORKER``: once it has claimed WORKER's
+row, it SIGKILLs itself before putting WORKER's runs back on the queue (a claimer that dies
+half way).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _planning(factory):
 
 
 def _hook_steps() -> None:
-    step = engine._Journal.step
+    run = engine._Step.run
     taken: dict[str, int] = {}
 
     def die_if_planned(run_id: str, count: int) -> None:
@@ -53,8 +54,9 @@ def _hook_steps() -> None:
         if plan is not None and plan[0] == count and durable_agents._once(plan[1]):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    async def hooked(self, name, body):
-        die_if_planned(self.run_id, 0)
+    async def hooked(self, body):
+        run_id = self.journal.run_id
+        die_if_planned(run_id, 0)
         ran = False
 
         async def counted():
@@ -62,13 +64,13 @@ def _hook_steps() -> None:
             ran = True
             return await body()
 
-        output = await step(self, name, counted)
-        taken[self.run_id] = taken.get(self.run_id, 0) + 1  # replayed or not: its place in the run
+        output = await run(self, counted)
+        taken[run_id] = taken.get(run_id, 0) + 1  # replayed or not: its place among the steps completed
         if ran:
-            die_if_planned(self.run_id, taken[self.run_id])
+            die_if_planned(run_id, taken[run_id])
         return output
 
-    engine._Journal.step = hooked
+    engine._Step.run = hooked
 
 
 def _die_taking_over(dead: str) -> None:

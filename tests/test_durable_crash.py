@@ -15,9 +15,10 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from durable_agents import TASK
+from durable_agents import BATCH_TASK, TASK
 from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
 
 from agentfsm.durable import AgentSpec, DurableRuns
@@ -85,28 +86,25 @@ def interrupted_call(plan: str) -> str | None:
     return STARTED.get(int(arg)) if kind == "step" else None
 
 
-async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrupted_ones(
-    pg_url,  # noqa: F811 (the fixture)
-    tmp_path,
-):
-    plans = ["none"] + [f"step:{k}" for k in range(STEPS + 1)]
-    plans += [f"{when}:{n}" for when in ("before", "after") for n in (1, 2, 3)]
-    chains = ("w1", "w2")  # two workers, each on a queue of its own: the kills of one do not touch the other
-    runs = DurableRuns(pg_url)
+async def run_plans(
+    db: str, plans: list[str], task: str, agent: str, options_of: Callable[[int, str], dict]
+) -> tuple[DurableRuns, dict[str, str], int]:
+    """Each plan's run of `agent`, on two workers each on a queue of its own (the kills of one do not
+    touch the other), one run at a time (so a kill lands in the run it was planned for), a new process of
+    the same worker started after each kill. The runs' client, each plan's run id, the workers started."""
+    chains = ("w1", "w2")
+    runs = DurableRuns(db)
     ids: dict[str, str] = {}
     starts = 0
 
     async def chain(name: str, mine: list[tuple[int, str]]) -> None:
-        """The plans of one worker, one run at a time (so a kill lands in the run it was planned for)."""
         nonlocal starts
-        worker = await asyncio.to_thread(start_worker, pg_url, name, "--concurrency", "1", "--queue", name)
+        worker = await asyncio.to_thread(start_worker, db, name, "--concurrency", "1", "--queue", name)
         starts += 1
         try:
             for index, plan in mine:
-                options = {"effects": str(tmp_path / f"effects-{index}.txt"), "kill": plan}
-                ids[plan] = run_id = await runs.submit(
-                    TASK, AgentSpec(agent="record", options=options), queue=name
-                )
+                spec = AgentSpec(agent=agent, options={**options_of(index, plan), "kill": plan})
+                ids[plan] = run_id = await runs.submit(task, spec, queue=name)
                 deadline = time.monotonic() + 60
                 while not (await runs.status(run_id)).ended:
                     assert time.monotonic() < deadline, (plan, (await runs.status(run_id)).state)
@@ -115,7 +113,7 @@ async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrup
                     ):  # killed as planned: a new process of the same worker goes on
                         assert worker.returncode == -9, worker.stderr.read() if worker.stderr else ""
                         worker = await asyncio.to_thread(
-                            start_worker, pg_url, name, "--concurrency", "1", "--queue", name
+                            start_worker, db, name, "--concurrency", "1", "--queue", name
                         )
                         starts += 1
                     await asyncio.sleep(0.05)
@@ -124,7 +122,21 @@ async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrup
 
     numbered = list(enumerate(plans))
     await asyncio.gather(*(chain(name, numbered[i :: len(chains)]) for i, name in enumerate(chains)))
-    assert starts == len(plans) - 1 + len(chains)  # every planned kill happened
+    return runs, ids, starts - len(chains)
+
+
+async def test_runs_killed_at_every_step_and_inside_every_call_end_as_uninterrupted_ones(
+    pg_url,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    plans = ["none"] + [f"step:{k}" for k in range(STEPS + 1)]
+    plans += [f"{when}:{n}" for when in ("before", "after") for n in (1, 2, 3)]
+
+    def options(index: int, plan: str) -> dict:
+        return {"effects": str(tmp_path / f"effects-{index}.txt")}
+
+    runs, ids, kills = await run_plans(pg_url, plans, TASK, "record", options)
+    assert kills == len(plans) - 1  # every planned kill happened
     reference_id = ids["none"]
     reference = (await runs.status(reference_id)).result.model_dump(mode="json")
     reference_trace = trace_records(await runs.trace(reference_id), reference_id)
@@ -185,3 +197,60 @@ async def test_a_call_run_after_its_approval_has_a_start_record_of_its_own_that_
         stop_worker(worker)
         runs.close()
     assert outcomes == {1: ("terminated", 2), 2: ("terminated", 2)}
+
+
+BATCH_STEPS = 6
+"""Steps of one run of the ``batch`` agent: its model call, whose record carries the starts of the three
+calls it asks for, the three calls' tool steps (run together, completing in call order here), the next model
+call, and `terminate`."""
+GAPS = [0.0, 0.3, 0.6]
+"""``mark``'s delays once all three calls are inside: p1 finishes first, p2 0.3 s later, p3 0.3 s after
+that, so a kill inside one call lands in the later ones too, and after the earlier ones were recorded."""
+
+
+def kept(plan: str) -> set[int]:
+    """The calls of the batch whose result a run killed by `plan` keeps (recorded before the kill); the
+    others are reported interrupted, and ran at most once."""
+    kind, _, arg = plan.partition(":")
+    if kind in ("before", "after"):
+        return set(range(1, int(arg)))
+    if kind == "step" and 1 <= int(arg) <= 3:  # after the model step (1), after p1's (2), after p2's (3)
+        return set(range(1, int(arg)))
+    return {1, 2, 3}  # the kill lands outside every call of the batch
+
+
+async def test_runs_killed_around_and_inside_a_batch_of_concurrent_calls_run_no_call_twice(
+    pg_url,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    plans = ["none"] + [f"step:{k}" for k in range(BATCH_STEPS + 1)]
+    plans += [f"{when}:{n}" for when in ("before", "after") for n in (1, 2, 3)]
+
+    def options(index: int, plan: str) -> dict:
+        return {"effects": str(tmp_path / f"effects-{index}.txt"), "delays": GAPS}
+
+    runs, ids, kills = await run_plans(pg_url, plans, BATCH_TASK, "batch", options)
+    assert kills == len(plans) - 1  # every planned kill happened
+    reference_id = ids["none"]
+    reference = (await runs.status(reference_id)).result.model_dump(mode="json")
+    reference_trace = trace_records(await runs.trace(reference_id), reference_id)
+    assert reference["stop_reason"] == "terminated" and reference["steps"] == 2
+    for index, plan in enumerate(plans):
+        run_id = ids[plan]
+        result = (await runs.status(run_id)).result.model_dump(mode="json")
+        assert comparable(result, run_id) == {**reference, "run_id": None}, plan
+        written = tmp_path / f"effects-{index}.txt"
+        effects = [int(n) for n in written.read_text().split()] if written.exists() else []
+        assert len(effects) == len(set(effects)), f"{plan}: a call ran twice: {effects}"
+        killed_after = {int(plan.partition(":")[2])} if plan.startswith("after:") else set()
+        assert set(effects) == kept(plan) | killed_after, (plan, effects)
+        trace = trace_records(await runs.trace(run_id), run_id)
+        observed = {r["call_id"]: r["observation"] for r in trace if r["kind"] == "tool"}
+        for n in (1, 2, 3):
+            if n in kept(plan):
+                assert observed[f"p{n}"] == f"Observed output of cmd `mark` executed:\nmarked {n}", (plan, n)
+            else:
+                assert "the run was interrupted while `mark` ran" in observed[f"p{n}"], (plan, n)
+        if kept(plan) == {1, 2, 3}:
+            assert trace == reference_trace, plan
+    runs.close()

@@ -1,4 +1,4 @@
-"""The step layout of a durable run (agentfsm.durable.run, layout 2), on a journal kept in memory: which
+"""The step layout of a durable run (agentfsm.durable.run, layout 3), on a journal kept in memory: which
 steps a run records, where a call's start is recorded, and a run recorded in another layout refused at its
 first model step. (The same layout under SIGKILL, on PostgreSQL: test_durable_crash.py.)"""
 
@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agents import AGENTS, TASK
+from durable_agents import AGENTS, BATCH_TASK, TASK
 
 from agentfsm import Terminate, ToolCallAgent, tool
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
@@ -20,43 +20,56 @@ from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
 
 class ListJournal:
-    """A journal of (kind, name, output) entries; the entries of `recorded` are read back in order, as a
-    recovered workflow reads its recorded steps, and the steps after them run."""
+    """A journal of (kind, name, output) entries, each at the place drawn for it (a step's when it is
+    reserved); the entries of `recorded` are read back at their places, as a recovered workflow reads its
+    recorded steps, and the steps after them run."""
 
-    def __init__(self, recorded: list[tuple[str, str, Any]] = (), decisions: list[dict] = ()) -> None:
+    def __init__(self, recorded: list[tuple[str, str, Any] | None] = (), decisions: list[dict] = ()) -> None:
         self.recorded = list(recorded)
-        self.entries: list[tuple[str, str, Any]] = []
+        self.places: list[tuple[str, str, Any] | None] = []
         self.decisions = list(decisions)
+
+    @property
+    def entries(self) -> list[tuple[str, str, Any]]:
+        return [entry for entry in self.places if entry is not None]
 
     @property
     def run_id(self) -> str:
         return "run-1"
 
-    def _next(self, kind: str, name: str) -> tuple[bool, Any]:
-        index = len(self.entries)
-        if index < len(self.recorded):
-            assert self.recorded[index][:2] == (kind, name), (index, self.recorded[index], kind, name)
-            return True, self.recorded[index][2]
-        return False, None
+    def _draw(self, kind: str, name: str) -> tuple[int, bool, Any]:
+        index = len(self.places)
+        self.places.append(None)
+        recorded = self.recorded[index] if index < len(self.recorded) else None
+        if recorded is not None:  # None: a place whose step did not complete
+            assert recorded[:2] == (kind, name), (index, recorded, kind, name)
+            return index, True, recorded[2]
+        return index, False, None
 
-    async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
-        found, output = self._next("step", name)
-        if not found:
-            output = await body()
-        self.entries.append(("step", name, output))
-        return output
+    def reserve(self, name: str) -> ListStep:
+        return ListStep(self, name, *self._draw("step", name))
 
     async def receive(self, topic: str, timeout_s: float) -> Any:
         assert topic == DECISION_TOPIC
-        found, message = self._next("recv", topic)
+        index, found, message = self._draw("recv", topic)
         if not found:
             message = self.decisions.pop(0) if self.decisions else None
-        self.entries.append(("recv", topic, message))
+        self.places[index] = ("recv", topic, message)
         return message
 
     async def publish(self, key: str, value: Any) -> None:
-        self._next("event", key)
-        self.entries.append(("event", key, value))
+        index, _, _ = self._draw("event", key)
+        self.places[index] = ("event", key, value)
+
+
+class ListStep:
+    def __init__(self, journal: ListJournal, name: str, index: int, found: bool, output: Any) -> None:
+        self.journal, self.name, self.index, self.found, self.output = journal, name, index, found, output
+
+    async def run(self, body: Callable[[], Awaitable[Any]]) -> Any:
+        output = self.output if self.found else await body()
+        self.journal.places[self.index] = ("step", self.name, output)
+        return output
 
 
 def names(journal: ListJournal) -> list[str]:
@@ -119,7 +132,7 @@ async def test_a_run_recorded_in_another_layout_ends_in_error_saying_so(tmp_path
     result = await durable_run(journal, AGENTS, TASK, spec)
     assert (result["state"], result["stop_reason"]) == ("ERROR", "error")
     assert result["error"] == (
-        "CheckpointError: run 'run-1' was recorded in step layout 1 and this worker replays layout 2 only: "
+        "CheckpointError: run 'run-1' was recorded in step layout 1 and this worker replays layout 3 only: "
         "finish it with a worker of the release that started it, or submit its task again"
     )
     assert names(journal) == ["model"] and not (tmp_path / "effects.txt").exists()
@@ -170,3 +183,72 @@ async def test_a_worker_recovering_a_run_of_another_layout_ends_it_in_error_sayi
         "submit its task again"
     )
     assert not began.exists()  # its tool did not run again
+
+
+def times(effects: Path) -> dict[int, tuple[float, float]]:
+    """Each call's start and end, as ``mark`` wrote them."""
+    lines = (line.split() for line in effects.with_suffix(".times").read_text().splitlines())
+    return {int(n): (float(began), float(ended)) for n, began, ended in lines}
+
+
+async def test_a_batch_of_concurrent_calls_is_carried_by_its_reply_s_model_step(tmp_path):
+    """Three calls of one reply run together (each waits for the others inside its call); their tool steps
+    take their places in call order though they finish in the reverse one, and the model step before them
+    carries all three starts."""
+    effects = tmp_path / "effects.txt"
+    journal = ListJournal()
+    spec = {"agent": "batch", "options": {"effects": str(effects), "delays": [0.3, 0.15, 0]}}
+    result = await durable_run(journal, AGENTS, BATCH_TASK, spec)
+    assert (result["stop_reason"], result["steps"]) == ("terminated", 2)
+    assert names(journal) == ["model", "tool", "tool", "tool", "model", "tool"]
+    assert [output["call"]["id"] for _, name, output in journal.entries[1:4]] == ["p1", "p2", "p3"]
+    assert effects.read_text().split() == ["3", "2", "1"]  # finished in the reverse order
+    spans = times(effects)
+    assert max(began for began, _ in spans.values()) < min(ended for _, ended in spans.values())
+
+
+async def test_a_batch_read_back_after_its_model_step_reports_its_unrecorded_calls_interrupted(tmp_path):
+    """Recovered with the model step and the first call to finish (p3) recorded: p1 and p2 may have run
+    beside it, so both are reported interrupted and neither runs; p3 keeps its own observation."""
+    effects = tmp_path / "effects.txt"
+    spec = {"agent": "batch", "options": {"effects": str(effects), "delays": [0.3, 0.15, 0]}}
+    first = ListJournal()
+    await durable_run(first, AGENTS, BATCH_TASK, spec)
+    effects.write_text("3\n")
+    journal = ListJournal(recorded=[first.places[0], None, None, first.places[3]])
+    result = await durable_run(journal, AGENTS, BATCH_TASK, spec)
+    assert (result["stop_reason"], result["steps"]) == ("terminated", 2)
+    assert effects.read_text().split() == ["3"]
+    observations = {output["call"]["id"]: output for _, name, output in journal.entries[1:4]}
+    assert observations["p3"]["content"].endswith("marked 3")
+    for call in ("p1", "p2"):
+        assert "the run was interrupted while `mark` ran" in observations[call]["content"], call
+
+
+async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(tmp_path):
+    """Approved p1 and p3, rejected p2: one ``tool_started`` step records the starts of the two calls that
+    run (together), then their tool steps in call order; the rejected call takes no step."""
+    effects = tmp_path / "effects.txt"
+    decisions = [
+        {"kind": "approve", "call_id": "p1"},
+        {"kind": "reject", "call_id": "p2", "reason": "not 2"},
+        {"kind": "approve", "call_id": "p3"},
+    ]
+    journal = ListJournal(decisions=decisions)
+    spec = {"agent": "batch", "options": {"effects": str(effects), "approval": True, "together": 2}}
+    result = await durable_run(journal, AGENTS, BATCH_TASK, spec)
+    assert result["stop_reason"] == "terminated"
+    kinds = [(kind, name) for kind, name, _ in journal.entries if name != "trace"]
+    assert kinds == [
+        ("step", "model"),
+        ("event", "pause"),
+        *[("recv", DECISION_TOPIC)] * 3,
+        ("event", "pause"),
+        ("step", "tool_started"),
+        ("step", "tool"),
+        ("step", "tool"),
+        ("step", "model"),
+        ("step", "tool"),
+    ]
+    assert journal.entries[6][2] == {"calls": ["p1", "p3"]}
+    assert sorted(effects.read_text().split()) == ["1", "3"]

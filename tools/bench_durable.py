@@ -77,6 +77,13 @@ def stepping(spec: AgentSpec, marks: list[float] | None = None) -> ToolCallAgent
     return ToolCallAgent(llm=FunctionLLM(script), tools=tools, max_steps=steps, name="bench")
 
 
+class _Unrecorded:
+    """A step that records nothing."""
+
+    async def run(self, body: Callable[[], Awaitable[Any]]) -> Any:
+        return await body()
+
+
 class _MemoryJournal:
     """A journal that keeps nothing: what the durable run itself costs a step, without the database."""
 
@@ -84,8 +91,8 @@ class _MemoryJournal:
     def run_id(self) -> str:
         return "bench"
 
-    async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
-        return await body()
+    def reserve(self, name: str) -> _Unrecorded:
+        return _Unrecorded()
 
     async def receive(self, topic: str, timeout_s: float) -> Any:
         return None

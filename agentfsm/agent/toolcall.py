@@ -519,6 +519,8 @@ class ToolCallAgent(ReActAgent):
         else:
             if not started:
                 run.started_calls.append(call.id)
+                # Nothing awaits before this event: the calls of a parallel reply emit it in call
+                # order (a durable run draws their steps' places from it).
                 if self.listening:
                     self.emit(ToolCallStarted(agent=self.name, run_id=run.run_id, step=run.step, call=call))
                     await self.recorded()  # its start is durable (fsynced) before it runs, or it fails

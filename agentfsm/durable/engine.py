@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer
+from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer, StepReservation
 from dbos import error as dbos_error
 
 from ..errors import ConfigError, KeyNotFoundError
@@ -60,16 +60,33 @@ class _Journal:
     def run_id(self) -> str:
         return self._run_id
 
-    async def step(self, name: str, body: Callable[[], Awaitable[Any]]) -> Any:
+    def reserve(self, name: str) -> _Step:
+        # DBOS draws the step's id here, from the workflow's counter, whichever task runs it later.
+        return _Step(self, name, DBOS.reserve_step())
+
+    async def admit(self) -> None:
+        """Return when the fence lets a step start; raise when this execution lost its run."""
         if self._fence is not None and not await self._fence.admit(self._ticket):
             raise dbos_error.DBOSWorkflowConflictIDError(self._run_id)  # DBOS waits for the owner's outcome
-        return await DBOS.run_step_async({"name": name}, body)
 
     async def receive(self, topic: str, timeout_s: float) -> Any:
         return await DBOS.recv_async(topic, timeout_s)
 
     async def publish(self, key: str, value: Any) -> None:
         await DBOS.set_event_async(key, value)
+
+
+class _Step:
+    """A step at the id DBOS drew for it (`DBOS.reserve_step`), as `agentfsm.durable.run.Step`."""
+
+    def __init__(self, journal: _Journal, name: str, reservation: StepReservation) -> None:
+        self.journal = journal
+        self.name = name
+        self._reservation = reservation
+
+    async def run(self, body: Callable[[], Awaitable[Any]]) -> Any:
+        await self.journal.admit()
+        return await self._reservation.run_async({"name": self.name}, body)
 
 
 class Engine:

@@ -7,7 +7,7 @@ recorded output instead of running, so the agent goes through the very same
 replies, observations and transitions, and its result and trace are those of a
 run that was never interrupted. Steps not yet recorded then run for real.
 
-What is a step, and why (step layout 2, `LAYOUT`):
+What is a step, and why (step layout 3, `LAYOUT`):
 
 - each model call (``model``): its reply, or the error it raised, as data, with
   the layout that recorded it. An error comes back as the same `LLMError`
@@ -24,26 +24,55 @@ What is a step, and why (step layout 2, `LAYOUT`):
   hand, so `ask_human` without a callback is a question the run pauses for
   (`AskHumanInput`), answered from any process like a tool's.
 
+A step's place. The engine matches a recorded step to the step a replay asks
+for by its place in the run (and its name), so two steps of one name that
+swapped places would swap outputs without a word. A place is drawn when a call
+*starts* (`ToolCallStarted`, which the agent emits for each call before the
+call's first await, so in call order even when a reply's calls run
+concurrently), not when its step runs: the places of a reply's calls follow
+the order of the calls, whatever order they finish in. A call's start draws
+its ``tool`` step's place, and its start record's when it needs one.
+
 Where a call's start is recorded (the recovery rule). A step costs two database
-transactions and a commit, so the start is carried by the entry the journal
-recorded just before the call's ``tool`` step, when that entry is a ``model``
-step (its reply's) or a ``tool`` step (the previous call of the reply):
-nothing but the agent's own bookkeeping comes between that record and the call,
-as between a separate start record and the call. A call that follows any other
-entry (a pause, a decision, its own earlier round of questions) gets a
-``tool_started`` step of its own. Every entry goes through the journal
+transactions and a commit, so the start is carried by an entry the journal
+recorded before the call, when nothing but the agent's own bookkeeping comes
+between that record and the call, as between a separate start record and the
+call:
+
+- calls run one after another: the entry just before the call's ``tool`` step,
+  when that entry is a ``model`` step (its reply's) or a ``tool`` step (the
+  previous call of the reply);
+- calls run concurrently (`parallel_tool_calls`): every call of the batch (the
+  calls that start together) is carried by the entry just before the batch,
+  when that is a ``model`` step; the batch's ``tool`` steps carry nothing, as
+  they complete in any order.
+
+A call (or batch) that follows any other entry (a pause, a decision, its own
+earlier round of questions) gets a ``tool_started`` step first: one per call
+run one after another, one for the whole batch (its calls wait for it). One
+record for the batch, rather than one per call: a batch of three took 24-28 ms
+on PostgreSQL that way, against 35-37 ms with a record before each call (the
+calls' records made concurrently) and 43-44 ms with the three records made in
+turn before any call (BENCHMARKS.md). Every entry goes through the journal
 (`_Entries` sees them all), so "just before" is exact. When the call's ``tool``
 step is not recorded, the call is taken as started, and so reported interrupted,
 exactly when its start record was read back rather than made by this process:
 a start made here means no earlier process got past it, since a call begins
 only after its start is committed. A crash right after a ``model`` or ``tool``
-step therefore lands inside the next call, if the reply has one.
+step therefore lands inside the next call, if the reply has one, and a crash
+right after a batch's ``model`` step, or during the batch, inside every call of
+the batch whose ``tool`` step is not recorded.
 
 A step may run twice (at least once: a crash after it ran and before its
 output was recorded); that is harmless for a start record: the process that
 records it is the one that runs the call.
 
-Layout 1 (earlier releases) gave every call a ``tool_started`` step. A worker
+Layout 1 (earlier releases) gave every call a ``tool_started`` step; layout 2
+ran a reply's calls one after another even with `parallel_tool_calls`. The step
+names of a batch are layout 2's, but not what they mean: a layout-2 worker would
+replay a batch as calls run in turn, running again a call that ran beside the
+one a crash landed in, and this one would replay a layout-2 run of such an
+agent as a batch, reporting interrupted a call that never began. A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.
@@ -51,10 +80,10 @@ application version never take such a run, since each release declares its own.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Protocol
 
 from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
@@ -70,6 +99,7 @@ from ..log import event
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..questions import Answer
+from ..run.events import AgentEvent, ToolCallStarted
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
 from ..toolbox.ask_human import AskHuman, AskHumanInput
@@ -83,6 +113,7 @@ __all__ = [
     "WAKE",
     "DurableModel",
     "Journal",
+    "Step",
     "durable_run",
 ]
 
@@ -92,10 +123,8 @@ PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
 TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
-LAYOUT = 2
+LAYOUT = 3
 """The step layout a run records and replays (see the module's docstring); in every model record."""
-CARRIERS = frozenset({"model", "tool"})
-"""The steps whose record carries the start of a call whose tool step comes right after."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
 WAKE = "wake"
@@ -103,6 +132,14 @@ WAKE = "wake"
 cancelling: the run's next step sees the cancellation), and is otherwise ignored."""
 
 JSON = Any
+
+
+class Step(Protocol):
+    """A step whose place in the run is drawn already (`Journal.reserve`); it runs once."""
+
+    async def run(self, body: Callable[[], Awaitable[JSON]]) -> JSON:
+        """`body()`'s output, recorded; when this step is already recorded, its recorded output."""
+        ...
 
 
 class Journal(Protocol):
@@ -113,8 +150,9 @@ class Journal(Protocol):
         """The workflow's id: the run's id everywhere (results, traces, the command line)."""
         ...
 
-    async def step(self, name: str, body: Callable[[], Awaitable[JSON]]) -> JSON:
-        """`body()`'s output, recorded; when this step is already recorded, its recorded output."""
+    def reserve(self, name: str) -> Step:
+        """The step `name` at the next place of the run, drawn now: its place is the order of
+        the reservations, whenever (and in whichever task) it runs."""
         ...
 
     async def receive(self, topic: str, timeout_s: float) -> JSON:
@@ -133,7 +171,7 @@ class DurableModel:
     the model the worker configured.
     """
 
-    def __init__(self, inner: ChatModel, journal: Journal) -> None:
+    def __init__(self, inner: ChatModel, journal: _Entries) -> None:
         self.inner = inner
         self.journal = journal
         self.foreign_layout: int | None = None
@@ -180,20 +218,60 @@ class DurableModel:
         raise LLMError(data["error"])
 
 
+class _Start:
+    """Where the start of a call, or of a batch of calls, is recorded, and whether this process
+    makes it: carried by the entry before (`carried`: whether that entry's step ran here), or a
+    ``tool_started`` step of its own, drawn now and recorded once, before any call it starts runs."""
+
+    def __init__(self, journal: Journal, carried: bool | None, call: ToolCall) -> None:
+        self.carried = carried
+        self.calls = [call.id]
+        """The calls it starts (one, or a batch's, in call order)."""
+        self._record = journal.reserve("tool_started") if carried is None else None
+        self._made: asyncio.Future[bool] | None = None
+
+    async def began(self) -> bool:
+        """Whether the calls this start starts begin here (else their start was read back)."""
+        if self._record is None:
+            return bool(self.carried)
+        if self._made is None:
+            self._made = asyncio.ensure_future(self._make(self._record))
+        return await self._made
+
+    async def _make(self, record: Step) -> bool:
+        made = False
+
+        async def started() -> JSON:
+            nonlocal made
+            made = True
+            return {"call": self.calls[0]} if len(self.calls) == 1 else {"calls": self.calls}
+
+        # A task of its own, started after the first step of every call of a batch (they were
+        # scheduled before it), so the record names all of them.
+        await record.run(started)
+        return made
+
+
 class _Entries:
     """The run's journal, knowing of its last entry whether it can carry the next call's start
-    (a ``model`` or ``tool`` step) and, if so, whether it was recorded here or read back."""
+    (a ``model`` step, or a call's ``tool`` step run one after another) and, if so, whether it was
+    recorded here or read back; and each started call's start and ``tool`` step."""
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.carried: bool | None = None
         """None: the last entry carries no start; else whether that entry's step ran here."""
+        self._batch: _Start | None = None
+        """The start of the calls running concurrently since the last entry of another kind."""
+        self._calls: dict[str, tuple[_Start, Step, bool]] = {}
+        """Each started call's start, its ``tool`` step, and whether that step carries the next."""
 
     @property
     def run_id(self) -> str:
         return self.journal.run_id
 
     async def step(self, name: str, body: Callable[[], Awaitable[JSON]]) -> JSON:
+        """A ``model`` step (a carrier)."""
         ran = False
 
         async def counted() -> JSON:
@@ -201,56 +279,79 @@ class _Entries:
             ran = True
             return await body()
 
+        self.carried, self._batch = None, None
+        output = await self.journal.reserve(name).run(counted)
+        self.carried = ran
+        return output
+
+    def start(self, call: ToolCall, *, concurrent: bool) -> None:
+        """`call` starts: draw its steps' places now, in call order (`concurrent`: it runs beside
+        the other calls of its reply, and shares their start)."""
+        start = self._batch if concurrent else None
+        if start is None:
+            start = _Start(self.journal, self.carried, call)
+        else:
+            start.calls.append(call.id)
+        self._batch = start if concurrent else None
         self.carried = None
-        output = await self.journal.step(name, counted)
-        self.carried = ran if name in CARRIERS else None
+        self._calls[call.id] = (start, self.journal.reserve("tool"), not concurrent)
+
+    async def call(self, call: ToolCall, body: Callable[[bool], Awaitable[JSON]]) -> JSON:
+        """`call`'s ``tool`` step, `body(began)` its body: `began` says whether the call begins
+        here (its start made by this process) or was started by an earlier one."""
+        if call.id not in self._calls:  # a call run without its start event (none listened)
+            self.start(call, concurrent=False)
+        start, step, carries = self._calls.pop(call.id)
+        began = await start.began()
+        ran = False
+
+        async def counted() -> JSON:
+            nonlocal ran
+            ran = True
+            return await body(began)
+
+        output = await step.run(counted)
+        if carries:
+            self.carried = ran
         return output
 
     async def receive(self, topic: str, timeout_s: float) -> JSON:
-        self.carried = None
+        self.carried, self._batch = None, None
         return await self.journal.receive(topic, timeout_s)
 
     async def publish(self, key: str, value: JSON) -> None:
-        self.carried = None
+        self.carried, self._batch = None, None
         await self.journal.publish(key, value)
 
 
 def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
     """Make `agent`'s model calls and tool calls steps of `entries`, and its run's id the run's; its
-    model, now durable. A reply's calls run one after another: a step's place in the journal is the
-    order it starts in."""
+    model, now durable. A call's steps take their places when it starts (`ToolCallStarted`)."""
     model = agent.llm = DurableModel(agent.llm, entries)
-    if agent.options.parallel_tool_calls:  # concurrent steps would not take their places in the same order
-        agent.options = replace(agent.options, parallel_tool_calls=False)
     execute, open_run = agent.execute_tool, agent.open_run
 
+    def started(record: AgentEvent) -> None:
+        if isinstance(record, ToolCallStarted):
+            entries.start(record.call, concurrent=agent.parallel_tool_calls)
+
     async def execute_tool(call: ToolCall) -> Observation:
-        carried = entries.carried  # the start carried by the entry just before: made here, or read back
-        began = bool(carried)
-        if carried is None:  # a start record of its own
-
-            async def started() -> JSON:
-                nonlocal began
-                began = True
-                return {"call": call.id}
-
-            await entries.step("tool_started", started)
         tool = agent.tools.get(call.name)
 
-        async def run() -> JSON:
+        async def run(began: bool) -> JSON:
             if not began and tool is not None and not tool.idempotent:
                 event("durable_call_interrupted", run_id=entries.run_id, call_id=call.id, tool=call.name)
                 content = INTERRUPTED_CALL.format(name=call.name)
                 return Observation(call=call, content=content, is_error=True).model_dump(mode="json")
             return (await execute(call)).model_dump(mode="json")
 
-        return Observation.model_validate(await entries.step("tool", run))
+        return Observation.model_validate(await entries.call(call, run))
 
     def opened(request: str) -> None:
         open_run(request)
         agent.run_state.run_id = entries.run_id
 
     # The instance's own methods are replaced, so every agent class gets its steps the same way.
+    agent.on_event(started)
     agent.execute_tool = execute_tool  # type: ignore[method-assign]
     agent.open_run = opened  # type: ignore[method-assign]
     return model
@@ -326,7 +427,7 @@ def _pause(result: RunResult) -> dict[str, Any]:
     }
 
 
-async def _decided(agent: ToolCallAgent, journal: Journal) -> None:
+async def _decided(agent: ToolCallAgent, journal: _Entries) -> None:
     """Wait for decisions until nothing the run waits for is left undecided. A decision that does
     not apply (an unknown call, one decided already) is logged and dropped: a replay drops it too."""
     while agent.pending_approval or agent.pending_input:
