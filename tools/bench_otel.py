@@ -343,4 +343,7 @@ def lines(t: dict[str, Any], out: list[str]) -> None:
         )
         if at_floor > 1.02:
             line += " (the floor alone is over the goal)"
+        same = ratio["after uninstrument()"]  # the very code of "not instrumented", measured again
+        if abs(same - 1) > 0.02:
+            line += f"; the same code measured twice differs by {same:.3f}x here: noise over the goal"
         out.append(line)
