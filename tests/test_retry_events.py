@@ -10,18 +10,16 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llmock.scenarios import Reply, StreamFault
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
+from telemetry_support import exporter
 
-import agentfsm
 from agentfsm import (
     LLM,
     LLMRetry,
@@ -46,6 +44,8 @@ ANSWER = "The answer is 42, and that is all."
 UNAVAILABLE = {"litellm": "ServiceUnavailableError", "native": "ProviderError"}
 RATE_LIMITED = {"litellm": "RateLimitError", "native": "ProviderError"}
 
+__all__ = ["exporter"]  # the fixture, used by name
+
 
 @pytest.fixture(params=sorted(ADAPTERS))
 def adapter(request: pytest.FixtureRequest) -> str:
@@ -55,17 +55,6 @@ def adapter(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(params=[False, True], ids=["whole", "streamed"])
 def stream(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    instrumentation = agentfsm.instrument(provider)
-    yield memory
-    instrumentation.uninstrument()
-    provider.shutdown()
 
 
 def make_llm(llmock: Any, adapter: str, **options: Any) -> LLM | OpenAICompatible:

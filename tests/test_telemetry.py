@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from telemetry_support import exporter
 
 import agentfsm
 from agentfsm import OpenAICompatible, Terminate, Tool, ToolCallAgent, ToolResult, tool
@@ -29,17 +29,7 @@ from agentfsm.testing import ScriptedLLM, reply
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
 
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    """Every run of the test traced into memory; uninstrumented after."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    instrumentation = agentfsm.instrument(provider)
-    yield memory
-    instrumentation.uninstrument()
-    provider.shutdown()
+__all__ = ["exporter"]  # the fixture, used by name
 
 
 def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from test_telemetry import ADD_THEN_TERMINATE, add, by_name, exporter, parent_id, scripted, span_id
+from telemetry_support import exporter
+from test_telemetry import ADD_THEN_TERMINATE, add, by_name, parent_id, scripted, span_id
 
 import agentfsm
 from agentfsm import AgentState, StopReason, Terminate, ToolCallAgent

@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from telemetry_support import exporter
 from test_mcp_serve import _model_flags, _serving_http
 from test_telemetry_cli import Collector, attributes
 
-import agentfsm
 from agentfsm.agent.mcp import MCPAgent
 from agentfsm.mcp import MCPServerSettings
 from agentfsm.testing import ScriptedLLM, reply
 
 pytestmark = [pytest.mark.http, pytest.mark.usefixtures("clean_env")]
+
+__all__ = ["exporter"]  # the fixture, used by name
 
 
 @pytest.fixture
@@ -30,17 +30,6 @@ def collector() -> Iterator[Collector]:
     receiver = Collector()
     yield receiver
     receiver.close()
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    instrumentation = agentfsm.instrument(provider)
-    yield memory
-    instrumentation.uninstrument()
-    provider.shutdown()
 
 
 async def test_a_served_run_is_exported_in_the_trace_of_the_calling_agent(
