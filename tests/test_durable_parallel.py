@@ -25,11 +25,9 @@ def times(effects: Path) -> dict[int, tuple[float, float]]:
 
 
 def records_of(text: str, run_id: str) -> list[dict]:
-    """The trace as `trace_records` gives it, less the model's class in the header: a durable run's
-    model is the worker's, wrapped (``DurableModel``), with the wrapped model's settings."""
-    records = trace_records(text, run_id)
-    records[0]["config"]["llm"].pop("class")
-    return records
+    """The trace as `trace_records` gives it; a durable run's header describes the worker's model,
+    not the wrapper that makes its calls steps."""
+    return trace_records(text, run_id)
 
 
 async def plain_run(tmp_path: Path, **options: object) -> tuple[dict, list[dict]]:

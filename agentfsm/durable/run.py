@@ -173,6 +173,8 @@ class DurableModel:
 
     def __init__(self, inner: ChatModel, journal: _Entries) -> None:
         self.inner = inner
+        self.__wrapped__ = inner
+        """The model a trace describes (`describe_model`): the one the worker configured."""
         self.journal = journal
         self.foreign_layout: int | None = None
         """The layout of a model record read back from another layout (the run was refused)."""

@@ -102,8 +102,13 @@ def describe_model(model: object) -> dict[str, Any]:
     """What a trace records of a chat model: its class, and each traced `LLMOptions` it has.
 
     Any `ChatModel` may have some (every one has `token_budget`); an option it lacks is None.
-    Options that are secret or untraced (`api_key`, `extra`, ...) are never read.
+    Options that are secret or untraced (`api_key`, `extra`, ...) are never read. A model that
+    wraps another to add something around its calls (a durable run's) names it as
+    ``__wrapped__``, Python's convention for wrappers: the trace describes the wrapped model,
+    the one configured.
     """
+    while (inner := getattr(model, "__wrapped__", None)) is not None:
+        model = inner
     described: dict[str, Any] = {"class": type(model).__name__}
     for option in option_fields(LLMOptions):
         if option.recorded:
