@@ -7,6 +7,7 @@ live view and `--stream`; and traces, checkpoints and replay, which a retry leav
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -321,3 +322,36 @@ def test_the_bench_prints_what_a_listened_to_call_pays_for_its_retries_to_be_hea
     in_process = {"us": same, "ratio": dict.fromkeys(same, 1.0), "spans_per_run": {}}
     bench_otel.lines({"paths": {"in process": in_process}, "hook_ns": 100, "retry_hook_ns": 190.4}, out)
     assert "  a listened-to call's retry listener, set and unset (no retry): 190 ns a call" in out
+
+
+async def test_inside_a_durable_run_a_retry_is_heard_within_the_model_step(
+    adapter: str, llmock: Any, tmp_path: Path
+) -> None:
+    """The retry happens inside the ``model`` step, whose one recorded reply is the second
+    attempt's: the step does not run twice, and the run's listener hears the retry."""
+    from agentfsm.durable import AgentSpec, DurableRuns, Worker
+
+    llmock.fail(503, times=1, retry_after=0.05)
+    llmock.reply(ANSWER)
+    heard: list[Any] = []
+
+    def build(spec: AgentSpec) -> ToolCallAgent:
+        agent = ToolCallAgent(llm=make_llm(llmock, adapter), name="retrying")
+        agent.on_event(heard.append)
+        return agent
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Worker(db, agents={"retrying": build}, worker_id="solo", polling_s=0.05):
+        runs = DurableRuns(db)
+        try:
+            run_id = await runs.submit("the answer?", AgentSpec(agent="retrying"))
+            result = await runs.result(run_id, wait=True, timeout=30)
+            trace = await runs.trace(run_id)
+        finally:
+            runs.close()
+    assert result is not None and result.output == ANSWER
+    assert [r.status for r in llmock.requests] == [503, 200]
+    assert calls_and_retries(heard) == ["LLMCallStarted", "LLMRetry", "LLMCall"]
+    (retry,) = [e for e in heard if isinstance(e, LLMRetry)]
+    assert (retry.run_id, retry.attempt, retry.status_code) == (run_id, 1, 503)
+    assert "retry" not in {json.loads(line)["kind"] for line in trace.splitlines()}  # traces skip it
