@@ -116,6 +116,31 @@ async def test_the_debugger_shows_a_turn_as_it_streams(toolbox) -> None:
     assert 'model: \n    call terminate {"status": "success"}\n' in text
 
 
+async def test_the_debugger_says_why_a_turn_waits_when_the_model_call_is_retried(llmock: Any) -> None:
+    from agentfsm import OpenAICompatible
+
+    llmock.fail(503, times=1, retry_after=0.05)
+    llmock.reply(ANSWER)
+    llm = OpenAICompatible("openai/test-model", api_base=llmock.base_url("openai"), api_key="k", stream=True)
+    agent = ToolCallAgent(llm=llm)
+    commands = ["continue"]
+
+    async def read(prompt: str) -> str | None:
+        return commands.pop(0) if commands else None
+
+    out = io.StringIO()
+    try:
+        result = await Debugger(agent, "the answer?", read_line=read, out=out).run()
+    finally:
+        await llm.aclose()
+
+    assert result is not None and result.output == ANSWER
+    text = out.getvalue()
+    retried = text.index("model: attempt 1 failed (ProviderError: HTTP 503")
+    assert "; retrying in 0.1 s\n" in text[retried:]
+    assert text.index(f"model: {ANSWER}") > retried  # the answer streams after the retry
+
+
 async def test_the_live_view_shows_the_model_s_text_as_it_arrives(toolbox) -> None:
     script = [reply("adding two and three now", tool_calls=[("add", {"a": 2, "b": 3})]), reply("five")]
     agent = ToolCallAgent(llm=ScriptedLLM(script, stream=True), tools=toolbox)

@@ -23,7 +23,7 @@ from ..agent.stepping import Breakpoint, Stepper
 from ..fsm.diagram import to_mermaid
 from ..messages import Message
 from ..recording.trace import TraceWriter
-from ..run.events import LLMCall, TextDelta, ToolCallDelta, Transition
+from ..run.events import LLMCall, LLMRetry, TextDelta, ToolCallDelta, Transition
 from ..run.result import RunResult, StopReason
 from .output import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_result, format_transition, print_result
 
@@ -108,7 +108,8 @@ class Debugger:
 
     def _on_event(self, event: object) -> None:
         """Remember the last model call; show a streaming model's turn as it arrives: its text,
-        and each tool call's name and arguments (a retried attempt starts on a new line)."""
+        and each tool call's name and arguments (a retried attempt starts on a new line); say
+        each retry of the call, and how long it waits."""
         if isinstance(event, TextDelta | ToolCallDelta):
             if event.attempt != self._streaming:
                 start = "model: " if self._streaming == 0 else f"\nmodel (attempt {event.attempt}): "
@@ -124,7 +125,10 @@ class Debugger:
         if self._streaming:
             self._streaming = 0
             self._say("")
-        if isinstance(event, LLMCall):
+        if isinstance(event, LLMRetry):  # while the run is in its model call: say why it waits
+            failed = f"model: attempt {event.attempt} failed ({event.error})"
+            self._say(f"{failed}; retrying in {event.wait_s:.1f} s")
+        elif isinstance(event, LLMCall):
             self.last_call = event
 
     async def run(self) -> RunResult | None:
