@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
 from telemetry_support import exporter
+from test_streaming import adapter
+from test_streaming import make_llm as streaming_llm
 
 from agentfsm import (
     LLM,
@@ -39,18 +41,11 @@ from agentfsm.run.events import LLMCall, LLMCallStarted
 
 pytestmark = pytest.mark.http
 
-ADAPTERS: dict[str, type[LLM] | type[OpenAICompatible]] = {"litellm": LLM, "native": OpenAICompatible}
-MODEL = "openai/llmock-test-model"
 ANSWER = "The answer is 42, and that is all."
 UNAVAILABLE = {"litellm": "ServiceUnavailableError", "native": "ProviderError"}
 RATE_LIMITED = {"litellm": "RateLimitError", "native": "ProviderError"}
 
-__all__ = ["exporter"]  # the fixture, used by name
-
-
-@pytest.fixture(params=sorted(ADAPTERS))
-def adapter(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+__all__ = ["adapter", "exporter"]  # the fixtures, used by name
 
 
 @pytest.fixture(params=[False, True], ids=["whole", "streamed"])
@@ -59,9 +54,10 @@ def stream(request: pytest.FixtureRequest) -> bool:
 
 
 def make_llm(llmock: Any, adapter: str, **options: Any) -> LLM | OpenAICompatible:
+    """The streaming tests' model, waiting as long as a Retry-After asks (up to 5 s)."""
     options.setdefault("backoff_base", 0.02)
     options.setdefault("backoff_max", 5.0)
-    return ADAPTERS[adapter](MODEL, api_base=llmock.base_url("openai"), api_key="test", **options)
+    return streaming_llm(llmock, adapter, **options)
 
 
 async def streamed_run(agent: ToolCallAgent, task: str) -> tuple[list[Any], RunResult]:
