@@ -208,7 +208,7 @@ class Manus(ToolCallAgent):
         """
         agent = cls(**kwargs)
         await agent.mcp_servers.attach(agent.tools, agent=agent.name)
-        agent._sync_table()  # their tools may ask for input: the machine has AWAITING_INPUT now
+        agent._follow_tools()  # their tools may ask for input: the machine has AWAITING_INPUT now
         return agent
 
     # -- the sandbox in the prompt and at the end of a run ----------------------------------
