@@ -211,10 +211,10 @@ class OpenAICompatible(LLMOptions):
     ) -> LLMResponse:
         """Ask for the next reply (text, tool calls, or both).
 
-        Raises `TokenLimitExceeded` when the request is over the input window
-        (nothing is sent) or the provider reports a context-window error, and
-        `LLMError` when the call fails for good, and `ConfigError` (nothing sent) when OpenAI's own
-        servers would be asked without a key. With `stream` on, the reply is
+        Raises `ConfigError` when OpenAI's own servers would be asked without a
+        key, `TokenLimitExceeded` when the request is over the input window
+        (nothing is sent either way) or the provider reports a context-window
+        error, and `LLMError` when the call fails for good. With `stream` on, the reply is
         streamed and put back together (`ChunkAssembler`), each piece going to
         `sink` as it arrives; a stream cut or garbled mid-way is retried whole.
         """
