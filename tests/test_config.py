@@ -158,6 +158,8 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ),
         ('[llm]\ntemperature = "hot"', ["[llm] temperature = 'hot'", "valid number"]),
         ("[llm.toolcall]\nmax_tokens = -5", ["[llm.toolcall] max_tokens = -5", "greater than or equal to 1"]),
+        ("[llm]\nmax_input_tokens = 0", ["[llm] max_input_tokens = 0", "greater than or equal to 1"]),
+        ('[llm.manus]\nvision = "maybe"', ["[llm.manus] vision = 'maybe'", "valid boolean"]),
         ("[agent]\nmax_step = 3", ["unknown key 'max_step' in [agent]", "allowed: max_steps"]),
         ("[llm]\nmodle = 'x'", ["unknown key 'modle' in [llm]", "allowed: model"]),
         ("[mcp]\nserver = {}", ["unknown key 'server' in [mcp]", "allowed: servers"]),
@@ -281,3 +283,27 @@ def test_native_client_for_another_provider_is_a_config_error(tmp_path: Path) ->
         build_llm(settings.llm_for("toolcall"))
     with pytest.raises(ConfigError, match=r"\[llm\] client = 'httpx'.*'native' or 'litellm'"):
         Settings.load(write(tmp_path / "d.toml", '[llm]\nclient = "httpx"\n'))
+
+
+@pytest.mark.parametrize("client", ["native", "litellm"])
+def test_model_facts_declared_in_the_file_and_the_environment_reach_the_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A local vision model litellm's map does not know: `[llm]` says what it is, `[llm.<agent>]`
+    and ``AGENTFSM_LLM__...`` override it key by key, and the adapter built uses what they say."""
+    config = write(
+        tmp_path / "c.toml",
+        f'[llm]\nmodel = "openai/qwen2.5-vl"\napi_base = "http://127.0.0.1:1/v1"\nclient = "{client}"\n'
+        "vision = true\nmax_input_tokens = 32768\n"
+        "[llm.manus]\nreasoning = true\nmax_input_tokens = 8192\n",
+    )
+    monkeypatch.setenv("AGENTFSM_LLM__TAKES_TEMPERATURE", "false")
+    settings = Settings.load(config)
+    toolcall, manus = build_llm(settings.llm_for("toolcall")), build_llm(settings.llm_for("manus"))
+    assert (toolcall.vision, toolcall.reasoning, toolcall.takes_temperature) == (True, None, False)
+    assert (toolcall.supports_vision, toolcall.is_reasoning, toolcall.input_limit) == (True, False, 32768)
+    assert (manus.supports_vision, manus.is_reasoning, manus.input_limit) == (True, True, 8192)
+    assert not toolcall.sends_temperature and not manus.sends_temperature
+    monkeypatch.delenv("AGENTFSM_LLM__TAKES_TEMPERATURE")
+    unset = build_llm(Settings.load(write(tmp_path / "d.toml", '[llm]\nmodel = "openai/m"\n')).llm_for("x"))
+    assert (unset.vision, unset.reasoning, unset.takes_temperature, unset.max_input_tokens) == (None,) * 4

@@ -466,6 +466,78 @@ async def test_tool_image_is_omitted_with_a_note_for_a_text_model(adapter: str, 
     assert PNG_1PX not in json.dumps(messages)
 
 
+async def test_a_model_declared_to_see_images_gets_them_as_image_parts(adapter: str, llmock) -> None:
+    """A vision model litellm's map does not know (Qwen2.5-VL on vLLM, say): `vision=True` sends
+    the screenshot as an image part, where it would otherwise be a note."""
+    llmock.call_tool("screenshot", {})
+    llmock.call_tool("terminate", {"status": "success"})
+    tools = ToolCollection(screenshot, Terminate())
+    llm = make_llm(llmock, "openai/qwen2.5-vl-7b", adapter=adapter, vision=True)
+
+    result = await ToolCallAgent(llm=llm, tools=tools).run("look")
+
+    assert result.stop_reason is StopReason.TERMINATED
+    assert llm.supports_vision
+    messages = bodies(llmock)[1]["messages"]
+    assert_wire_pairs(messages)
+    at = next(i for i, m in enumerate(messages) if m["role"] == "tool")
+    assert messages[at]["content"] == "Observed output of cmd `screenshot` executed:\nshot"
+    assert messages[at + 1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{PNG_1PX}"},
+    }
+    assert IMAGE_OMITTED not in json.dumps(messages)
+
+
+async def test_a_model_declared_blind_gets_a_note_though_the_map_says_it_sees(adapter: str, llmock) -> None:
+    llmock.call_tool("screenshot", {})
+    llmock.call_tool("terminate", {"status": "success"})
+    tools = ToolCollection(screenshot, Terminate())
+    llm = make_llm(llmock, "openai/gpt-4o", adapter=adapter, vision=False)
+
+    await ToolCallAgent(llm=llm, tools=tools).run("look")
+
+    assert [m["content"] for m in tool_messages(bodies(llmock)[1])] == [
+        f"Observed output of cmd `screenshot` executed:\nshot\n{IMAGE_OMITTED}"
+    ]
+    assert PNG_1PX not in json.dumps(bodies(llmock)[1])
+
+
+async def test_a_declared_window_under_a_mapped_one_ends_the_run_with_token_limit(
+    adapter: str, llmock, toolbox
+) -> None:
+    """gpt-4o-mini's window is 128,000 tokens by the map; the declared 60 is the one checked."""
+    llm = make_llm(llmock, "openai/gpt-4o-mini", adapter=adapter, max_input_tokens=60)
+    assert llm.input_limit == 60
+    result = await ToolCallAgent(llm=llm, tools=toolbox).run("please read this " * 20)
+
+    assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TOKEN_LIMIT)
+    assert llmock.requests == []
+
+
+async def test_a_model_declared_not_to_take_a_temperature_is_sent_none(adapter: str, llmock) -> None:
+    for takes in (False, None, True):
+        llmock.reply("ok")
+        llm = make_llm(llmock, adapter=adapter, temperature=0.3, takes_temperature=takes)
+        await llm.ask_tool([Message.user_message("hi")])
+    sent = bodies(llmock)
+    assert "temperature" not in sent[0]
+    assert sent[1]["temperature"] == sent[2]["temperature"] == 0.3
+
+
+async def test_a_model_declared_reasoning_gets_max_completion_tokens(adapter: str, llmock) -> None:
+    """Declared `reasoning` decides the token field (a local R1 or QwQ); the temperature is
+    `takes_temperature`'s to decide, and an unknown name takes one."""
+    for reasoning in (True, None):
+        llmock.reply("ok")
+        llm = make_llm(llmock, adapter=adapter, reasoning=reasoning, max_tokens=321, temperature=0.3)
+        await llm.ask_tool([Message.user_message("hi")])
+    declared, undeclared = bodies(llmock)
+    assert declared["max_completion_tokens"] == 321 and "max_tokens" not in declared
+    assert declared["temperature"] == 0.3
+    assert undeclared["max_tokens"] == 321 and "max_completion_tokens" not in undeclared
+
+
 async def test_with_max_images_a_request_carries_the_latest_images_and_memory_keeps_them_all(
     adapter: str, llmock
 ) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm import LLM, ChatModel, Message, ToolCall
+from agentfsm import LLM, ChatModel, Message, OpenAICompatible, ToolCall
 from agentfsm.errors import ConfigError, ConnectTimeout
 from agentfsm.model.credentials import KEY_VARIABLES, check_credentials
 from agentfsm.model.llm import IMAGE_OMITTED, load_litellm, to_wire
@@ -40,6 +40,14 @@ BAD_ARGUMENTS = [
     ({"temperature": "0.5"}, "`temperature`"),
     ({"max_tokens": 0}, "`max_tokens` must be an integer >= 1 (or None for no limit), got 0"),
     ({"max_input_tokens": 1.5}, "`max_input_tokens`"),
+    (
+        {"max_input_tokens": 0},
+        "`max_input_tokens` must be an integer >= 1 (or None for the model's own window), got 0",
+    ),
+    ({"max_input_tokens": -4096}, "`max_input_tokens` must be an integer >= 1"),
+    ({"vision": "yes"}, "`vision` must be True or False (or None), got 'yes'"),
+    ({"reasoning": 1}, "`reasoning` must be True or False (or None), got 1"),
+    ({"takes_temperature": "no"}, "`takes_temperature` must be True or False (or None), got 'no'"),
     ({"token_budget": True}, "`token_budget`"),
     ({"timeout": 0}, "`timeout` must be a number > 0, got 0"),
     ({"timeout": float("inf")}, "`timeout`"),
@@ -50,16 +58,64 @@ BAD_ARGUMENTS = [
 ]
 
 
+@pytest.mark.parametrize("adapter", [LLM, OpenAICompatible], ids=["litellm", "native"])
 @pytest.mark.parametrize(
-    ("options", "named"), BAD_ARGUMENTS, ids=[next(iter(options)) for options, _ in BAD_ARGUMENTS]
+    ("options", "named"),
+    BAD_ARGUMENTS,
+    ids=[f"{next(iter(options))}={next(iter(options.values()))!r}" for options, _ in BAD_ARGUMENTS],
 )
-def test_bad_arguments_name_the_value_and_the_fix(options: dict[str, Any], named: str) -> None:
+def test_bad_arguments_name_the_value_and_the_fix(
+    options: dict[str, Any], named: str, adapter: type[LLM] | type[OpenAICompatible]
+) -> None:
     options = dict(options)
     model = options.pop("model", "openai/x")
     with pytest.raises(ConfigError) as info:
-        LLM(model, **options)
+        adapter(model, **options)
     assert named in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("adapter", [LLM, OpenAICompatible], ids=["litellm", "native"])
+def test_declared_facts_replace_the_map_s_each_on_its_own(
+    adapter: type[LLM] | type[OpenAICompatible],
+) -> None:
+    unknown = adapter("openai/qwen2.5-vl", api_base="http://127.0.0.1:1/v1")
+    assert (unknown.supports_vision, unknown.is_reasoning, unknown.input_limit) == (False, False, None)
+    assert unknown.sends_temperature
+    local = adapter(
+        "openai/qwen2.5-vl",
+        api_base="http://127.0.0.1:1/v1",
+        vision=True,
+        max_input_tokens=32_768,
+        reasoning=True,
+        takes_temperature=False,
+    )
+    assert (local.supports_vision, local.is_reasoning, local.input_limit) == (True, True, 32_768)
+    assert not local.sends_temperature
+    request = local._request([], [], "auto") if isinstance(local, LLM) else local._body([], [], "auto")
+    assert request["max_completion_tokens"] == 4096 and "max_tokens" not in request
+    assert "temperature" not in request
+    mapped = adapter("openai/gpt-4o", vision=False, max_input_tokens=1000)  # the map: vision, 128,000
+    assert (mapped.supports_vision, mapped.input_limit) == (False, 1000)
+    o_series = adapter("openai/o3-mini", reasoning=False, takes_temperature=True, temperature=0.5)
+    assert not o_series.is_reasoning and o_series.sends_temperature  # the user's word over the name's
+    reasoner = adapter("openai/deepseek-r1", reasoning=True, temperature=0.6)
+    assert reasoner.is_reasoning and reasoner.sends_temperature  # reasoning alone keeps the temperature
+
+
+def test_a_trace_header_records_the_declared_facts() -> None:
+    from agentfsm import ToolCallAgent
+
+    llm = OpenAICompatible(
+        "openai/qwen2.5-vl", api_base="http://127.0.0.1:1/v1", vision=True, reasoning=False
+    )
+    described = ToolCallAgent(llm=llm).trace_config()["llm"]
+    assert (described["vision"], described["reasoning"], described["takes_temperature"]) == (
+        True,
+        False,
+        None,
+    )
+    assert described["max_input_tokens"] is None
 
 
 def test_llm_is_a_chat_model_and_hides_its_key() -> None:
@@ -254,6 +310,11 @@ CREDENTIAL_CASES = [
     ),
     ("openai/qwen", {"api_base": "http://127.0.0.1:8000/v1"}, None),
     ("openai/gpt-4o-mini", {"api_key": "k"}, None),
+    (
+        "openai/gpt-4o-mini",
+        {"api_base": "https://api.openai.com/v1"},
+        "OPENAI_API_KEY is not set (model 'openai/gpt-4o-mini'): export it or pass --api-key",
+    ),
     ("anthropic/claude-sonnet-4-5", {}, "ANTHROPIC_API_KEY is not set"),
     ("gemini/gemini-2.5-flash", {}, "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set"),
     (

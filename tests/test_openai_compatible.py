@@ -24,9 +24,10 @@ import pytest
 from aiohttp import web
 
 from agentfsm import LLM, AgentState, Message, OpenAICompatible, StopReason, ToolCall, ToolCallAgent
-from agentfsm.errors import LLMError, TokenLimitExceeded
+from agentfsm.errors import ConfigError, LLMError, TokenLimitExceeded
 from agentfsm.messages import Role
 from agentfsm.model.catalog import ModelCard, card_for, is_reasoning_name
+from agentfsm.model.credentials import check_credentials
 from agentfsm.model.encoding import (
     IMAGE_TOKENS,
     char_bound,
@@ -128,6 +129,58 @@ async def test_no_key_no_header_and_openai_s_variable_only_for_openai_s_base(
     # OpenAI's own base (never contacted here) would be sent the variable's key.
     assert OpenAICompatible("openai/gpt-4o-mini")._headers["Authorization"] == "Bearer sk-from-env"
     assert OpenAICompatible("openai/gpt-4o-mini").url == f"{DEFAULT_API_BASE}/chat/completions"
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every name lookup and connection a test attempts, each refused (nothing reaches the internet)."""
+    import socket
+
+    attempts: list[object] = []
+
+    def refused(target: object, *_: object, **__: object) -> Any:
+        attempts.append(target)
+        raise OSError(f"the test allows no network: {target!r}")
+
+    def connect(sock: socket.socket, address: object) -> None:
+        refused(address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", refused)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect)
+    return attempts
+
+
+@pytest.mark.parametrize("base", [None, DEFAULT_API_BASE, "https://api.openai.com/v1/"])
+async def test_openai_s_own_base_without_a_key_fails_before_anything_is_sent(
+    base: str | None, monkeypatch: pytest.MonkeyPatch, no_network: list[object]
+) -> None:
+    """The line the command line prints for a missing key (`check_credentials`), raised before a
+    name is looked up or a socket opened; a run on the model ends in error with it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = OpenAICompatible("openai/gpt-4o-mini", api_base=base)
+    line = "OPENAI_API_KEY is not set (model 'openai/gpt-4o-mini'): export it or pass --api-key"
+    with pytest.raises(ConfigError) as info:
+        await model.ask_tool([Message.user_message("hi")])
+    assert str(info.value) == line
+    with pytest.raises(ConfigError) as cli:
+        check_credentials("openai/gpt-4o-mini", api_base=base)
+    assert str(cli.value) == line
+    result = await ToolCallAgent(llm=model).run("hi")
+    assert (result.state, result.error) == (AgentState.ERROR, f"ConfigError: {line}")
+    assert no_network == [] and not model._pools  # no lookup, no connection, not even a session
+
+
+async def test_with_a_key_openai_s_own_base_is_reached_for(
+    monkeypatch: pytest.MonkeyPatch, no_network: list[object]
+) -> None:
+    """What the guard above would see: the variable's key lets the call go to OpenAI's host."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    model = OpenAICompatible("openai/gpt-4o-mini", max_attempts=1)
+    with pytest.raises(LLMError, match="connection error"):
+        await model.ask_tool([Message.user_message("hi")])
+    assert no_network and no_network[0] == "api.openai.com"
+    await model.aclose()
 
 
 # -- what comes back -----------------------------------------------------------

@@ -95,6 +95,21 @@ def test_the_sum_over_messages_is_within_a_few_tokens_a_message_of_litellms_whol
     )  # exact without images (an image part's user message is counted per tool message)
 
 
+def test_a_model_declared_to_see_images_counts_them_as_litellm_counts_the_image_parts() -> None:
+    """Declared `vision` changes what is counted against the window: the image parts it sends,
+    not the note a text model gets."""
+    litellm = load_litellm()
+    messages = history(3, image=True)
+    declared, unknown = LLM("openai/qwen2.5-vl", vision=True), LLM("openai/qwen2.5-vl")
+    with_images = litellm.token_counter(model="openai/qwen2.5-vl", messages=to_wire(messages, vision=True))
+    with_notes = litellm.token_counter(model="openai/qwen2.5-vl", messages=to_wire(messages, vision=False))
+    assert with_images > with_notes
+    counted, noted = declared.count_tokens(messages), unknown.count_tokens(messages)
+    assert counted is not None and noted is not None
+    assert abs(counted - with_images) <= 3 and abs(noted - with_notes) <= 3
+    assert counted > noted
+
+
 def test_a_fresh_count_and_an_incremental_one_agree() -> None:
     messages = history(50)
     llm, fresh = LLM("openai/gpt-4o-mini"), LLM("openai/gpt-4o-mini")

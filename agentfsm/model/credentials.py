@@ -9,8 +9,10 @@ wire) can be checked the same way.
 What counts as a credential:
 - ``openai/<name>`` with `api_base` needs none: a local vLLM or llama.cpp server usually takes
   no key, and `LLM` then sends a placeholder (a server that wants a key answers 401, which
-  is never retried and says to set it). Without `api_base` it needs ``OPENAI_API_KEY`` or
-  `api_key`. This case is decided without litellm, whose import takes seconds.
+  is never retried and says to set it). Without `api_base`, or with OpenAI's own
+  (``https://api.openai.com/v1``), it needs ``OPENAI_API_KEY`` or `api_key`. This case is
+  decided without litellm, whose import takes seconds, by `check_openai_key`, which
+  `OpenAICompatible` also calls before each request: both say the same line.
 - The providers that take one key variable (`KEY_VARIABLES`: Anthropic, Gemini, Mistral,
   DeepSeek, Groq, Cohere) are decided without litellm too, so a missing key is reported in
   milliseconds rather than after litellm's import; a test holds the table to what
@@ -26,10 +28,14 @@ What counts as a credential:
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 
-__all__ = ["check_credentials"]
+__all__ = ["OPENAI_API_BASE", "check_credentials", "check_openai_key", "is_openai_base"]
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+"""OpenAI's own API, where an ``openai/`` model goes without `api_base`."""
 
 _CHAINED = frozenset(
     {"bedrock", "bedrock_converse", "sagemaker", "sagemaker_chat", "vertex_ai", "vertex_ai_beta"}
@@ -53,9 +59,8 @@ def check_credentials(
     has no credentials; return when it has, or when it cannot be told offline."""
     provider, _, _ = model.partition("/")
     if provider == "openai":
-        if api_key or api_base or os.environ.get("OPENAI_API_KEY"):
-            return
-        raise ConfigError(_message(model, ["OPENAI_API_KEY"], "api-key"))
+        check_openai_key(model, api_key=api_key, api_base=api_base)
+        return
     if provider in _CHAINED:
         return
     variables = KEY_VARIABLES.get(provider)
@@ -86,6 +91,20 @@ def check_credentials(
         raise ConfigError(_message(model, bases[:1], "api-base"))
     if versions:
         raise ConfigError(_message(model, versions[:1], "api-version"))
+
+
+def is_openai_base(api_base: str | None) -> bool:
+    """Whether requests go to OpenAI's own servers: no `api_base`, or one on OpenAI's host."""
+    return api_base is None or urlsplit(api_base).hostname == urlsplit(OPENAI_API_BASE).hostname
+
+
+def check_openai_key(model: str, *, api_key: str | None = None, api_base: str | None = None) -> None:
+    """Raise `ConfigError` naming ``OPENAI_API_KEY`` when `model` would be sent to OpenAI's own
+    servers (`is_openai_base`) with no key: neither `api_key` nor the variable. Another server
+    (vLLM, llama.cpp) usually takes none, and says so with a 401 if it does."""
+    if api_key or not is_openai_base(api_base) or os.environ.get("OPENAI_API_KEY"):
+        return
+    raise ConfigError(_message(model, ["OPENAI_API_KEY"], "api-key"))
 
 
 def _is_key(name: str) -> bool:

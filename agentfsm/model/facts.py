@@ -13,6 +13,12 @@ litellm) because the lookup has rules of its own:
 - whether a temperature is sent is litellm's rule (`get_optional_params` with
   ``drop_params`` drops what OpenAI's o-series and gpt-5 refuse), for models in its map; for
   a name it has not mapped (its answers for any ``o3-*`` name are guesses), the name decides.
+
+What the user declared (`LLMOptions`' `max_input_tokens`, `vision`, `reasoning`,
+`takes_temperature`) is laid over what was looked up (`declared`), fact by fact: a model
+served as ``openai/<name>`` is unknown to every catalogue, and only its user can say it
+sees images. `OpenAICompatible`, which never imports litellm, starts from the bundled map
+instead (`card_facts`); both adapters then ask the same record.
 """
 
 from __future__ import annotations
@@ -20,15 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import is_reasoning_name
+from .catalog import ModelCard, is_reasoning_name
 from .options import LLMOptions
 
-__all__ = ["ModelFacts", "look_up_facts", "stand_in", "unknown_facts"]
+__all__ = ["ModelFacts", "card_facts", "declared", "look_up_facts", "stand_in", "unknown_facts"]
 
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What litellm knows of a model, looked up once per adapter."""
+    """What the engine asks of a model: looked up once per adapter, with the user's declared
+    values laid over (`declared`)."""
 
     vision: bool
     reasoning: bool
@@ -42,6 +49,29 @@ def unknown_facts(model: str) -> ModelFacts:
     (`is_reasoning_name`); for a model litellm knows, litellm decides."""
     named = is_reasoning_name(model)
     return ModelFacts(vision=False, reasoning=named, temperature=not named, input_window=None)
+
+
+def card_facts(model: str, card: ModelCard | None) -> ModelFacts:
+    """The facts of `model` by litellm's bundled map (its `card`, None when the map does not know
+    it), read without litellm: a reasoning model, by the map or its name, takes no temperature."""
+    reasoning = is_reasoning_name(model) or (card is not None and card.reasoning)
+    return ModelFacts(
+        vision=card is not None and card.vision,
+        reasoning=reasoning,
+        temperature=not reasoning,
+        input_window=card.max_input_tokens if card is not None else None,
+    )
+
+
+def declared(facts: ModelFacts, llm: LLMOptions) -> ModelFacts:
+    """`facts` with each fact the user declared in `llm` in place of the catalogue's: each on its
+    own (declaring `reasoning` leaves whether a temperature is sent to `takes_temperature`)."""
+    return ModelFacts(
+        vision=facts.vision if llm.vision is None else llm.vision,
+        reasoning=facts.reasoning if llm.reasoning is None else llm.reasoning,
+        temperature=facts.temperature if llm.takes_temperature is None else llm.takes_temperature,
+        input_window=facts.input_window if llm.max_input_tokens is None else llm.max_input_tokens,
+    )
 
 
 def look_up_facts(litellm: Any, llm: LLMOptions) -> ModelFacts:

@@ -30,7 +30,9 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   provider, in a thread of its own and bounded in time: for some providers
   (Ollama) the lookup is an HTTP request to the server, which must neither
   block the event loop nor hang the run (past the bound the run goes on with
-  what is known without it, and a warning says so).
+  what is known without it, and a warning says so). What the user declared
+  (`max_input_tokens`, `vision`, `reasoning`, `takes_temperature`) is used instead,
+  fact by fact (`agentfsm.model.facts.declared`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from ..errors import LLMError
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
-from .facts import ModelFacts, look_up_facts, stand_in, unknown_facts
+from .facts import ModelFacts, declared, look_up_facts, stand_in, unknown_facts
 from .options import LLMOptions
 from .reach import connect_once, probe_target
 from .retry import RetryPolicy
@@ -133,7 +135,8 @@ class LLM(LLMOptions):
     ``LLM("openai/gpt-4o-mini", timeout=30, max_attempts=4, token_budget=50_000)``.
     `max_input_tokens` overrides the input window litellm knows for the model
     (for ``openai/<name>`` on your own server litellm knows none, so nothing
-    is checked before sending unless you set it). `token_budget` caps the
+    is checked before sending unless you set it); `vision`, `reasoning` and
+    `takes_temperature` override its other facts the same way. `token_budget` caps the
     tokens one agent run may spend; the agent compares it with the run's
     usage. The adapter is immutable: `dataclasses.replace(llm, timeout=5)`
     gives another.
@@ -191,7 +194,7 @@ class LLM(LLMOptions):
                 model=self.model,
                 api_base=self.api_base,
                 waited_s=bound,
-                note="going on without the model's input window and vision; set max_input_tokens",
+                note="going on without the model's input window and vision; set max_input_tokens and vision",
             )
 
     async def _reach_first(self) -> None:
@@ -212,27 +215,30 @@ class LLM(LLMOptions):
 
     @property
     def _facts(self) -> ModelFacts:
-        return self._facts_future().result()
+        """What litellm said of the model, with what the options declare laid over it."""
+        return declared(self._facts_future().result(), self)
 
     @property
     def supports_vision(self) -> bool:
-        """Whether images are sent as images (litellm's model map; False when it doesn't know)."""
+        """Whether images are sent as images: `vision`, else litellm's map (False when it doesn't know)."""
         return self._facts.vision
 
     @property
     def is_reasoning(self) -> bool:
-        """Reasoning models take `max_completion_tokens` (litellm's map, else the name)."""
+        """Reasoning models take `max_completion_tokens`: `reasoning`, else litellm's map, else the name."""
         return self._facts.reasoning
 
     @property
     def sends_temperature(self) -> bool:
-        """Whether `temperature` is sent: unless litellm says the model takes only the default
-        (OpenAI's o-series and gpt-5), or, for a model litellm doesn't know, its name says so."""
+        """Whether `temperature` is sent: as `takes_temperature` says, else unless litellm says the
+        model takes only the default (OpenAI's o-series and gpt-5), or, for a model litellm doesn't
+        know, its name says so."""
         return self.temperature is not None and self._facts.temperature
 
     @property
     def input_limit(self) -> int | None:
-        """The input window checked before sending: `max_input_tokens`, else litellm's, else none."""
+        """The input window checked before sending: `max_input_tokens`, else litellm's, else none
+        (a declared window needs no lookup, so it is read without waiting for one)."""
         if self.max_input_tokens is not None:
             return self.max_input_tokens
         return self._facts.input_window

@@ -16,6 +16,12 @@ from the same options as `LLM` (`LLMOptions`) and keeps the same promises:
   context-window error becomes `TokenLimitExceeded`, never retried;
 - tool-call arguments travel exactly as the model sent them; images go as
   image parts where the model accepts them (`to_wire`);
+- what the model is (its input window, vision, reasoning, whether it takes a
+  temperature) is the map's, with what the options declare laid over it, fact
+  by fact (`agentfsm.model.facts`), as `LLM` lays them over litellm's answers;
+- OpenAI's own servers are not asked without a key: with no `api_key` and no
+  ``OPENAI_API_KEY``, a call fails before anything is sent, with the line the
+  command line prints (`agentfsm.model.credentials`);
 - with `stream` on, the reply comes as server-sent events, handed piece by
   piece to the caller's `DeltaSink` and put back together into the body a
   request without streaming gets (`agentfsm.model.stream`), so both read alike.
@@ -41,7 +47,6 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..errors import (
     LLMError,
@@ -51,8 +56,10 @@ from ..errors import (
 )
 from ..messages import Message, ToolCall
 from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
-from .catalog import ModelCard, card_for, is_reasoning_name
+from .catalog import ModelCard, card_for
+from .credentials import OPENAI_API_BASE, check_openai_key, is_openai_base
 from .encoding import char_bound, load_encoding, message_tokens, request_tokens, tokenizer
+from .facts import ModelFacts, card_facts, declared
 from .options import LLMOptions
 from .retry import RetryPolicy
 from .stream import ChunkAssembler, EventData
@@ -64,7 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_API_BASE", "POOL_SIZE", "OpenAICompatible", "provider_fields"]
 
-DEFAULT_API_BASE = "https://api.openai.com/v1"
+DEFAULT_API_BASE = OPENAI_API_BASE
 POOL_SIZE = 1000
 """Connections one session keeps open at most (requests beyond wait for one)."""
 
@@ -101,7 +108,11 @@ class OpenAICompatible(LLMOptions):
     ``OpenAICompatible("openai/gpt-4o-mini", api_base="http://127.0.0.1:8000/v1", api_key=...)``.
     The ``openai/`` prefix is dropped on the wire. `api_base` defaults to OpenAI's; the key
     is sent as ``Authorization: Bearer``, from `api_key` or, for OpenAI's own base,
-    ``OPENAI_API_KEY`` (no header when there is none). `extra` is read as the OpenAI SDK
+    ``OPENAI_API_KEY`` (another server is sent no header when there is none; OpenAI's is sent
+    nothing: the call fails first, naming the variable, as `check_credentials` does).
+    The model's facts that the map does not know (a vision model on your own server) are
+    declared as options: ``vision=True``, ``max_input_tokens=32768``, `reasoning`,
+    `takes_temperature`. `extra` is read as the OpenAI SDK
     (and so litellm) reads it: ``extra_headers`` are sent as headers, ``extra_body`` is merged
     into the request body, and every other key is a field of the body; so one `extra` means the
     same to both adapters.
@@ -132,21 +143,30 @@ class OpenAICompatible(LLMOptions):
         return card_for(self.model, self.wire_model)
 
     @cached_property
+    def _facts(self) -> ModelFacts:
+        """What the map says of the model, with what the options declare laid over it."""
+        return declared(card_facts(self.model, self.card), self)
+
+    @cached_property
     def supports_vision(self) -> bool:
-        """Whether images are sent as images (the map's word; False when it doesn't know)."""
-        return self.card is not None and self.card.vision
+        """Whether images are sent as images: `vision`, else the map's word (False when it doesn't know)."""
+        return self._facts.vision
 
     @cached_property
     def is_reasoning(self) -> bool:
-        """Reasoning models take `max_completion_tokens` and no temperature."""
-        return is_reasoning_name(self.model) or (self.card is not None and self.card.reasoning)
+        """Reasoning models take `max_completion_tokens`: `reasoning`, else the map, else the name."""
+        return self._facts.reasoning
+
+    @cached_property
+    def sends_temperature(self) -> bool:
+        """Whether `temperature` is sent: as `takes_temperature` says, else unless the model is a
+        reasoning model by the map or its name (those take only the default)."""
+        return self.temperature is not None and self._facts.temperature
 
     @cached_property
     def input_limit(self) -> int | None:
         """The input window checked before sending: `max_input_tokens`, else the map's, else none."""
-        if self.max_input_tokens is not None:
-            return self.max_input_tokens
-        return self.card.max_input_tokens if self.card is not None else None
+        return self._facts.input_window
 
     @cached_property
     def _retry(self) -> RetryPolicy:
@@ -156,7 +176,7 @@ class OpenAICompatible(LLMOptions):
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = self.api_key
-        if key is None and urlsplit(self.url).hostname == urlsplit(DEFAULT_API_BASE).hostname:
+        if key is None and is_openai_base(self.api_base):
             key = os.environ.get("OPENAI_API_KEY") or None
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -191,12 +211,14 @@ class OpenAICompatible(LLMOptions):
     ) -> LLMResponse:
         """Ask for the next reply (text, tool calls, or both).
 
-        Raises `TokenLimitExceeded` when the request is over the input window
-        (nothing is sent) or the provider reports a context-window error, and
-        `LLMError` when the call fails for good. With `stream` on, the reply is
+        Raises `ConfigError` when OpenAI's own servers would be asked without a
+        key, `TokenLimitExceeded` when the request is over the input window
+        (nothing is sent either way) or the provider reports a context-window
+        error, and `LLMError` when the call fails for good. With `stream` on, the reply is
         streamed and put back together (`ChunkAssembler`), each piece going to
         `sink` as it arrives; a stream cut or garbled mid-way is retried whole.
         """
+        check_openai_key(self.model, api_key=self.api_key, api_base=self.api_base)
         started = time.perf_counter()
         if "card" not in self.__dict__:  # litellm's map is read once (~40 ms), off the event loop
             await asyncio.to_thread(getattr, self, "card")
@@ -269,7 +291,7 @@ class OpenAICompatible(LLMOptions):
             body["tool_choice"] = tool_choice
         if self.max_tokens is not None:
             body["max_completion_tokens" if self.is_reasoning else "max_tokens"] = self.max_tokens
-        if self.temperature is not None and not self.is_reasoning:
+        if self.sends_temperature:
             body["temperature"] = self.temperature
         extra = {k: v for k, v in (self.extra or {}).items() if k != "extra_headers"}
         body.update(extra.pop("extra_body", None) or {})

@@ -39,7 +39,9 @@ def _is_url(value: str) -> bool:
 
 @dataclass(frozen=True)
 class LLMOptions(Options):
-    """How an adapter (`LLM`, `OpenAICompatible`) reaches a model, what a run may spend, how it retries."""
+    """How an adapter (`LLM`, `OpenAICompatible`) reaches a model, what a run may spend, how it retries,
+    and what the model is where litellm's map does not know it (`max_input_tokens`, `vision`,
+    `reasoning`, `takes_temperature`: each declared value is used instead of the map's)."""
 
     model: Annotated[str, Spec(valid=_named, expected="a litellm model name such as 'openai/gpt-4o-mini'")]
     """Any litellm model name; ``openai/<name>`` with `api_base` reaches any OpenAI-compatible server."""
@@ -58,11 +60,25 @@ class LLMOptions(Options):
     """The provider's key (None: litellm reads the provider's environment variable)."""
     temperature: Annotated[float | None, Spec(ge=0, le=2)] = 0.0
     """Sampling temperature (None: the provider's default). Sent to every model that accepts it;
-    models that take only the default (OpenAI's o-series and gpt-5, per litellm) are sent none."""
+    models that take only the default (OpenAI's o-series and gpt-5, per litellm) are sent none,
+    and so is a model declared not to take one (`takes_temperature`)."""
     max_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = 4096
     """Tokens one reply may have (sent as `max_completion_tokens` to reasoning models)."""
-    max_input_tokens: Annotated[int | None, Spec(ge=1, none="no limit")] = None
-    """The input window checked before sending (None: litellm's for the model, if it knows one)."""
+    max_input_tokens: Annotated[int | None, Spec(ge=1, none="the model's own window")] = None
+    """The model's input window, checked before sending: a request over it is not sent and the run
+    ends with `token_limit` (None: litellm's map says, and for a model it does not know, such as
+    ``openai/<your-name>``, nothing is checked)."""
+    vision: bool | None = None
+    """Whether the model accepts images: images (a browser's screenshots) are sent as image parts,
+    else each is replaced by a note (None: litellm's map says, and a model it does not know gets
+    the note). Declare it for a vision model on your own server (Qwen2.5-VL on vLLM, say)."""
+    reasoning: bool | None = None
+    """Whether the model is a reasoning model, sent `max_tokens` as ``max_completion_tokens``
+    (None: litellm's map, else the name: o1, o3, o4, gpt-5). It does not decide the temperature:
+    that is `takes_temperature`."""
+    takes_temperature: bool | None = None
+    """Whether the model takes a temperature: False sends none, True sends `temperature` (None:
+    litellm's rule, else the name: OpenAI's o-series and gpt-5 take only the default)."""
     token_budget: Annotated[int | None, Spec(ge=1, none="no limit")] = None
     """Tokens one agent run may spend, input and output; then it ends with `token_limit`."""
     timeout: Annotated[float, Spec(gt=0)] = 60.0
