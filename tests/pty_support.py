@@ -94,6 +94,17 @@ class Terminal:
         self.read_for(0.2)
         return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
 
+    def modes(self) -> dict[str, bool]:
+        """The terminal's line discipline as a person meets it: canonical lines (Enter ends a line),
+        echo, and CR read as NL (what Enter sends). Read on the pty's own side, so it also works
+        once the command has exited."""
+        iflag, _, _, lflag, *_ = termios.tcgetattr(self.main)
+        return {
+            "icanon": bool(lflag & termios.ICANON),
+            "echo": bool(lflag & termios.ECHO),
+            "icrnl": bool(iflag & termios.ICRNL),
+        }
+
     def text(self) -> str:
         return bytes(self.seen).decode(errors="replace")
 

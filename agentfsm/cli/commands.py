@@ -68,7 +68,16 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status."""
+    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status. However the
+    command ends (a return, Ctrl-C, an exception), the terminal keeps the modes it had
+    (`terminal_modes.kept`: a prompt interrupted mid-line leaves readline's behind otherwise)."""
+    from . import terminal_modes
+
+    with terminal_modes.kept():
+        return _command(argv)
+
+
+def _command(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         _check_configuration_first(args_list)

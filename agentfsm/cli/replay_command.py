@@ -14,6 +14,7 @@ from ..run.result import AgentState
 from .driving import log_level, run_async
 from .output import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_LIMIT,
     exit_code,
     format_transition,
@@ -119,6 +120,8 @@ def replay_step(args: argparse.Namespace) -> int:
             )
     except ReplayError as exc:
         return usage_error(str(exc))
+    if status == EXIT_INTERRUPTED:  # Ctrl-C or `quit`: the person ended it, wherever the trace was
+        return status
     if replayer.ended_early is not None:
         print(
             f"{PROG}: {replayer.ended_early} (replayed {len(replayer.replayed)} transitions)", file=sys.stderr
