@@ -35,15 +35,17 @@ class Terminal:
         cwd: str | None = None,
         stderr: IO[bytes] | None = None,
         stdin: IO[bytes] | None = None,
+        stdout: IO[bytes] | None = None,
     ):
-        """`stderr`, `stdin`: files to redirect the command's stderr (`2>file`) or stdin (`<file`)
-        to instead of the terminal, which stays its controlling terminal (`/dev/tty`)."""
+        """`stderr`, `stdin`, `stdout`: files to redirect the command's stderr (`2>file`), stdin
+        (`<file`) or stdout (`>file`) to instead of the terminal, which stays its controlling
+        terminal (`/dev/tty`)."""
         self.main, child = pty.openpty()
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self.proc = subprocess.Popen(
             list(argv),
             stdin=stdin if stdin is not None else child,
-            stdout=child,
+            stdout=stdout if stdout is not None else child,
             stderr=stderr if stderr is not None else child,
             env={**(env if env is not None else os.environ), "COLUMNS": "120", "LINES": "40"},
             cwd=cwd,

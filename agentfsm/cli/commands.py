@@ -5,9 +5,10 @@ offline `demo` and `diagram`. The commands of their own concepts have their own 
 `driving` (a run on the terminal to its exit status).
 
 Why it is built this way:
-- stdout carries only the command's output (the result, `--json`'s one
-  object, the demo's transitions); logs go to stderr, and while the agent
-  runs anything a dependency prints is redirected to stderr too.
+- stdout carries only the command's output (the answer, `--json`'s one
+  object, the demo's transitions); the summary line, logs and errors go to
+  stderr, and while the agent runs anything a dependency prints is
+  redirected to stderr too.
 - Configuration errors come first: the file and environment are checked
   before argparse looks at the other options, so a wrong `--config` is
   reported even when other flags are wrong too.

@@ -99,7 +99,8 @@ def replay_flow(args: argparse.Namespace) -> int:
             print(result.plan.render() + "\n", file=out)
         if result.summary:
             print(result.summary, file=out)
-        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=out)
+        out.flush()  # the summary line after what stdout holds, as `print_result` writes it
+        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=sys.stderr)
     out.flush()
     if result.state is AgentState.ERROR:
         return EXIT_ERROR
