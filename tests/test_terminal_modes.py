@@ -158,7 +158,7 @@ FAILING_SESSION = textwrap.dedent(
 def test_an_exception_at_the_debugger_prompt_gives_the_terminal_back(tmp_path: Path) -> None:
     script = tmp_path / "failing_session.py"
     script.write_text(FAILING_SESSION)
-    terminal = Terminal([sys.executable, str(script), "1.0"])
+    terminal = Terminal([sys.executable, str(script), "2.0"])
     try:
         terminal.read_until("(agentfsm) ")
         terminal.read_for(0.3)

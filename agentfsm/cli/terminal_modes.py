@@ -12,7 +12,9 @@ around the whole command.
 
 `kept()` reads the modes of stdin's terminal on entry and, on exit, if they
 changed, writes them back and turns off bracketed paste, which readline turns
-on beside them. A process without a terminal has nothing to keep.
+on beside them. A process without a terminal has nothing to keep. Modes that did not change
+are not written: a command left running in the background (`&`) would be stopped by the
+terminal (SIGTTOU) for setting them.
 """
 
 from __future__ import annotations
