@@ -35,15 +35,17 @@ class Terminal:
         cwd: str | None = None,
         stderr: IO[bytes] | None = None,
         stdin: IO[bytes] | None = None,
+        stdout: IO[bytes] | None = None,
     ):
-        """`stderr`, `stdin`: files to redirect the command's stderr (`2>file`) or stdin (`<file`)
-        to instead of the terminal, which stays its controlling terminal (`/dev/tty`)."""
+        """`stderr`, `stdin`, `stdout`: files to redirect the command's stderr (`2>file`), stdin
+        (`<file`) or stdout (`>file`) to instead of the terminal, which stays its controlling
+        terminal (`/dev/tty`)."""
         self.main, child = pty.openpty()
         fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         self.proc = subprocess.Popen(
             list(argv),
             stdin=stdin if stdin is not None else child,
-            stdout=child,
+            stdout=stdout if stdout is not None else child,
             stderr=stderr if stderr is not None else child,
             env={**(env if env is not None else os.environ), "COLUMNS": "120", "LINES": "40"},
             cwd=cwd,
@@ -93,6 +95,17 @@ class Terminal:
             assert time.monotonic() < deadline, f"still running after {timeout} s:\n{self.text()}"
         self.read_for(0.2)
         return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+
+    def modes(self) -> dict[str, bool]:
+        """The terminal's line discipline as a person meets it: canonical lines (Enter ends a line),
+        echo, and CR read as NL (what Enter sends). Read on the pty's own side, so it also works
+        once the command has exited."""
+        iflag, _, _, lflag, *_ = termios.tcgetattr(self.main)
+        return {
+            "icanon": bool(lflag & termios.ICANON),
+            "echo": bool(lflag & termios.ECHO),
+            "icrnl": bool(iflag & termios.ICRNL),
+        }
 
     def text(self) -> str:
         return bytes(self.seen).decode(errors="replace")

@@ -660,10 +660,10 @@ def test_cli_resume_continues_a_killed_run(
     assert scripted_cli == []  # nothing ran
 
     assert cli_main.main(["resume", str(mid)]) == 0  # the model name comes from the checkpoint
-    out, _ = capfd.readouterr()
+    out, err = capfd.readouterr()
     assert len(scripted_cli) == 1  # the model was asked again
     assert out.splitlines()[0] == finished["output"]
-    assert "FINISHED  stop_reason=terminated  steps=2" in out
+    assert "FINISHED  stop_reason=terminated  steps=2" in err
     assert read_checkpoint(mid)["run_state"]["state"] == "FINISHED"
 
 

@@ -76,7 +76,8 @@ def test_importing_the_cli_does_not_import_litellm() -> None:
 # -- demo ---------------------------------------------------------------------------------
 
 
-def check_demo_output(stdout: str, sandbox_line: str) -> None:
+def check_demo_output(proc: subprocess.CompletedProcess[str], sandbox_line: str) -> None:
+    stdout = proc.stdout
     lines = stdout.splitlines()
     assert lines[:3] == [f"task: {TASK}", sandbox_line, ""]
     edges = [m.groups()[:3] for m in map(EDGE_LINE.match, lines) if m]
@@ -94,8 +95,9 @@ def check_demo_output(stdout: str, sandbox_line: str) -> None:
         "result terminate: The interaction has been completed with status: success",
     ]
     assert "guards: terminated=yes" in stdout
-    assert lines[-2] == "squares.txt holds the squares of 1 to 10: 1 4 9 16 25 36 49 64 81 100."
-    assert lines[-1].startswith("FINISHED  stop_reason=terminated  steps=4")
+    assert lines[-1] == "squares.txt holds the squares of 1 to 10: 1 4 9 16 25 36 49 64 81 100."
+    # the answer ends stdout; the summary is on stderr
+    assert proc.stderr.splitlines()[-1].startswith("FINISHED  stop_reason=terminated  steps=4")
     assert "run_id" not in stdout  # logs are on stderr, never on stdout
 
 
@@ -105,7 +107,7 @@ def test_demo_runs_manus_in_the_docker_sandbox_when_there_is_one() -> None:
         assert described.startswith("docker, image "), described
     proc = agentfsm("demo")
     assert proc.returncode == 0, proc.stderr
-    check_demo_output(proc.stdout, f"sandbox: {described}")
+    check_demo_output(proc, f"sandbox: {described}")
     assert "] transition " not in proc.stderr  # each transition is shown once: on stdout
     verbose = agentfsm("demo", "-v")
     assert verbose.stderr.count("] transition ") == len(DEMO_EDGES)  # -v logs them too
@@ -119,7 +121,7 @@ def test_demo_falls_back_to_a_local_sandbox_without_docker() -> None:
         "sandbox: local, a temporary directory on this machine (no Docker sandbox: "
     )
     assert "unix:///nonexistent/docker.sock" in sandbox_line
-    check_demo_output(proc.stdout, sandbox_line)
+    check_demo_output(proc, sandbox_line)
 
 
 def test_demo_json_prints_one_object_and_logs_json_lines_on_stderr() -> None:
@@ -253,14 +255,28 @@ def test_run_terminated_prints_only_json_as_a_command(llmock: Any) -> None:
 
 
 @pytest.mark.http
+@pytest.mark.parametrize("verbose", [False, True], ids=["default", "-v"])
+def test_piped_stdout_is_the_answer_and_the_log_a_line_per_transition(llmock: Any, verbose: bool) -> None:
+    """Not a terminal (pipes): stdout holds the answer alone; stderr the log, a line per transition
+    by default as ever (`-v`: the debug events too), then the summary."""
+    llmock.reply("The answer is 42.")
+    proc = agentfsm(*run_args(llmock, *(["-v"] * verbose)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "The answer is 42.\n"
+    assert proc.stderr.count("] transition ") == 2  # IDLE -> THINKING, THINKING -> FINISHED
+    assert ("] llm_call " in proc.stderr) is verbose
+    assert proc.stderr.splitlines()[-1].startswith("FINISHED  stop_reason=final_answer  steps=1")
+
+
+@pytest.mark.http
 def test_run_final_answer_human_readable(llmock: Any, capfd: pytest.CaptureFixture[str]) -> None:
     llmock.reply("The answer is 42.")
     assert cli_main.main(run_args(llmock)) == 0
     out, err = capfd.readouterr()
-    lines = out.splitlines()
-    assert lines[0] == "The answer is 42."
-    assert lines[-1].startswith("FINISHED  stop_reason=final_answer  steps=1  tokens=")
-    assert "cost=" in lines[-1]
+    assert out == "The answer is 42.\n"  # stdout: the answer alone
+    summary = err.splitlines()[-1]
+    assert summary.startswith("FINISHED  stop_reason=final_answer  steps=1  tokens=")
+    assert "cost=" in summary
     assert "transition" in err
 
 

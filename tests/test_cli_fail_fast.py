@@ -85,9 +85,11 @@ def test_a_dead_port_ends_in_seconds_naming_the_url_on_stderr(as_json: bool) -> 
         result = json.loads(proc.stdout)  # the object keeps the error; nothing else on stdout
         assert result["state"] == "ERROR" and "cannot connect to" in result["error"]
     else:
-        assert proc.stdout.splitlines() == [
+        assert proc.stdout == ""  # no answer: nothing on stdout, what is said of the run on stderr
+        assert proc.stderr.splitlines()[-3:] == [
             "(no output)",
             "ERROR  stop_reason=error  steps=1  tokens=0 (0 in, 0 out)  llm_calls=0  tool_calls=0  cost=n/a",
+            message,
         ]
 
 

@@ -70,7 +70,7 @@ def test_debug_with_piped_commands_and_quit(llmock):
     )
     assert "IDLE -> THINKING  start  step 1" in proc.stdout
     assert "state RUNNING, phase THINKING, step 1 of 30" in proc.stdout
-    assert "stop_reason=cancelled" in proc.stdout
+    assert "stop_reason=cancelled" in proc.stderr  # the summary: stdout is the session's
     assert proc.returncode == 130  # the person ended it: interrupted, not failed
     assert "agentfsm: error" not in proc.stderr  # and no error line
 
@@ -102,7 +102,7 @@ def test_debug_manus_with_an_approval_on_piped_input(llmock, tmp_path):
     assert "source=THINKING dest=AWAITING_APPROVAL" in proc.stderr  # the transition log line
     assert "Approval needed: python_execute(" in proc.stderr
     assert "state RUNNING, phase OBSERVING, step 1 of 20" in proc.stdout
-    assert "stop_reason=terminated" in proc.stdout
+    assert "stop_reason=terminated" in proc.stderr
     observed = [m["content"] for m in llmock.requests[1].body["messages"] if m["role"] == "tool"]
     assert observed == ["Observed output of cmd `python_execute` executed:\n42\n"] or observed == [
         "Observed output of cmd `python_execute` executed:\n42"

@@ -65,11 +65,11 @@ def test_the_flow_prints_its_plan_and_result_as_run_does(
     llmock.reply("done it")
     llmock.reply("Summary: done.")
     assert cli_main.main(flow_args(llmock)) == 0
-    out = capfd.readouterr().out
+    out, err = capfd.readouterr()
     assert "Plan: Fallback plan for: write and check" in out
     assert "1. [✓] [toolcall] write and check" in out
-    assert out.rstrip().splitlines()[-2] == "Summary: done."
-    assert out.rstrip().splitlines()[-1].startswith("FINISHED  stop_reason=completed  steps=1")
+    assert out.rstrip().splitlines()[-1] == "Summary: done."
+    assert err.rstrip().splitlines()[-1].startswith("FINISHED  stop_reason=completed  steps=1")
 
 
 def test_the_flow_traces_and_a_reviewer_on_the_terminal_edits_the_plan(

@@ -150,9 +150,10 @@ def test_agentfsm_replay_replays_a_flow_trace(tmp_path: Path, capfd: pytest.Capt
     path = tmp_path / "flow.jsonl"
     recorded, _ = asyncio.run(traced_flow(path))
     assert cli_main.main(["replay", str(path)]) == 0
-    out = capfd.readouterr().out
+    out, err = capfd.readouterr()
     assert "REPLANNING" in out and "1. [✓] [coder] record" in out
-    assert out.rstrip().splitlines()[-1] == "FINISHED  stop_reason=completed  replans=1"
+    assert out.rstrip().splitlines()[-1] == "summary"  # the flow's answer ends stdout
+    assert err.rstrip().splitlines()[-1] == "FINISHED  stop_reason=completed  replans=1"
     assert cli_main.main(["replay", str(path), "--json"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert result["summary"] == recorded.summary == "summary"  # type: ignore[attr-defined]

@@ -106,7 +106,7 @@ def test_installed_with_all_it_renders_an_svg_and_runs_the_demo(installed: Path,
     assert svg.lstrip().startswith("<?xml") and "THINKING" in svg and "</svg>" in svg
     demo = outside(installed, "demo", tmp_path=tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock")
     assert demo.returncode == 0, demo.stderr
-    assert demo.stdout.splitlines()[-1].startswith("FINISHED  stop_reason=terminated  steps=4")
+    assert demo.stderr.splitlines()[-1].startswith("FINISHED  stop_reason=terminated  steps=4")
     version = outside(installed, "--version", tmp_path=tmp_path)
     assert version.stdout.strip() == f"agentfsm {agentfsm.__version__}"
     named = outside(installed, "sandbox", "build", "--name", tmp_path=tmp_path)

@@ -28,7 +28,7 @@ def agentfsm(llmock: Any, command: str, *extra: str) -> list[str]:
 def test_the_live_view_and_the_log_share_the_screen(llmock: Any) -> None:
     llmock.delay(1.5).call_tool("search", {"query": "x"})  # a slow think, then a tool it does not have
     llmock.call_tool("terminate", {"status": "success"})
-    terminal = Terminal(agentfsm(llmock, "run"))
+    terminal = Terminal(agentfsm(llmock, "run", "-v"))  # -v: the transition lines on the terminal
     try:
         assert terminal.wait() == 0
     finally:
@@ -49,6 +49,46 @@ def test_the_live_view_and_the_log_share_the_screen(llmock: Any) -> None:
     assert any(p.startswith("FINISHED · step 2/30 · ") for p in statuses)
     assert sum(p.startswith("→ search(") for p in pieces) == 1  # each call once
     assert pieces[-1].startswith("FINISHED  stop_reason=terminated  steps=2")
+
+
+@pytest.mark.parametrize(
+    ("flags", "transitions", "debug_events"),
+    [((), False, False), (("-v",), True, False), (("-vv",), True, True)],
+    ids=["default", "-v", "-vv"],
+)
+def test_on_a_terminal_the_log_keeps_to_warnings_unless_v_and_stdout_to_the_answer(
+    llmock: Any, tmp_path: Any, flags: tuple[str, ...], transitions: bool, debug_events: bool
+) -> None:
+    """stderr on the terminal, stdout to a file (`> answer`): the answer alone in the file; on the
+    screen the live view and the summary, the transition lines only with -v, debug events -vv."""
+    llmock.reply("The answer is 42.")
+    with open(tmp_path / "answer", "wb") as answer:
+        terminal = Terminal(agentfsm(llmock, "run", *flags), stdout=answer)
+        try:
+            assert terminal.wait() == 0
+        finally:
+            terminal.close()
+    assert (tmp_path / "answer").read_text() == "The answer is 42.\n"
+    screen = "\n".join(terminal.pieces())  # without the colours
+    assert ("] transition " in screen) is transitions, screen
+    assert ("] llm_call " in screen) is debug_events, screen
+    assert terminal.pieces()[-1].startswith("FINISHED  stop_reason=final_answer  steps=1")
+    assert "The answer is 42." not in screen and "(no output)" not in screen
+
+
+def test_the_debugger_on_a_terminal_logs_no_transitions_it_prints_itself(llmock: Any) -> None:
+    llmock.call_tool("terminate", {"status": "success"})
+    terminal = Terminal(agentfsm(llmock, "debug"))
+    try:
+        terminal.read_until("(agentfsm) ")
+        terminal.type("continue\n")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    screen = "\n".join(terminal.pieces())
+    assert "run ended: FINISHED (terminated)" in screen
+    assert "OBSERVING -> FINISHED  observe_done  step 1" in screen  # the debugger's own line
+    assert "] transition " not in screen and "[info" not in screen  # and not the log's too
 
 
 def test_quiet_keeps_the_log_to_warnings(llmock: Any) -> None:
@@ -106,9 +146,9 @@ def test_with_stderr_redirected_the_question_is_asked_on_the_terminal(llmock: An
         finally:
             terminal.close()
     assert "Approval needed: terminate(" in terminal.text()
-    assert "stop_reason=terminated" in terminal.text()  # stdout: the result
     logged = (tmp_path / "log").read_text()
     assert "approve?" not in logged and "] transition " in logged  # the log went to the file
+    assert "stop_reason=terminated" in logged  # and the summary, said of the run, with it
 
 
 UP = "\x1b[A"

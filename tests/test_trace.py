@@ -317,10 +317,10 @@ def test_cli_run_trace_then_replay(tmp_path, monkeypatch, capsys):
     assert {**replayed, "run_id": ""} == {**ran, "run_id": ""}
 
     assert cli.main(["replay", "t.jsonl"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert out.startswith("IDLE -> THINKING  start  step 1\n")
     assert "OBSERVING -> FINISHED  observe_done  step 1  [terminated]" in out
-    assert "FINISHED  stop_reason=terminated  steps=1" in out
+    assert "FINISHED  stop_reason=terminated  steps=1" in err
 
 
 def test_cli_replay_exit_codes(toolbox, tmp_path, capsys):
@@ -368,7 +368,7 @@ def test_replay_step_puts_the_replayed_run_under_the_debugger(toolbox, tmp_path)
     assert out.startswith("paused before the first transition of: do it\n")
     assert "ACTING -> OBSERVING  act_done  step 1\n    result add: 5" in out
     assert "  1 assistant adding -> add(" in out  # `memory` at the breakpoint
-    assert "run ended: FINISHED (terminated)" in out and "stop_reason=terminated  steps=2" in out
+    assert "run ended: FINISHED (terminated)" in out and "stop_reason=terminated  steps=2" in proc.stderr
 
     cut = tmp_path / "cut.jsonl"  # a trace cut short: the replay stops where it ends
     lines = path.read_text().splitlines(keepends=True)

@@ -5,9 +5,10 @@ offline `demo` and `diagram`. The commands of their own concepts have their own 
 `driving` (a run on the terminal to its exit status).
 
 Why it is built this way:
-- stdout carries only the command's output (the result, `--json`'s one
-  object, the demo's transitions); logs go to stderr, and while the agent
-  runs anything a dependency prints is redirected to stderr too.
+- stdout carries only the command's output (the answer, `--json`'s one
+  object, the demo's transitions); the summary line, logs and errors go to
+  stderr, and while the agent runs anything a dependency prints is
+  redirected to stderr too.
 - Configuration errors come first: the file and environment are checked
   before argparse looks at the other options, so a wrong `--config` is
   reported even when other flags are wrong too.
@@ -68,7 +69,16 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status."""
+    """Run the command line `argv` (default: `sys.argv[1:]`); return the exit status. However the
+    command ends (a return, Ctrl-C, an exception), the terminal keeps the modes it had
+    (`terminal_modes.kept`: a prompt interrupted mid-line leaves readline's behind otherwise)."""
+    from . import terminal_modes
+
+    with terminal_modes.kept():
+        return _command(argv)
+
+
+def _command(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         _check_configuration_first(args_list)

@@ -25,7 +25,14 @@ from ..messages import Message
 from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, LLMRetry, TextDelta, ToolCallDelta, Transition
 from ..run.result import RunResult, StopReason
-from .output import EXIT_INTERRUPTED, EXIT_USAGE, exit_code, format_result, format_transition, print_result
+from .output import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    exit_code,
+    exit_interrupted,
+    format_transition,
+    print_result,
+)
 
 __all__ = ["COMMANDS", "Debugger", "debug_command", "read_stdin_line"]
 
@@ -304,12 +311,23 @@ def debug_command(
     *,
     trace: str | None = None,
     transitions: AsyncIterator[Transition] | None = None,
+    read_line: ReadLine = read_stdin_line,
 ) -> int:
     """`agentfsm debug` (and `replay --step`, which passes the replayed `transitions`): serve the
-    prompt on stdin/stdout, print the result, return the exit status."""
+    prompt (`read_line`: on stdin/stdout), print the result, return the exit status.
+
+    Ctrl-C, at the prompt or while the run moves, ends the run cancelled and the session with
+    status 130, as `quit` does (with ``interrupted`` on stderr). However the session ends, the
+    terminal is left in the modes it had (`terminal_modes.kept`): readline's, which an
+    interrupted prompt would leave behind, are undone before anything more is printed.
+    """
+    from . import terminal_modes
+
     try:
         breakpoints = [_parse_breakpoint(text, agent) for text in breaks]
-        debugger = Debugger(agent, task, breakpoints=breakpoints, transitions=transitions)
+        debugger = Debugger(
+            agent, task, read_line=read_line, breakpoints=breakpoints, transitions=transitions
+        )
     except ValueError as exc:
         sys.stderr.write(f"agentfsm: {exc}\n")
         return EXIT_USAGE
@@ -325,16 +343,21 @@ def debug_command(
             if aclose is not None:
                 await aclose()
 
-    try:
-        result = asyncio.run(session())
-    except KeyboardInterrupt:
-        result = agent.last_result
+    interrupted = False
+    with terminal_modes.kept():
+        try:
+            result = asyncio.run(session())
+        except KeyboardInterrupt:
+            interrupted, result = True, agent.last_result
+    if interrupted:
+        if result is not None:  # cancelled by the person: no error line for it
+            print_result(result, False, sys.stdout, error_line=False)
+        return exit_interrupted()
     if result is None:  # quit before the first transition, or a replay that ended early
         return EXIT_INTERRUPTED if debugger.quit else 0
     if debugger.quit and result.stop_reason == StopReason.CANCELLED:
         # The person ended it: the result says so (cancelled), and no error line is due.
-        sys.stdout.write(format_result(result) + "\n")
-        sys.stdout.flush()
+        print_result(result, False, sys.stdout, error_line=False)
         return EXIT_INTERRUPTED
     print_result(result, False, sys.stdout)
     return exit_code(result)

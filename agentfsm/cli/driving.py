@@ -96,10 +96,26 @@ def log_stream(view: LiveView | None) -> TextIO | None:
 
 
 def log_level(args: argparse.Namespace, default: int = logging.INFO) -> int:
-    """The engine's log level from `-q` / `-v` (see `log_setup.level_of`)."""
+    """The engine's log level from `-q` / `-v` (see `log_setup.level_of`).
+
+    Where a person reads (stderr is a terminal) the default is WARNING: a line per transition
+    would drown the live view and the answer, so `-v` brings those lines (INFO) and `-vv` the
+    debug events. Logs written to a file or a pipe keep `default` (a line per transition), and
+    `-q` / `-qq` mean warnings / errors either way.
+    """
     from .log_setup import level_of
 
-    return level_of(getattr(args, "quiet", 0), getattr(args, "verbose", 0), default)
+    quiet, verbose = getattr(args, "quiet", 0), getattr(args, "verbose", 0)
+    if not quiet and _isatty(sys.stderr):
+        default = max(default, logging.WARNING)
+    return level_of(quiet, verbose, default)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # detached or closed
+        return False
 
 
 async def run_then_close(

@@ -59,25 +59,34 @@ def exit_code(result: RunResult) -> int:
 def print_result(
     result: RunResult, as_json: bool, out: TextIO, err: TextIO | None = None, *, error_line: bool = True
 ) -> None:
-    """Write `result` to `out`: one JSON object (`--json`), or `format_result`'s text; then flush.
+    """Write `result`: one JSON object on `out` (`--json`), or its output (the answer) on `out`
+    and `summary_line` on `err` (stderr), after ``(no output)`` when there is no answer.
 
-    A run's error goes to `err` (stderr), on one line, with or without `--json` (whose object
-    keeps it too): stdout is the command's output, and an error read there by a script as the
-    model's answer is the mistake this avoids. `error_line` False: the caller says it its own way
-    (a run the person interrupted ends with ``interrupted``, not a second line naming the cancel).
+    `out` (stdout) holds the answer alone, so `$(agentfsm run ...)` or a pipe gets the answer and
+    nothing else; what a person reads about the run goes to `err`, which on a terminal shows
+    beside it. A run's error goes to `err` too, on one line, with or without `--json` (whose
+    object keeps it too): an error read by a script as the model's answer is the mistake this
+    avoids. `error_line` False: the caller says it its own way (a run the person interrupted
+    ends with ``interrupted``, not a second line naming the cancel).
     """
+    err = err or sys.stderr
     if as_json:
         out.write(json.dumps(result.model_dump(mode="json"), ensure_ascii=False) + "\n")
-    else:
-        out.write(format_result(result) + "\n")
+    elif result.output:
+        out.write(result.output + "\n")
     out.flush()
+    if not as_json:
+        if not result.output:
+            print("(no output)", file=err)
+        print(summary_line(result), file=err, flush=True)
     if result.error and error_line:
-        print(f"{PROG}: error: {result.error}", file=err or sys.stderr, flush=True)
+        print(f"{PROG}: error: {result.error}", file=err, flush=True)
 
 
 def format_result(result: RunResult) -> str:
-    """The output text, then one summary line: state, stop_reason, steps, tokens, cost (the error,
-    if any, is `print_result`'s to write to stderr)."""
+    """The output text, then one summary line: state, stop_reason, steps, tokens, cost, as one
+    text (the command line writes the two apart: see `print_result`; the error, if any, is
+    `print_result`'s to write to stderr)."""
     return "\n".join([result.output or "(no output)", summary_line(result)])
 
 

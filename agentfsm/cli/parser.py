@@ -449,7 +449,8 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _verbosity_options(parser: argparse.ArgumentParser) -> None:
-    """`-q` and `-v`: how much the log on stderr says (default: a line per transition)."""
+    """`-q` and `-v`: how much the log on stderr says (default: warnings on a terminal, else a
+    line per transition; see `driving.log_level`)."""
     parser.add_argument(
         "-q",
         "--quiet",
@@ -458,7 +459,12 @@ def _verbosity_options(parser: argparse.ArgumentParser) -> None:
         help="fewer log lines: warnings and errors only (-qq: errors only)",
     )
     parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more log lines: the engine's debug events too"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more log lines: on a terminal a line per transition (-vv: debug events too); "
+        "to a file or pipe the engine's debug events too",
     )
 
 

@@ -14,6 +14,7 @@ from ..run.result import AgentState
 from .driving import log_level, run_async
 from .output import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_LIMIT,
     exit_code,
     format_transition,
@@ -98,7 +99,8 @@ def replay_flow(args: argparse.Namespace) -> int:
             print(result.plan.render() + "\n", file=out)
         if result.summary:
             print(result.summary, file=out)
-        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=out)
+        out.flush()  # the summary line after what stdout holds, as `print_result` writes it
+        print(f"{result.state}  stop_reason={result.stop_reason}  replans={result.replans}", file=sys.stderr)
     out.flush()
     if result.state is AgentState.ERROR:
         return EXIT_ERROR
@@ -119,6 +121,8 @@ def replay_step(args: argparse.Namespace) -> int:
             )
     except ReplayError as exc:
         return usage_error(str(exc))
+    if status == EXIT_INTERRUPTED:  # Ctrl-C or `quit`: the person ended it, wherever the trace was
+        return status
     if replayer.ended_early is not None:
         print(
             f"{PROG}: {replayer.ended_early} (replayed {len(replayer.replayed)} transitions)", file=sys.stderr
