@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 __all__ = ["AGENTS", "DURABLE_COMMANDS", "FLOWS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
-AGENTS = ("toolcall", "manus", "mcp")
+AGENTS = ("toolcall", "manus", "mcp", "browser")
 FLOWS = ("planning",)
 """The flows `run --flow` runs and `diagram --agent` draws beside the agents."""
 
