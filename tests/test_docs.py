@@ -140,3 +140,78 @@ async def test_the_readmes_extension_example_runs_as_described():
     assert "HANDED_OFF --> [*]" in to_mermaid(agent.table)
     agent.llm = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
     assert (await agent.run("again")).stop_reason is StopReason.TERMINATED
+
+
+# -- the README's Python examples, run as written ------------------------------------------------------
+#
+# An example runs in a namespace holding only what the README says the examples assume (`llm`, any
+# model; `agent`, an agent built as above), here a scripted model; its top-level `await`s run in the
+# test's event loop. Each one is found by a line only it has, so an example that is rewritten is
+# still run, and one that is removed fails the test.
+
+
+async def _run_example(containing: str, **assumed: object) -> dict[str, object]:
+    import ast
+
+    code = compile(_readme_block(containing), "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict[str, object] = dict(assumed)
+    pending = eval(code, namespace)  # a coroutine when the example awaits
+    if pending is not None:
+        await pending
+    return namespace
+
+
+async def test_the_readmes_testing_example_runs_as_written():
+    from agentfsm import StopReason
+
+    namespace = await _run_example("echo = FunctionLLM")
+    result = namespace["result"]
+    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
+    assert namespace["answer"].output == "you said hello"  # type: ignore[attr-defined]
+
+
+def _planner_and_agents(request):
+    """The planner plans two steps, each agent terminates, and the summary is a text."""
+    from agentfsm.testing import reply
+
+    if "planning" in request.tool_names:
+        steps = ["[coder] write the CSV", "[coder] check it"]
+        return reply(tool_calls=[("planning", {"command": "create", "title": "primes", "steps": steps})])
+    if "terminate" in request.tool_names:
+        return reply("done", tool_calls=[("terminate", {"status": "success"})])
+    return reply("The CSV was written and checked.")
+
+
+async def test_the_readmes_planning_example_runs_as_written(capsys):
+    from agentfsm.testing import FunctionLLM
+
+    namespace = await _run_example("flow = PlanningFlow(", llm=FunctionLLM(_planner_and_agents))
+    result = namespace["result"]
+    assert (result.stop_reason, result.summary) == ("completed", "The CSV was written and checked.")  # type: ignore[attr-defined]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["1 coder completed done", "2 coder completed done"]
+
+
+async def test_the_readmes_planning_example_handles_a_flow_that_failed_before_its_plan(capsys):
+    from agentfsm.errors import LLMError
+    from agentfsm.testing import ScriptedLLM
+
+    namespace = await _run_example(
+        "flow = PlanningFlow(", llm=ScriptedLLM([LLMError("the provider is down")])
+    )
+    result = namespace["result"]
+    assert (result.plan, result.stop_reason) == (None, "error")  # type: ignore[attr-defined]
+    assert capsys.readouterr().out == "error LLMError: the provider is down\n"
+
+
+async def test_the_readmes_durable_example_runs_as_written(clean_env):
+    from agentfsm import StopReason, ToolCallAgent
+    from agentfsm.testing import FunctionLLM, reply
+
+    llm = FunctionLLM(lambda request: reply(tool_calls=[("terminate", {"status": "success"})]))
+    namespace = await _run_example('agents={"mine": build_my_agent}', llm=llm)
+    result = namespace["result"]
+    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
+    built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
+    assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
+    assert (clean_env / "runs.db").exists()
