@@ -286,3 +286,36 @@ def test_the_browser_agent_on_the_command_line(clean_env: Path, capsys: pytest.C
         BrowserAgent,
         BrowserOptions,
     )
+
+
+@pytest.mark.parametrize("kind", ["browser", "manus"])
+async def test_a_trace_with_page_states_replays_offline(site: Site, tmp_path: Path, kind: str) -> None:
+    """The page state is read while the run runs; replay takes it from the recorded requests."""
+    from agentfsm import Manus
+    from agentfsm.agent.replay import replay
+    from agentfsm.sandbox import SandboxSettings
+
+    steps = [
+        reply(tool_calls=[("browser_use", {"action": "go_to_url", "url": site.url("/form")})]),
+        reply(tool_calls=[("browser_use", {"action": "find", "text": "Name"})]),
+        reply("done", tool_calls=[("terminate", {"status": "success"})]),
+    ]
+    llm = ScriptedLLM(steps)
+    agent = (
+        BrowserAgent(llm=llm) if kind == "browser" else Manus(llm=llm, sandbox=SandboxSettings(mode="local"))
+    )
+    trace = tmp_path / "run.jsonl"
+    try:
+        result = await agent.run("look", trace=trace)
+    finally:
+        await agent.aclose()
+    assert result.stop_reason is StopReason.TERMINATED
+    assert sum(STATE_HEADER in (m.content or "") for r in llm.requests for m in r.system_msgs) == 2
+
+    replayed = await replay(trace)  # no browser, no model: each request checked against the trace
+    assert replayed.result is not None and replayed.ended_early is None
+    assert (replayed.result.stop_reason, replayed.result.steps, replayed.result.output) == (
+        result.stop_reason,
+        3,
+        "done",
+    )

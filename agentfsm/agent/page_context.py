@@ -25,13 +25,28 @@ if TYPE_CHECKING:
     from ..browser.tool import BrowserUseTool
     from ..memory import Memory
 
-__all__ = ["BROWSER_CONTEXT", "RECENT_MESSAGES", "PageContext"]
+__all__ = ["BROWSER_CONTEXT", "RECENT_MESSAGES", "PageContext", "sent_page_context", "with_page"]
 
 BROWSER_CONTEXT = "The browser's current page:\n{state}"
 """What follows the step prompt after a step that used the browser; ``{state}`` is the page state."""
 
 RECENT_MESSAGES = 3
 """The last messages looked at for a browser_use call (upstream's window)."""
+
+_HEADER = BROWSER_CONTEXT.partition("{state}")[0]
+
+
+def sent_page_context(step_prompt: str, configured: str | None) -> str | None:
+    """The page state a step prompt as sent carries after `configured` (None when it carries none):
+    what replay adds back to the configured prompt, since the page is read only while the run runs."""
+    lead = f"{configured}\n\n{_HEADER}" if configured else _HEADER
+    at = step_prompt.find(lead)
+    return step_prompt[at + len(lead) - len(_HEADER) :] if at >= 0 else None
+
+
+def with_page(step_prompt: str | None, page: str) -> str:
+    """`step_prompt` followed by the page's context (`BROWSER_CONTEXT` filled in)."""
+    return "\n\n".join(part for part in (step_prompt, page) if part)
 
 
 class PageContext:
@@ -53,7 +68,7 @@ class PageContext:
         state, read now, follows `next_step_prompt` until the think returns."""
         if self.tool.session.active and self.used_browser(memory):
             state = BROWSER_CONTEXT.format(state=await self.tool.state_prompt())
-            self._prompt = "\n\n".join(part for part in (next_step_prompt, state) if part)
+            self._prompt = with_page(next_step_prompt, state)
         try:
             yield
         finally:
