@@ -255,8 +255,14 @@ def test_agentfsm_run_agent_browser_end_to_end(site: Site, clean_env: Path) -> N
             '[llm.browser]\nmodel = "openai/browsing-model"\n\n'
             '[browser]\nallowed_hosts = ["127.0.0.1"]\n'
         )
+        run = ["run", "open the index", "--agent", "browser", "--json", "--checkpoint", "run.jsonl"]
         proc = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "run", "open the index", "--agent", "browser", "--json"],
+            [sys.executable, "-m", "agentfsm", *run], capture_output=True, text=True, timeout=120
+        )
+        with (clean_env / "agentfsm.toml").open("a") as config:  # servers for the mcp and manus agents
+            config.write('\n[mcp.servers.other]\ncommand = "not-for-the-browser-agent"\n')
+        resumed = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "resume", "run.jsonl", "--json"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -266,6 +272,9 @@ def test_agentfsm_run_agent_browser_end_to_end(site: Site, clean_env: Path) -> N
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 2)
     assert result["output"].startswith("I see 'e")
     assert len(bodies) == 2
+    # `resume` rebuilds a BrowserAgent from the checkpoint, which finished: its result, nothing run.
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the run already finished" in resumed.stderr and json.loads(resumed.stdout) == result
     assert [tool["function"]["name"] for tool in bodies[0]["tools"]] == ["browser_use", "terminate"]
     assert _system(bodies[0]) == SYSTEM_PROMPT
 
