@@ -1,14 +1,17 @@
 """The page context: after a step that used the browser, the next think's step prompt carries the page.
 
-Upstream's browser agents (Manus and BrowserAgent) both read the page's state
-before a think that follows browser use and put it in front of the model; here
-that logic is this one class, which `Manus` and `BrowserAgent` each hold. The
-state (address, title, tabs, the AI-mode snapshot's elements by ref, what lies
-off screen) is read once per think and follows the configured step prompt for
-that request only: it is never stored in memory or in the options, so traces,
-checkpoints and replay see each request exactly as it was sent. Each action's
-screenshot already travels with its result (an image part for a vision model),
-so the context itself is text.
+Upstream's Manus reads the page's state before a think that follows browser use
+(a browser_use call among the last three messages) and puts it in front of the
+model; its BrowserAgent does so before every think, a browser started or not.
+Here both do what Manus does, through this one class, which `Manus` and
+`BrowserAgent` each hold. The state (address, title, tabs, the AI-mode
+snapshot's elements by ref, what lies off screen) is read once per think and
+follows the configured step prompt for that request only: it is never stored in
+memory or in the options. A trace records each request as it was sent, page
+state included, and replay takes the page state from there
+(`sent_page_context`), since no browser runs then. Each action's screenshot
+already travels with its result (an image part for a vision model), so the
+context itself is text.
 
 This module does not import the browser: it is handed the agent's
 `BrowserUseTool`, whose module (and Playwright, on first use) the agent imports
