@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -328,3 +330,49 @@ async def test_a_trace_with_page_states_replays_offline(site: Site, tmp_path: Pa
         3,
         "done",
     )
+
+
+def test_a_durable_worker_runs_the_browser_agent(site: Site, clean_env: Path) -> None:
+    """`agentfsm submit --agent browser` on the queue of an `agentfsm worker` (SQLite): the worker
+    builds a BrowserAgent from its configuration, which browses and is sent the page."""
+    db = f"sqlite:///{clean_env / 'runs.db'}"
+    before = set(browser_leftovers())
+    with model_server(_opener(site)) as (base, bodies):
+        (clean_env / "agentfsm.toml").write_text(
+            f'[llm]\napi_base = "{base}"\n\n[llm.browser]\nmodel = "openai/browsing-model"\n'
+        )
+        log = clean_env / "worker.log"
+        with open(log, "w") as err:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "agentfsm", "worker", "--db", db, "--worker-id", "browsing"],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while "worker browsing runs queue" not in log.read_text():
+                assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            cli = [sys.executable, "-m", "agentfsm"]
+            submitted = subprocess.run(
+                [*cli, "submit", "open the index", "--db", db, "--agent", "browser"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert submitted.returncode == 0, submitted.stderr
+            run_id = submitted.stdout.strip()
+            done = subprocess.run(
+                [*cli, "result", run_id, "--db", db, "--wait", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            worker.send_signal(signal.SIGINT)
+            worker.wait(30)
+    assert done.returncode == 0, done.stderr + log.read_text()
+    result = json.loads(done.stdout)
+    assert (result["stop_reason"], result["steps"]) == ("terminated", 2)
+    assert len(bodies) == 2 and _system(bodies[0]) == SYSTEM_PROMPT
+    assert set(browser_leftovers()) == before  # the run's agent, and its browser, closed when it ended

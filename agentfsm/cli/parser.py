@@ -241,7 +241,7 @@ def _durable_commands(commands: Any) -> None:
     submit.add_argument(
         "--agent",
         default="toolcall",
-        help="the agent a worker builds: toolcall, manus, or a --agent-factory's",
+        help="the agent a worker builds: toolcall, manus, browser, or a --agent-factory's",
     )
     submit.add_argument("--model", help="the model (else the worker's configured one)")
     submit.add_argument(
