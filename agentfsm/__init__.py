@@ -23,6 +23,7 @@ from .toolbox.terminate import Terminate
 from .toolbox.tool import Tool, ToolCollection, ToolResult, tool
 
 if TYPE_CHECKING:
+    from .agent.browser import BrowserAgent
     from .agent.manus import Manus
     from .agent.mcp import MCPAgent
     from .browser.tool import BrowserUseTool
@@ -44,6 +45,7 @@ __all__ = [
     "AskHuman",
     "BaseAgent",
     "Bash",
+    "BrowserAgent",
     "BrowserUseTool",
     "ChatModel",
     "Decision",
@@ -81,7 +83,7 @@ __all__ = [
 
 
 # Loaded on first use, so `import agentfsm` stays cheap: the LLM adapter (litellm itself
-# loads on the first call), Manus and its system tools.
+# loads on the first call), Manus and its system tools, the browser agent.
 __getattr__ = lazy_attributes(
     __name__,
     {
@@ -89,6 +91,7 @@ __getattr__ = lazy_attributes(
         "OpenAICompatible": "model.openai_compatible",
         "Manus": "agent.manus",
         "MCPAgent": "agent.mcp",
+        "BrowserAgent": "agent.browser",
         "AskHuman": "toolbox.ask_human",
         "Bash": "toolbox.bash",
         "BrowserUseTool": "browser.tool",

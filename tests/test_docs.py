@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,214 @@ async def test_the_readmes_extension_example_runs_as_described():
     assert "HANDED_OFF --> [*]" in to_mermaid(agent.table)
     agent.llm = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
     assert (await agent.run("again")).stop_reason is StopReason.TERMINATED
+
+
+# -- the README's Python examples, run as written ------------------------------------------------------
+#
+# An example runs as written, in a namespace holding what the README says the examples assume (`llm`,
+# any model; `agent`, an agent built as above; here scripted ones) and what the examples before it
+# imported (they build on each other: a reader who ran them has those names); its top-level `await`s
+# run in the test's event loop. Each example is found by a line only it has, and every example is
+# either run here or listed in NOT_RUN with the reason, so a new one cannot go untested by accident.
+
+NOT_RUN = {
+    'asyncio.run(agent.run("What\'s the weather in Paris?"))': "a script asking a provider (a key)",
+    'result = agent.run_sync("What\'s the weather in Paris?")': "a script, and a model server on port 8000",
+    'sandbox=SandboxSettings(mode="docker", memory="1g")': "Docker and a provider",
+    'async for event in agent.run_stream("what is 2 + 3?"):': "a streaming model server on port 8000",
+    "final_only=True)": "the streaming example's agent",
+    'MCPServerSettings(command="mcp-server-time")': "the mcp-server-time command",
+    "elicitation_callback=approve": "agentfsm mcp-serve on port 8000",
+    'servers={"shop": "http://127.0.0.1:8000/mcp"}': "an MCP server that asks, on port 8000",
+    'Manus(llm=llm, browser=BrowserSettings(allowed_hosts=["*.python.org"]))': "the web",
+    'BrowserAgent(llm=LLM("openai/gpt-4o")': "the web and a provider",
+}
+"""Examples that need what the suite does not give them (their parts are tested elsewhere)."""
+
+RUN = [
+    'api_base="http://127.0.0.1:8000/v1", api_key="none")',
+    "class City(BaseModel):",
+    "@tool(deps_type=Shop)",
+    'async for t in agent.iter("task"):',
+    "class ReflectingAgent",
+    "echo = FunctionLLM",
+    "def on_retry(event):",
+    "InMemorySpanExporter()",
+    "@tool(needs_approval=True)",
+    "stepper = Stepper(",
+    "flow = PlanningFlow(",
+    'agents={"mine": build_my_agent}',
+]
+"""Examples the tests below run (by a line only each has)."""
+
+
+def _readme_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+
+
+def test_every_python_example_of_the_readme_is_run_or_says_why_not():
+    markers = [*RUN, *NOT_RUN]
+    for block in _readme_blocks():
+        found = [m for m in markers if m in block]
+        assert len(found) == 1, f"the README example {block[:200]!r} is matched by {found}: run it here"
+    for marker in markers:
+        assert any(marker in block for block in _readme_blocks()), f"no README example has {marker!r}"
+
+
+async def _run_example(containing: str, **assumed: object) -> dict[str, object]:
+    import ast
+
+    blocks = _readme_blocks()
+    (index,) = [i for i, block in enumerate(blocks) if containing in block]
+    namespace: dict[str, object] = dict(assumed)
+    for earlier in blocks[:index]:
+        imports = [node for node in ast.parse(earlier).body if isinstance(node, ast.Import | ast.ImportFrom)]
+        exec(compile(ast.Module(body=imports, type_ignores=[]), "README.md", "exec"), namespace)
+    code = compile(blocks[index], "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    pending = eval(code, namespace)  # a coroutine when the example awaits
+    if pending is not None:
+        await pending
+    return namespace
+
+
+def _terminates(request):
+    from agentfsm.testing import reply
+
+    return reply("finished", tool_calls=[("terminate", {"status": "success"})])
+
+
+async def test_the_readmes_native_adapter_example_builds_its_model():
+    from agentfsm import OpenAICompatible
+
+    llm = (await _run_example('api_base="http://127.0.0.1:8000/v1", api_key="none")'))["llm"]
+    assert isinstance(llm, OpenAICompatible) and llm.api_base == "http://127.0.0.1:8000/v1"  # no request sent
+    await llm.aclose()
+
+
+async def test_the_readmes_structured_answer_example_runs_as_written():
+    from agentfsm.testing import ScriptedLLM, reply
+
+    city = {"name": "Paris", "country": "France", "population": 2100000}
+    namespace = await _run_example(
+        "class City(BaseModel):", llm=ScriptedLLM([reply(tool_calls=[("final_result", city)])])
+    )
+    result = namespace["result"]
+    assert result.parsed == namespace["City"](**city)  # type: ignore[attr-defined,operator]
+    assert json.loads(result.output) == city  # type: ignore[attr-defined]
+
+
+async def test_the_readmes_dependencies_example_runs_as_written():
+    from agentfsm.testing import ScriptedLLM, reply
+
+    llm = ScriptedLLM(
+        [
+            reply(tool_calls=[("price", {"item": "tea"})]),
+            reply(tool_calls=[("terminate", {"status": "success"})]),
+        ]
+    )
+    namespace = await _run_example("@tool(deps_type=Shop)", llm=llm)
+    assert namespace["result"].stop_reason == "terminated"  # type: ignore[attr-defined]
+    assert llm.requests[1].messages[-1].content.endswith("3.50 EUR")
+    assert "shop" not in json.dumps(llm.requests[0].tools)  # the model never sees the dependency
+
+
+async def test_the_readmes_stepping_examples_run_as_written(capsys):
+    from agentfsm import ToolCallAgent
+    from agentfsm.testing import FunctionLLM
+
+    await _run_example(
+        'async for t in agent.iter("task"):', agent=ToolCallAgent(llm=FunctionLLM(_terminates))
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "IDLE -> THINKING [start] step 1 {}"
+    assert lines[-1].startswith("OBSERVING -> FINISHED [observe_done] step 1 {") and len(lines) == 4
+
+    await _run_example("stepper = Stepper(", agent=ToolCallAgent(llm=FunctionLLM(_terminates)))
+    observations, result = capsys.readouterr().out.splitlines()[-2:]  # paused once in OBSERVING
+    assert observations.endswith("The interaction has been completed with status: success']")
+    assert result.startswith("RunResult(") and "stop_reason=<StopReason.TERMINATED: 'terminated'>" in result
+
+
+async def test_the_readmes_retry_listener_example_runs_as_written(capsys):
+    from agentfsm import ToolCallAgent
+    from agentfsm.testing import FunctionLLM
+
+    agent = ToolCallAgent(llm=FunctionLLM(_terminates))
+    await _run_example("def on_retry(event):", agent=agent)
+    assert (await agent.run("go")).stop_reason == "terminated"
+    assert capsys.readouterr().out == ""  # nothing was retried
+
+
+async def test_the_readmes_telemetry_example_runs_as_written(capsys):
+    namespace = await _run_example("InMemorySpanExporter()")
+    assert capsys.readouterr().out == "['chat', 'execute_tool terminate', 'invoke_agent toolcall']\n"
+    assert namespace["tracing"] is not None
+
+
+async def test_the_readmes_approval_example_runs_as_written(clean_env):
+    from agentfsm.testing import ScriptedLLM, reply
+
+    calls = [("delete", {"path": "/"}), ("delete", {"path": "/tmp/old"})]
+    llm = ScriptedLLM([reply(tool_calls=calls), reply(tool_calls=[("terminate", {"status": "success"})])])
+    namespace = await _run_example("@tool(needs_approval=True)", llm=llm)
+    assert namespace["result"].stop_reason == "terminated"  # type: ignore[attr-defined]
+    results = [m.content for m in llm.requests[1].messages if m.role == "tool"]
+    assert results[0].endswith("it was not run. Reason: never the root")
+    assert results[1] == "Cmd `delete` completed with no output"
+    assert (clean_env / "run.checkpoint.jsonl").exists()
+
+
+async def test_the_readmes_testing_example_runs_as_written():
+    from agentfsm import StopReason
+
+    namespace = await _run_example("echo = FunctionLLM")
+    result = namespace["result"]
+    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
+    assert namespace["answer"].output == "you said hello"  # type: ignore[attr-defined]
+
+
+def _planner_and_agents(request):
+    """The planner plans two steps, each agent terminates, and the summary is a text."""
+    from agentfsm.testing import reply
+
+    if "planning" in request.tool_names:
+        steps = ["[coder] write the CSV", "[coder] check it"]
+        return reply(tool_calls=[("planning", {"command": "create", "title": "primes", "steps": steps})])
+    if "terminate" in request.tool_names:
+        return reply("done", tool_calls=[("terminate", {"status": "success"})])
+    return reply("The CSV was written and checked.")
+
+
+async def test_the_readmes_planning_example_runs_as_written(capsys):
+    from agentfsm.testing import FunctionLLM
+
+    namespace = await _run_example("flow = PlanningFlow(", llm=FunctionLLM(_planner_and_agents))
+    result = namespace["result"]
+    assert (result.stop_reason, result.summary) == ("completed", "The CSV was written and checked.")  # type: ignore[attr-defined]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["1 coder completed done", "2 coder completed done"]
+
+
+async def test_the_readmes_planning_example_handles_a_flow_that_failed_before_its_plan(capsys):
+    from agentfsm.errors import LLMError
+    from agentfsm.testing import ScriptedLLM
+
+    namespace = await _run_example(
+        "flow = PlanningFlow(", llm=ScriptedLLM([LLMError("the provider is down")])
+    )
+    result = namespace["result"]
+    assert (result.plan, result.stop_reason) == (None, "error")  # type: ignore[attr-defined]
+    assert capsys.readouterr().out == "error LLMError: the provider is down\n"
+
+
+async def test_the_readmes_durable_example_runs_as_written(clean_env):
+    from agentfsm import StopReason, ToolCallAgent
+    from agentfsm.testing import FunctionLLM
+
+    namespace = await _run_example('agents={"mine": build_my_agent}', llm=FunctionLLM(_terminates))
+    result = namespace["result"]
+    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
+    built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
+    assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
+    assert (clean_env / "runs.db").exists()

@@ -117,7 +117,7 @@ async def test_the_tool_is_listed_with_its_schemas(
         (tool,) = (await client.list_tools()).tools
         assert tool.name == "run_agent"
         assert tool.input_schema["required"] == ["task"]
-        assert tool.input_schema["properties"]["agent"]["enum"] == ["toolcall", "manus", "mcp"]
+        assert tool.input_schema["properties"]["agent"]["enum"] == ["toolcall", "manus", "mcp", "browser"]
         assert tool.output_schema is not None
         assert {"state", "stop_reason", "steps", "output", "error", "usage"} <= set(
             tool.output_schema["properties"]
@@ -234,7 +234,8 @@ async def test_bad_input_is_an_error_result_naming_the_value_and_the_fix(
         unknown = await client.call_tool("run_agent", {"task": "t", "colour": "red"})
     assert all(r.is_error for r in (wrong_agent, no_task, zero_steps, unknown))
     assert _text(wrong_agent) == (
-        "`agent` must be one of toolcall, manus, mcp, got 'nope'; leave it out for the default (toolcall)"
+        "`agent` must be one of toolcall, manus, mcp, browser, got 'nope'; "
+        "leave it out for the default (toolcall)"
     )
     assert "`task` must be a non-empty string" in _text(no_task)
     assert "`max_steps` must be a positive integer, got 0" in _text(zero_steps)

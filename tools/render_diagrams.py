@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentfsm import BaseAgent, ToolCallAgent
 from agentfsm.agent.approval import with_approval
+from agentfsm.agent.browser import BrowserAgent
 from agentfsm.agent.manus import Manus
 from agentfsm.agent.table import AGENT_TABLE
 from agentfsm.flow.review import with_review
@@ -23,7 +24,7 @@ from agentfsm.fsm.diagram import render, to_markdown, to_mermaid
 ROOT = Path(__file__).resolve().parent.parent
 
 
-AGENTS: dict[str, type[BaseAgent]] = {"toolcall": ToolCallAgent, "manus": Manus}
+AGENTS: dict[str, type[BaseAgent]] = {"toolcall": ToolCallAgent, "manus": Manus, "browser": BrowserAgent}
 """Every built-in agent, by the name `agentfsm diagram --agent` takes."""
 
 

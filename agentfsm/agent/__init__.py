@@ -1,7 +1,7 @@
-"""The agents: the engine (`BaseAgent`), the ReAct split, the tool-calling agent, Manus and
-the MCP agent.
+"""The agents: the engine (`BaseAgent`), the ReAct split, the tool-calling agent, Manus, the
+browser agent and the MCP agent.
 
-`Manus` (and with it the system tools) and `MCPAgent` are imported on first use.
+`Manus` (and with it the system tools), `BrowserAgent` and `MCPAgent` are imported on first use.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from .react import ReActAgent
 from .toolcall import ToolCallAgent
 
 if TYPE_CHECKING:
+    from .browser import BrowserAgent
     from .manus import Manus
     from .mcp import MCPAgent
 
-__all__ = ["BaseAgent", "MCPAgent", "Manus", "ReActAgent", "ToolCallAgent"]
+__all__ = ["BaseAgent", "BrowserAgent", "MCPAgent", "Manus", "ReActAgent", "ToolCallAgent"]
 
 
-__getattr__ = lazy_attributes(__name__, {"Manus": "manus", "MCPAgent": "mcp"})
+__getattr__ = lazy_attributes(__name__, {"Manus": "manus", "MCPAgent": "mcp", "BrowserAgent": "browser"})

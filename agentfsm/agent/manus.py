@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..mcp.tools import MCPServers
 from ..run.result import AgentState, RunResult
 from ..toolbox import AskHuman, Bash, PythonExecute, StrReplaceEditor, Terminate
+from .page_context import BROWSER_CONTEXT, PageContext
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from ..toolbox.tool import Tool
     from .approval import Approver
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus", "ManusOptions"]
+__all__ = ["BROWSER_CONTEXT", "NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "Manus", "ManusOptions"]
 
 SYSTEM_PROMPT = (
     "You are OpenManus, an all-capable AI assistant, aimed at solving any task presented by the user. "
@@ -74,12 +75,6 @@ UNKNOWN_WORKSPACE = (
     "relative paths are resolved there)"
 )
 """What ``{directory}`` says before a sandbox whose path is only known once made (local, auto) exists."""
-
-BROWSER_CONTEXT = "The browser's current page:\n{state}"
-"""What follows the step prompt after a step that used the browser; ``{state}`` is the page state."""
-
-_BROWSER_STEPS = 3
-"""The last messages looked at for a browser_use call (upstream's window)."""
 
 _EDITOR_RESPONSE = 16_000
 """Upstream's clip for the editor; lowered to fit `max_observe`, so its own marker stays visible."""
@@ -174,7 +169,8 @@ class Manus(ToolCallAgent):
         self.browser = browser if isinstance(browser, BrowserSession) else BrowserSession(browser)
         """The browser of browser_use, started by its first call."""
         self.browser_tool: BrowserUseTool = BrowserUseTool(self.browser, llm=llm, search=search)
-        self._browser_prompt: str | None = None
+        self.page_context = PageContext(self.browser_tool)
+        """The page state the next think carries after a step that used the browser."""
         output = max_observe - 500 if max_observe is not None and max_observe > 1_500 else None
         editor = min(_EDITOR_RESPONSE, output) if output is not None else _EDITOR_RESPONSE
         tools: list[Tool] = [
@@ -221,27 +217,13 @@ class Manus(ToolCallAgent):
         if prompt is not None and "{directory}" in prompt:
             prompt = prompt.replace("{directory}", await self.workspace())
         self.system_prompt = self.mcp_servers.system_prompt(prompt, changes)  # instructions, changes
-        if self.browser.active and self._used_browser():
-            state = await self.browser_tool.state_prompt()
-            self._browser_prompt = "\n\n".join(
-                part for part in (self.options.next_step_prompt, BROWSER_CONTEXT.format(state=state)) if part
-            )
-        try:
+        async with self.page_context.thinking(self.memory, self.options.next_step_prompt):
             await super().think()
-        finally:
-            self._browser_prompt = None  # this request's only: the next think reads the page again
 
     @property
     def next_step_prompt(self) -> str | None:
         """The configured step prompt; during a think after browser use, followed by the page's state."""
-        return self._browser_prompt if self._browser_prompt is not None else self.options.next_step_prompt
-
-    def _used_browser(self) -> bool:
-        """Whether one of the last few messages calls browser_use (upstream's test)."""
-        name = self.browser_tool.name
-        view = self.memory.view()
-        recent = view[max(0, len(view) - _BROWSER_STEPS) :]
-        return any(call.name == name for message in recent for call in message.tool_calls)
+        return self.page_context.step_prompt(self.options.next_step_prompt)
 
     async def act(self) -> None:
         if not self.mcp_servers.connected:  # a run resumed in ACTING: its calls need the servers' tools

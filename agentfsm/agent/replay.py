@@ -36,6 +36,7 @@ from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
 from .approval import decide
 from .awaiting_input import answer, with_input
+from .page_context import sent_page_context, with_page
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 __all__ = [
@@ -229,6 +230,24 @@ class ReplayAgent(ToolCallAgent):
         if upcoming is not None:  # the tools as sent then (the set may change between steps)
             self.recorded_tools.params = upcoming["request"]["tools"]
         await super().think()
+
+    @property
+    def next_step_prompt(self) -> str | None:
+        """The configured step prompt, followed by the page state when the recorded request carried
+        one (Manus and BrowserAgent read the page while they run; replay reads it in the trace)."""
+        configured = self.options.next_step_prompt
+        upcoming = self.script.peek()
+        if upcoming is None:
+            return configured
+        request = upcoming["request"]
+        sent = [message.get("content") for message in request["system_msgs"][:1]]
+        if request["messages"] and request["messages"][-1].get("role") == "user":
+            sent.append(request["messages"][-1].get("content"))
+        for text in sent:
+            page = sent_page_context(text, configured) if isinstance(text, str) else None
+            if page is not None:
+                return with_page(configured, page)
+        return configured
 
     def _system_messages(self, step_prompt: str | None = None) -> tuple[Message, ...]:
         """The system prompt as sent then (Manus rewrites its prompt per think), without the step

@@ -6,7 +6,8 @@ upstream's numeric indexes. Each action waits for the page to settle and
 returns a short report with a screenshot of the page as it left it; every
 failure (a ref that is not on the page, a refused host, a timeout, a browser
 that died) is the model's observation, never an exception. The page state
-itself (`state_prompt`) is what Manus adds to the next think.
+itself (`state_prompt`) is what Manus and BrowserAgent add to the next think
+(`agentfsm.agent.page_context`).
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ def build_agent(
 ) -> ToolCallAgent:
     """The agent `name` with `options`; calls that need approval are asked about on the terminal
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
-    first think (mcp and manus agents)."""
+    first think (mcp and manus agents). Manus and the browser agent browse by the `[browser]`
+    settings."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
@@ -87,12 +88,16 @@ def build_agent(
                 "or configure [mcp.servers.<id>]"
             )
         agent = MCPAgent(llm=llm, servers=servers, name=name, **options)
+    elif servers:
+        raise ConfigError(
+            f"the {name} agent takes no MCP servers (got {', '.join(servers)}): "
+            "use --agent mcp or --agent manus"
+        )
+    elif name == "browser":
+        from ..agent.browser import BrowserAgent
+
+        agent = BrowserAgent(llm=llm, browser=settings.browser, name=name, **options)
     else:
-        if servers:
-            raise ConfigError(
-                f"the {name} agent takes no MCP servers (got {', '.join(servers)}): "
-                "use --agent mcp or --agent manus"
-            )
         agent = ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
     # An MCP server's tools are known once it connects: approvals may name them.
     unknown = sorted(agent.require_approval - set(agent.tools.names)) if not servers else []
@@ -125,7 +130,10 @@ def recorded_kind(agent_class: object) -> str:
     kind = str(agent_class)
     if kind.endswith(".PlanningFlow"):
         return "planning"
-    return "manus" if kind.endswith(".Manus") else "mcp" if kind.endswith(".MCPAgent") else "toolcall"
+    for suffix, name in ((".Manus", "manus"), (".MCPAgent", "mcp"), (".BrowserAgent", "browser")):
+        if kind.endswith(suffix):
+            return name
+    return "toolcall"
 
 
 def agent_class_named(name: str) -> type[BaseAgent]:
@@ -137,6 +145,10 @@ def agent_class_named(name: str) -> type[BaseAgent]:
         from ..agent.mcp import MCPAgent
 
         return MCPAgent
+    if name == "browser":
+        from ..agent.browser import BrowserAgent
+
+        return BrowserAgent
     return ToolCallAgent
 
 
@@ -146,6 +158,10 @@ def options_class_named(name: str) -> type[ToolCallOptions]:
         from ..agent.manus import ManusOptions
 
         return ManusOptions
+    if name == "browser":
+        from ..agent.browser import BrowserOptions
+
+        return BrowserOptions
     from ..agent.toolcall import ToolCallOptions
 
     return ToolCallOptions

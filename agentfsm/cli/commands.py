@@ -220,7 +220,7 @@ def _resume(args: argparse.Namespace) -> int:
         llm_settings = settings.llm_for(kind)
         llm = build_llm(llm_settings)
         check_model_credentials(llm)
-        servers = mcp_server_settings(settings, args.mcp_servers) if kind != "toolcall" else None
+        servers = mcp_server_settings(settings, args.mcp_servers) if kind in ("mcp", "manus") else None
         agent = build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
         spans = exporting(settings.telemetry, False)  # [telemetry] enabled: the resumed run's spans
     except ValueError as exc:

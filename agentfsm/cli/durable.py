@@ -2,7 +2,7 @@
 
 Each is a thin layer over `agentfsm.durable` (`Worker`, `DurableRuns`): the
 same operations a Python program calls. A worker's agents are the command
-line's own (toolcall, manus), built from its configuration (``--config``, the
+line's own (toolcall, manus, browser), built from its configuration (``--config``, the
 ``AGENTFSM_...`` variables) with what a run's spec sets laid over it, plus the
 factories ``--agent-factory`` names. The ``durable`` extra is imported only
 here, when one of these commands runs.
@@ -192,6 +192,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     agents: dict[str, AgentFactory] = {"toolcall": _configured("toolcall", args.config)}
     agents["manus"] = _configured("manus", args.config)
+    agents["browser"] = _configured("browser", args.config)
     for name, target in args.factories:
         agents[name] = _imported(target)
     worker = Worker(
@@ -265,6 +266,10 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
             from ..agent.manus import Manus
 
             return Manus(llm=llm, sandbox=settings.sandbox, browser=settings.browser, name=name, **options)
+        if name == "browser":
+            from ..agent.browser import BrowserAgent
+
+            return BrowserAgent(llm=llm, browser=settings.browser, name=name, **options)
         return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
 
     return build

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 __all__ = ["AGENTS", "DURABLE_COMMANDS", "FLOWS", "PROG", "build_parser", "package_version"]
 
 PROG = "agentfsm"
-AGENTS = ("toolcall", "manus", "mcp")
+AGENTS = ("toolcall", "manus", "mcp", "browser")
 FLOWS = ("planning",)
 """The flows `run --flow` runs and `diagram --agent` draws beside the agents."""
 
@@ -241,7 +241,7 @@ def _durable_commands(commands: Any) -> None:
     submit.add_argument(
         "--agent",
         default="toolcall",
-        help="the agent a worker builds: toolcall, manus, or a --agent-factory's",
+        help="the agent a worker builds: toolcall, manus, browser, or a --agent-factory's",
     )
     submit.add_argument("--model", help="the model (else the worker's configured one)")
     submit.add_argument(

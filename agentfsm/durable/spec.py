@@ -27,7 +27,8 @@ class AgentSpec(Serializable):
     """Which agent runs a task: a factory's name on the worker, and the options it is given."""
 
     agent: str = "toolcall"
-    """The name a worker registered the agent's factory under (`agentfsm worker`: toolcall, manus)."""
+    """The name a worker registered the agent's factory under (`agentfsm worker`: toolcall, manus,
+    browser)."""
     options: dict[str, Any] = field(default_factory=dict)
     """JSON values for the factory: the agent's options (``max_steps``, ...), the model (``model``,
     ``api_base``), whatever the factory reads. Never an API key: a spec is stored in the database."""
