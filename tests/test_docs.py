@@ -167,6 +167,7 @@ NOT_RUN = {
 
 RUN = [
     'api_base="http://127.0.0.1:8000/v1", api_key="none")',
+    "vision=True, max_input_tokens=32768",
     "class City(BaseModel):",
     "@tool(deps_type=Shop)",
     'async for t in agent.iter("task"):',
@@ -223,6 +224,15 @@ async def test_the_readmes_native_adapter_example_builds_its_model():
 
     llm = (await _run_example('api_base="http://127.0.0.1:8000/v1", api_key="none")'))["llm"]
     assert isinstance(llm, OpenAICompatible) and llm.api_base == "http://127.0.0.1:8000/v1"  # no request sent
+    await llm.aclose()
+
+
+async def test_the_readmes_declared_facts_example_runs_as_written():
+    from agentfsm import OpenAICompatible
+
+    llm = (await _run_example("vision=True, max_input_tokens=32768"))["llm"]
+    assert isinstance(llm, OpenAICompatible)
+    assert (llm.supports_vision, llm.input_limit) == (True, 32768)  # the map knows nothing of this model
     await llm.aclose()
 
 
