@@ -205,4 +205,6 @@ def _format(title: str, value: str, kind: Any) -> str | None:
     if pattern is None or pattern.match(value):
         return None
     example = {"email": "name@example.org", "date": "2026-12-03", "date-time": "2026-12-03T14:00:00Z"}
-    return f"{title} takes a {kind} (like {example.get(str(kind), 'https://example.org/')}), not {value!r}"
+    article = "an" if str(kind)[:1] in "aeiou" else "a"
+    like = example.get(str(kind), "https://example.org/")
+    return f"{title} takes {article} {kind} (like {like}), not {value!r}"

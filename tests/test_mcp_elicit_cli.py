@@ -132,3 +132,34 @@ def test_on_a_terminal_the_form_shows_choices_and_defaults_checks_each_answer_an
     profile, survey = (json.loads(text.split("\n", 1)[1]) for text in sent)
     assert profile == {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": True}
     assert survey == {"name": "Ada", "age": 36, "colours": ["green", "blue"], "plan": "free"}
+
+
+async def test_the_terminal_handler_reads_titled_choices_booleans_and_formats(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plans = [{"const": "free", "title": "Free plan"}, {"const": "pro", "title": "Pro plan"}]
+    form = Question(
+        key="q1",
+        message="Sign up",
+        schema={
+            "type": "object",
+            "properties": {
+                "plan": {"type": "string", "oneOf": plans},
+                "size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]},
+                "email": {"type": "string", "format": "email"},
+                "news": {"type": "boolean", "default": False},
+            },
+            "required": ["plan", "size", "email"],
+        },
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("3\nPro plan\nlarge\nada\nada@example.org\n\n"))
+    assert await TerminalInputHandler()(CALL, form) == Answer.accept(
+        {"plan": "pro", "size": "l", "email": "ada@example.org", "news": False}
+    )
+    err = capsys.readouterr().err
+    assert (
+        "plan, choose one: 1) Free plan  2) Pro plan" in err and "size, choose one: 1) Small  2) Large" in err
+    )
+    assert "'3' is not one of the choices of plan: 1 Free plan, 2 Pro plan; asking again" in err
+    assert "email takes an email (like name@example.org), not 'ada'; asking again" in err
+    assert "news (boolean, Enter for false): " in err
