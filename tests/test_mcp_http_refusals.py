@@ -44,9 +44,12 @@ class _StandIn(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        self.send_response(405)
-        self.send_header("Content-Length", "0")
+        body = self.server.body({}).encode()
+        self.send_response(self.server.status)
+        self.send_header("Content-Type", self.server.content_type)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     do_DELETE = do_GET
 
@@ -199,3 +202,15 @@ async def test_a_401_during_a_session_is_told_as_the_tools_error():
             assert "`[mcp.servers.l] headers`" in result.error
     finally:
         _stop(process)
+
+
+async def test_a_401_from_a_legacy_sse_server_says_the_same():
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/sse"
+    with stand_in(port, 401, body="Unauthorized"):
+        settings = MCPServerSettings(type="sse", url=url, timeout=5, connect_timeout=5)
+        with pytest.raises(MCPServerError) as raised:
+            async with MCPServers({"old": settings}) as servers:
+                await servers.attach(ToolCollection(Terminate()))
+    assert "the server wants authorization (HTTP 401 from" in str(raised.value)
+    assert "`[mcp.servers.old] headers`" in str(raised.value)
