@@ -166,7 +166,7 @@ class MCPConnection:
                         f"cannot connect to MCP server {self.server_id!r} ({self._target()}): {wants}"
                         if wants is not None
                         else f"cannot connect to MCP server {self.server_id!r} ({self._target()}): "
-                        f"{self._describe(exc)}; check its command or URL"
+                        f"{self._explain(exc)}; check its command or URL"
                     )
                 )
             else:
@@ -286,11 +286,11 @@ class MCPConnection:
             self._lost(_describe(problem))
             return self._gone_result(name)
         if self._session_lost(problem):
-            return _SessionLost(self._describe(problem))
+            return _SessionLost(self._explain(problem))
         wants = self._wants_authorization(problem)
         if wants is not None:
             return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {wants}")
-        return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {self._describe(problem)}")
+        return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {self._explain(problem)}")
 
     # -- input: the server's questions (elicitation) ---------------------------------------
 
@@ -471,9 +471,9 @@ class MCPConnection:
         if problem is not None and _is_disconnect(problem):
             self._lost(_describe(problem))
         elif problem is not None and self._session_lost(problem):
-            await self._reconnect(client, self._describe(problem))
+            await self._reconnect(client, self._explain(problem))
         else:
-            failure = "no answer within its `timeout`" if problem is None else self._describe(problem)
+            failure = "no answer within its `timeout`" if problem is None else self._explain(problem)
             event(
                 "mcp_tools_list_failed",
                 level=logging.WARNING,
@@ -596,7 +596,7 @@ class MCPConnection:
             f"check the token in {where}"
         )
 
-    def _describe(self, problem: BaseException) -> str:
+    def _explain(self, problem: BaseException) -> str:
         """`_describe`, with the HTTP status of a refusal the SDK reports only as "Server
         returned an error response"."""
         text = _describe(problem)
