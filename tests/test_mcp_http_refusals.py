@@ -214,3 +214,19 @@ async def test_a_401_from_a_legacy_sse_server_says_the_same():
                 await servers.attach(ToolCollection(Terminate()))
     assert "the server wants authorization (HTTP 401 from" in str(raised.value)
     assert "`[mcp.servers.old] headers`" in str(raised.value)
+
+
+async def test_a_403_says_the_server_refused_the_credentials_given():
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with stand_in(port, 403, body="Forbidden"):
+        settings = MCPServerSettings(
+            url=url, headers={"Authorization": "Bearer old"}, timeout=5, connect_timeout=5
+        )
+        with pytest.raises(MCPServerError) as raised:
+            async with MCPServers({"auth": settings}) as servers:
+                await servers.attach(ToolCollection(Terminate()))
+    assert str(raised.value).endswith(
+        f"the server refused the credentials it was given (HTTP 403 from {url}); "
+        "check the token in `[mcp.servers.auth] headers` (MCPServerSettings.headers)"
+    )
