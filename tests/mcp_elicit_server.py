@@ -13,8 +13,9 @@ state its predecessor sealed, as a server of several workers must.
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import (
     Elicit,
@@ -27,7 +28,7 @@ from mcp.server.mcpserver import (
 )
 from mcp_test_server import serve
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 
 KEY = b"agentfsm-tests-request-state-key-0123456789"
 """The key the server seals its request state with (the same in every process)."""
@@ -39,6 +40,57 @@ class Name(BaseModel):
 
 class Colour(BaseModel):
     colour: str
+
+
+class Sent(BaseModel):
+    """A form the server takes only with every field sent: the fields' defaults are the client's to
+    fill in (SEP-1034), so one left out is refused rather than filled in here."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _every_field_sent(cls, data: Any) -> Any:
+        missing = [name for name in cls.model_fields if name not in data]
+        if missing:
+            raise ValueError(f"the client left out {missing}")
+        return data
+
+
+class Profile(Sent):
+    """The conformance suite's SEP-1034 form: every field optional, with a default."""
+
+    name: str = "John Doe"
+    age: int = 30
+    score: float = 95.5
+    status: Literal["active", "inactive", "pending"] = "active"
+    verified: bool = True
+
+
+COLOURS = {
+    "anyOf": [
+        {"const": "red", "title": "Red"},
+        {"const": "green", "title": "Green"},
+        {"const": "blue", "title": "Blue"},
+    ]
+}
+
+
+class Survey(Sent):
+    """A form with bounds, a required field, single and multiple choices, for the terminal prompt."""
+
+    name: str = Field(min_length=2)
+    age: int = Field(ge=0, le=150)
+    colours: list[Literal["red", "green", "blue"]] = Field(
+        default=["red"], min_length=1, json_schema_extra={"items": COLOURS, "minItems": 1}
+    )
+    plan: Literal["free", "pro"] = "free"
+
+
+def ask_profile() -> Elicit[Profile]:
+    return Elicit("Your profile (Enter keeps each default)", Profile)
+
+
+def ask_survey() -> Elicit[Survey]:
+    return Elicit("A short survey", Survey)
 
 
 def ask_name() -> Elicit[Name]:
@@ -78,6 +130,20 @@ def build() -> MCPServer:
     ) -> str:
         """Ask two questions, one after the other."""
         return f"{name.name} likes {colour.colour}"
+
+    @server.tool()
+    def profile(answer: Annotated[ElicitationResult[Profile], Resolve(ask_profile)]) -> str:
+        """Ask for a profile whose every field has a default; return what the client sent."""
+        if answer.action != "accept":
+            return f"no profile ({answer.action})"
+        return json.dumps(answer.data.model_dump(), sort_keys=True)
+
+    @server.tool()
+    def survey(answer: Annotated[ElicitationResult[Survey], Resolve(ask_survey)]) -> str:
+        """Ask the survey; return what the client sent."""
+        if answer.action != "accept":
+            return f"no survey ({answer.action})"
+        return json.dumps(answer.data.model_dump(), sort_keys=True)
 
     @server.tool()
     def echo(text: str) -> str:

@@ -15,7 +15,7 @@ Fixtures (registered for the whole suite through `pytest_plugins` in conftest.py
   its `command`, `args` and `env` are also what an `[mcp.servers.<id>]` stdio entry would hold.
 - `everything_http`: the URL of a running server's streamable HTTP endpoint, `http://127.0.0.1:PORT/mcp`.
 
-`everything_http_server(log)` is the context manager behind `everything_http`, for a test that needs
+`everything_http_server(log, port)` is the context manager behind `everything_http`, for a test that needs
 to start, stop or restart servers itself.
 """
 
@@ -124,8 +124,8 @@ def _answers(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def everything_http_server(log: Path) -> Iterator[str]:
-    """Run server-everything's streamable HTTP transport on a free 127.0.0.1 port; yield its URL.
+def everything_http_server(log: Path, port: int = 0) -> Iterator[str]:
+    """Run server-everything's streamable HTTP transport on 127.0.0.1:`port` (0: a free one); yield its URL.
 
     The server's output goes to `log`. On exit the server's process group is stopped (SIGTERM, then
     SIGKILL after 5 s) and no process of it may remain.
@@ -135,7 +135,7 @@ def everything_http_server(log: Path) -> Iterator[str]:
     with log.open("wb") as out:
         process = subprocess.Popen(
             _command(entry, "streamableHttp"),
-            env=_environment(mark, PORT="0"),
+            env=_environment(mark, PORT=str(port)),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -94,8 +94,9 @@ def test_a_cycle_would_be_found():
 
 def test_no_import_points_up_the_layers():
     """fsm < run < recording < agent < flow < cli; tools and the sandbox never reach the engine or the CLI."""
-    # the vocabulary (`questions`: what a tool asks a person, spoken by tools, runs and results)
-    ground = {"errors", "log", "serde", "messages", "questions", "memory", "options", "lazy"}
+    # the vocabulary (`questions`: what a tool asks a person, spoken by tools, runs and results;
+    # `forms`: the fields of a question's schema, read alike by the MCP client and the terminal)
+    ground = {"errors", "log", "serde", "messages", "questions", "forms", "memory", "options", "lazy"}
     allowed_above = {
         "fsm": set(),
         "model": set(),

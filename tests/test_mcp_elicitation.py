@@ -145,6 +145,40 @@ async def test_past_the_rounds_cap_the_call_is_an_error_and_the_server_goes_on(s
         assert agent.servers.connections["el"]._held == {}
 
 
+PROFILE = {"name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": True}
+"""What the elicit server's ``profile`` form gives each field by default (SEP-1034)."""
+
+
+def received(text: str) -> Any:
+    """The form content the elicit server says it received (its tool's JSON output)."""
+    return json.loads(text.split("\n", 1)[1])
+
+
+async def test_an_accepted_form_carries_the_defaults_of_the_fields_left_out(server):
+    """The server takes the form only with every field sent: the defaults are the client's to fill in."""
+    llm = ScriptedLLM([calls(("mcp_el_profile", {})), TERMINATE])
+    async with MCPAgent(llm=llm, servers={"el": server[1]}) as agent:
+        paused = await agent.run("my profile")
+        ((call, question),) = paused.pending_input
+        assert question.schema["properties"]["name"]["default"] == "John Doe"
+        agent.answer(call.id, {"age": 41})  # one field given, the others left to their defaults
+        result = await agent.resume()
+        assert result.ok
+        assert received(tool_texts(agent)[0]) == PROFILE | {"age": 41}
+
+
+async def test_an_input_handler_accepting_with_no_fields_sends_every_default(stdio_server):
+    async def handler(call: ToolCall, question: Question) -> Answer:
+        return Answer.accept() if call.id == "c1" else Answer.accept({})
+
+    profile = [ToolCall.create("c1", "mcp_el_profile", {}), ToolCall.create("c2", "mcp_el_profile", {})]
+    llm = ScriptedLLM([reply("asking", profile), TERMINATE])
+    async with MCPAgent(llm=llm, servers={"el": stdio_server}, input_handler=handler) as agent:
+        result = await agent.run("my profile")
+        assert result.ok
+        assert [received(text) for text in tool_texts(agent)[:2]] == [PROFILE, PROFILE]
+
+
 @pytest.mark.parametrize("tool", ["roots", "sample"])
 async def test_sampling_and_roots_are_refused(stdio_server, tool):
     llm = ScriptedLLM([calls((f"mcp_el_{tool}", {})), TERMINATE])

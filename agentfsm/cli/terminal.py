@@ -31,6 +31,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import EndOfInputError
+from ..forms import FormField, form_fields
 from ..messages import ToolCall
 from ..questions import Answer, Question
 from ..run.state import Decision
@@ -208,8 +209,11 @@ class TerminalApprover:
 
 class TerminalInputHandler:
     """An `InputHandler` that asks a tool's question on the terminal: each field its schema names,
-    or [d]ecline / [c]ancel. A URL question is shown, and accepted once the person says they
-    opened it.
+    or [d]ecline / [c]ancel. A field's choices are listed, numbered (a multiple choice is answered
+    as a comma-separated list of numbers or values), its default is shown and taken on an empty
+    line, and each answer is checked against the field's schema (type, choices, bounds, length,
+    format; a required field left empty) and asked again, saying why, when it does not fit. A URL
+    question is shown, and accepted once the person says they opened it.
 
     When stdin is closed, the question is cancelled ("nobody was there"), so a run without a
     person goes on with the tool's answer to that. `quiet` is as `TerminalApprover`'s.
@@ -237,26 +241,49 @@ class TerminalInputHandler:
                 if choice in ("d", "c", "decline", "cancel"):
                     return Answer.decline() if choice.startswith("d") else Answer.cancel()
                 say(f"answer y, d or c (got {choice!r})\n")
-        fields: dict[str, Any] = dict(question.schema.get("properties") or {})
-        required = set(question.schema.get("required") or ())
         content: dict[str, Any] = {}
         say("(type d to decline, c to cancel)\n")
-        for name, spec in fields.items():
+        for field in form_fields(question.schema):
+            choices = field.choices
+            if choices:
+                how = "choose any, comma separated" if field.multiple else "choose one"
+                listed = "  ".join(f"{number}) {label}" for number, (_, label) in enumerate(choices, 1))
+                say(f"{field.title}, {how}: {listed}\n")
+            prompt = f"{field.title} ({_described(field)}): "
             while True:
-                kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
-                mark = "" if name in required else ", optional"
-                text = (await read_line(f"{spec.get('title', name)} ({kind}{mark}): ")).strip()
+                text = (await read_line(prompt)).strip()
                 if text in ("d", "c"):
                     return Answer.decline() if text == "d" else Answer.cancel()
-                if not text and name not in required:
-                    break
-                value = typed_field(text, kind)
-                if value is None:
-                    say(f"not a {kind}: {text!r}; asking again\n")
+                if not text:
+                    if field.has_default:
+                        content[field.name] = field.default
+                        break
+                    if not field.required:
+                        break
+                    say(f"{field.title} is required; asking again\n")
                     continue
-                content[name] = value
+                try:
+                    content[field.name] = field.read(text)
+                except ValueError as exc:
+                    say(f"{exc}; asking again\n")
+                    continue
                 break
         return Answer.accept(content)
+
+
+def _described(field: FormField) -> str:
+    """What the prompt says of `field`: its type, whether it may be left empty, its default."""
+    kind = "list" if field.multiple else field.kind
+    if field.choices:
+        kind = "numbers or values" if field.multiple else "number or value"
+    parts = [kind]
+    if field.has_default:
+        default = field.default
+        shown = ", ".join(map(str, default)) if isinstance(default, list) else json.dumps(default)
+        parts.append(f"Enter for {shown}")
+    elif not field.required:
+        parts.append("optional")
+    return ", ".join(parts)
 
 
 def typed_field(text: str, kind: str) -> Any:

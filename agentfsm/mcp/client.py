@@ -20,8 +20,14 @@ The tool list follows the server: a change the server announces (the legacy
 stream the connection task holds open), the end of the list's ``ttlMs`` on 2026-07-28, or
 `refresh_every` requests without a listing mark it due, and `list_due` says so to
 `MCPServers.attach`, which re-reads it (`relist`). A legacy streamable-HTTP server that lost
-the session (it restarted, and answers 404 for the old session id) is reconnected once and
-the call retried once; a stdio server that died is not restarted.
+the session (it restarted, and answers the old session id with 404, or with 400 and a body that
+is no JSON-RPC error) is reconnected once and the call retried once; a stdio server that died
+is not restarted. The SDK reports an HTTP refusal it cannot read only as "Server returned an
+error response", so the HTTP client's response hook keeps the status: a 401 (or 403) is told
+as the server wanting authorization, with the setting that carries a token.
+
+An accepted form answer carries the default of each field the person left out (SEP-1034),
+so the server receives what its form said a field would be (`agentfsm.forms.with_defaults`).
 
 A server that needs input (elicitation) gets it through the agent's AWAITING_INPUT pause
 (`agentfsm.agent.awaiting_input`): the call returns `ToolResult(input_required=...)`, and
@@ -47,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MCPServerError, MCPTimeoutError, MissingExtraError
+from ..forms import with_defaults
 from ..log import event
 from ..questions import Answer, InputRequired, Question
 from ..toolbox.tool import ToolResult
@@ -57,6 +64,8 @@ from .settings import MCPServerSettings
 __all__ = ["MCPConnection", "ServerTool"]
 
 _INSTALL = "the MCP client needs the MCP SDK 2.x: pip install 'mcp>=2.3,<3'"
+_STAND_IN = "Server returned an error response"
+"""The SDK's error for an HTTP refusal whose body is no JSON-RPC error: the status is lost."""
 _HOLD_SECONDS = 7 * 24 * 3600.0
 """The SDK's read timeout of a legacy call that may ask a person: the SDK's clock cannot stop
 while the run is paused, so `call` keeps the server's own time (`timeout`) instead."""
@@ -101,6 +110,9 @@ class MCPConnection:
         """Legacy calls held open while a person answers their server's question, by hold id."""
         self._open_legacy: list[HeldCall] = []
         """Legacy calls in flight (their server's questions are theirs)."""
+        self._refused: _Refusal | None = None
+        """The last POST the streamable-HTTP server refused (the SDK keeps only "Server returned
+        an error response" of it): what a failure is read with."""
 
     async def connect(self) -> None:
         """Start the connection task and wait until the tools are listed (at most `connect_timeout`)."""
@@ -148,10 +160,13 @@ class MCPConnection:
                 await self._closing.wait()
         except Exception as exc:
             if not ready.done():
+                wants = self._wants_authorization(exc)
                 ready.set_exception(
                     MCPServerError(
-                        f"cannot connect to MCP server {self.server_id!r} ({self._target()}): "
-                        f"{_describe(exc)}; check its command or URL"
+                        f"cannot connect to MCP server {self.server_id!r} ({self._target()}): {wants}"
+                        if wants is not None
+                        else f"cannot connect to MCP server {self.server_id!r} ({self._target()}): "
+                        f"{self._explain(exc)}; check its command or URL"
                     )
                 )
             else:
@@ -182,7 +197,9 @@ class MCPConnection:
 
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                headers=dict(settings.headers), timeout=httpx2.Timeout(settings.timeout, read=300.0)
+                headers=dict(settings.headers),
+                timeout=httpx2.Timeout(settings.timeout, read=300.0),
+                event_hooks={"response": [self._saw_response]},
             )
         )
         return streamable_http_client(settings.url, http_client=http)
@@ -269,8 +286,11 @@ class MCPConnection:
             self._lost(_describe(problem))
             return self._gone_result(name)
         if self._session_lost(problem):
-            return _SessionLost(_describe(problem))
-        return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {_describe(problem)}")
+            return _SessionLost(self._explain(problem))
+        wants = self._wants_authorization(problem)
+        if wants is not None:
+            return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {wants}")
+        return ToolResult(error=f"MCP server {self.server_id!r} refused `{name}`: {self._explain(problem)}")
 
     # -- input: the server's questions (elicitation) ---------------------------------------
 
@@ -289,7 +309,11 @@ class MCPConnection:
         if asked is not None and answers is not None:
             token = _token(asked)
             state = token.get("request_state")
-            responses = {key: _elicit_result(answer) for key, answer in answers.items()}
+            asking = {q.key: q for q in asked.questions}
+            responses = {
+                key: _elicit_result(answer, asking.get(key) or Question(key=key, message=""))
+                for key, answer in answers.items()
+            }
         return await client.session.call_tool(
             name,
             arguments,
@@ -373,8 +397,8 @@ class MCPConnection:
                 question.url,
             ):
                 del legacy.replay[index]
-                return _elicit_result(answer)
-        return _elicit_result(await legacy.ask(question))
+                return _elicit_result(answer, question)
+        return _elicit_result(await legacy.ask(question), question)
 
     def abandon(self, asked: InputRequired) -> None:
         """Nobody will answer `asked`: a legacy call held open for it is cancelled (its server is
@@ -447,9 +471,9 @@ class MCPConnection:
         if problem is not None and _is_disconnect(problem):
             self._lost(_describe(problem))
         elif problem is not None and self._session_lost(problem):
-            await self._reconnect(client, _describe(problem))
+            await self._reconnect(client, self._explain(problem))
         else:
-            failure = "no answer within its `timeout`" if problem is None else _describe(problem)
+            failure = "no answer within its `timeout`" if problem is None else self._explain(problem)
             event(
                 "mcp_tools_list_failed",
                 level=logging.WARNING,
@@ -525,12 +549,61 @@ class MCPConnection:
     # -- a lost session ------------------------------------------------------------------
 
     def _session_lost(self, problem: BaseException) -> bool:
-        """Whether `problem` says a legacy HTTP server no longer knows the session (it answers
-        404 for it: it restarted, or dropped the session)."""
+        """Whether `problem` says a legacy HTTP server no longer knows the session: it restarted,
+        or dropped the session. The spec has it answer 404 for the session id; others (npm's
+        server-everything) answer 400 with a body that is no JSON-RPC error. A 400 counts only
+        when the refused request carried a session id (a 400 without one is a real refusal)."""
         if self.settings.type != "http" or self.modern:
             return False
         text = str(problem).lower()
-        return "session" in text and ("not found" in text or "terminated" in text or "expired" in text)
+        if "session" in text and ("not found" in text or "terminated" in text or "expired" in text):
+            return True
+        refused = self._refusal(problem)
+        return refused is not None and refused.session and refused.status in (400, 404)
+
+    async def _saw_response(self, response: Any) -> None:
+        """The HTTP client's response hook: keep the status of a POST the server refused, and
+        whether it carried a session id, which the SDK's error for it does not say."""
+        request = response.request
+        if response.status_code >= 400 and request.method == "POST":
+            self._refused = _Refusal(response.status_code, "mcp-session-id" in request.headers)
+
+    def _refusal(self, problem: BaseException) -> _Refusal | None:
+        """The HTTP refusal behind `problem` when it is the SDK's stand-in for one it could not
+        read ("Server returned an error response"), else None."""
+        if _STAND_IN not in str(problem) and not any(_STAND_IN in str(inner) for inner in _leaves(problem)):
+            return None
+        return self._refused
+
+    def _wants_authorization(self, problem: BaseException) -> str | None:
+        """What to say when `problem` is the server asking for credentials (HTTP 401, or 403 for
+        ones it does not accept): which setting carries them. None for any other problem."""
+        refused = self._refusal(problem)
+        status = refused.status if refused is not None else None
+        text = str(problem)
+        if status is None and self.settings.type == "sse":  # the SSE client raises httpx's own error
+            status = 401 if "401 Unauthorized" in text else 403 if "403 Forbidden" in text else None
+        if status not in (401, 403):
+            return None
+        where = f"`[mcp.servers.{self.server_id}] headers` (MCPServerSettings.headers)"
+        if status == 401:
+            return (
+                f"the server wants authorization (HTTP 401 from {self.settings.url}); give it a token "
+                f'in {where}, e.g. headers = {{ Authorization = "Bearer <token>" }}'
+            )
+        return (
+            f"the server refused the credentials it was given (HTTP 403 from {self.settings.url}); "
+            f"check the token in {where}"
+        )
+
+    def _explain(self, problem: BaseException) -> str:
+        """`_describe`, with the HTTP status of a refusal the SDK reports only as "Server
+        returned an error response"."""
+        text = _describe(problem)
+        refused = self._refusal(problem)
+        if refused is None:
+            return text
+        return f"{text} (HTTP {refused.status})"
 
     async def _reconnect(self, before: Any, why: str) -> bool:
         """Open a new session in place of `before` (once, however many calls found it lost):
@@ -547,7 +620,7 @@ class MCPConnection:
                 message=f"MCP server {self.server_id!r} lost the session ({why}); reconnecting once",
             )
             await self._stop()
-            self._task, self._closing = None, asyncio.Event()
+            self._task, self._closing, self._refused = None, asyncio.Event(), None
             try:
                 await self.connect()
             except MCPServerError as exc:
@@ -591,6 +664,15 @@ class MCPConnection:
 
 
 @dataclass(frozen=True, slots=True)
+class _Refusal:
+    """An HTTP status a streamable-HTTP server answered a POST with, and whether the request
+    carried a session id."""
+
+    status: int
+    session: bool
+
+
+@dataclass(frozen=True, slots=True)
 class _SessionLost:
     """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
 
@@ -604,10 +686,14 @@ def _question(key: str, params: Any) -> Question:
     return Question(key=key, message=params.message, schema=schema, url=url)
 
 
-def _elicit_result(answer: Answer) -> Any:
+def _elicit_result(answer: Answer, question: Question) -> Any:
+    """The answer as the server receives it: an accepted form carries the default of each field
+    the person left out (SEP-1034), so a server gets what its form said it would."""
     from mcp_types import ElicitResult
 
-    return ElicitResult(action=answer.action, content=answer.content if answer.action == "accept" else None)
+    if answer.action != "accept":
+        return ElicitResult(action=answer.action)
+    return ElicitResult(action="accept", content=with_defaults(question.schema, answer.content))
 
 
 def _token(asked: InputRequired) -> dict[str, Any]:
@@ -669,6 +755,13 @@ def _is_disconnect(exc: BaseException) -> bool:
         return True
     transport = (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError)
     return isinstance(exc, (*transport, anyio.EndOfStream))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside the exception groups anyio raises (`exc` itself when none)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def _describe(exc: BaseException) -> str:
