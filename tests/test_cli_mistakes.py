@@ -3,6 +3,7 @@ nothing runs; and a run they cancelled can be resumed from its checkpoint."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 from pty_support import Terminal
 from sandbox_support import require_docker
+
+from agentfsm.cli.parser import build_parser
 
 KEY = "test-key-9c3b1e"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -134,3 +137,48 @@ def test_a_cancelled_run_is_resumed_from_where_it_was(llmock: Any, tmp_path: Pat
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 1)
     assert "already finished" not in resumed.stderr
     assert result["usage"]["llm_calls"] == 1  # the interrupted think was asked again
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`parser` and every subcommand's parser beneath it, however deep."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                found.extend(_parsers(sub))
+    return found
+
+
+def test_no_parser_takes_a_prefix_for_an_option() -> None:
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 10  # the commands, and the sandbox's actions
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["run", "--tool", "x", "hi"], "--tool hi"),  # was taken for --tool-choice, then refused x
+        (["run", "hi", "--tool", "auto"], "--tool auto"),  # was taken for --tool-choice auto
+        (["run", "hi", "--max-step", "3"], "--max-step 3"),
+        (["run", "hi", "--conf", "agentfsm.toml"], "--conf"),  # nor by the configuration's first look
+        (["replay", "trace.jsonl", "--js"], "--js"),
+        (["diagram", "--form", "mermaid"], "--form mermaid"),
+        (["sandbox", "build", "--forc"], "--forc"),
+    ],
+)
+def test_an_option_prefix_is_a_usage_error_not_the_option(
+    argv: list[str], refused: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentfsm.cli import commands
+
+    assert commands.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert f"unrecognized arguments: {refused} " in err, err
+
+
+def test_tool_is_not_taken_for_tool_choice_by_the_command() -> None:
+    proc = agentfsm("run", "hi", "--tool", "auto", "--model", "openai/m", "--api-key", KEY)
+    one_line(proc, "unrecognized arguments: --tool auto")
+    assert "Traceback" not in proc.stderr

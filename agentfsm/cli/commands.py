@@ -107,7 +107,7 @@ def _check_configuration_first(args_list: list[str]) -> None:
         return
     from .config import Settings
 
-    pre = argparse.ArgumentParser(prog=f"{PROG} run", add_help=False)
+    pre = argparse.ArgumentParser(prog=f"{PROG} run", add_help=False, allow_abbrev=False)
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(args_list[1:])
     Settings.load(known.config)
