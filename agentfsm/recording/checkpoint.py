@@ -457,9 +457,10 @@ def _cause(exc: BaseException) -> str:
         first = found[0]
         where = ".".join(str(part) for part in first["loc"])
         value = first.get("input")
-        shown = f", got {value!r}" if value is None or isinstance(value, str | int | float | bool) else ""
+        text = repr(value) if value is None or isinstance(value, str | int | float | bool) else ""
+        shown = f", got {text if len(text) <= 60 else text[:57] + '...'}" if text else ""
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        return f"{where}: {first['msg']}{shown[:80]}{more}"
+        return f"{where}: {first['msg']}{shown}{more}"
     if isinstance(exc, AgentfsmError):
         return " ".join(str(exc).split("; ")[0].split())
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
