@@ -306,6 +306,7 @@ def _damaged(good: list[str]) -> dict[str, list[str] | str]:
         ],
         "agent class not a name": [json.dumps({**header, "agent_class": 5}), good[1]],
         "nested too deeply": [good[0], "[" * 100_000 + "]" * 100_000],
+        "not a checkpoint": '{"a": 1}\n',  # was "checkpoint schema None is not supported"
     }
 
 
@@ -358,6 +359,8 @@ def test_cli_resume_of_a_damaged_checkpoint_is_one_line_and_exit_2(
         if label in _CAUSES:
             assert f"the checkpoint {path} is damaged: " in err and _CAUSES[label] in err, (label, err)
             assert err.rstrip().endswith("; resume from an intact copy, or start the run again"), err
+        if label == "not a checkpoint":
+            assert f"{path} is not an agentfsm checkpoint: its first line is no checkpoint's header" in err
 
 
 async def test_resume_of_a_damaged_checkpoint_raises_checkpoint_error(tmp_path: Path) -> None:

@@ -420,6 +420,11 @@ def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
             ) from None
     else:
         header = _parse(name, 1, lines[0])
+    if header.get("kind") != "header" and "schema" not in header:  # no checkpoint of any schema
+        raise CheckpointError(
+            f"{name} is not an agentfsm checkpoint: its first line is no checkpoint's header; "
+            "pass the file a run's --checkpoint wrote"
+        )
     if header.get("schema") != CHECKPOINT_SCHEMA:
         raise _schema_error(name, header.get("schema"))
     if header.get("kind") != "header":
