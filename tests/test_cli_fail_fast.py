@@ -184,3 +184,70 @@ def test_ctrl_c_during_the_credential_check_exits_130_without_a_traceback(
     monkeypatch.setattr(credentials, "check_credentials", interrupted)
     assert cli_main.main(["run", "hi", "--model", "anthropic/claude-sonnet-4-5"]) == 130
     assert capsys.readouterr() == ("", "agentfsm: interrupted\n")
+
+
+_NO_LITELLM = (
+    "import sys; from agentfsm.cli.commands import main; status = main(sys.argv[1:]); "
+    "print('litellm' in sys.modules); sys.exit(status)"
+)
+
+
+@pytest.mark.http
+def test_a_bare_model_name_for_a_local_server_says_to_write_openai_before_the_run(llmock: Any) -> None:
+    """``--model gpt-oss --api-base http://127.0.0.1:PORT/v1`` was a missing-key message after
+    litellm's import (seconds): now one line naming the fix, litellm never imported, no request."""
+    env = {k: v for k, v in os.environ.items() if k not in _KEY_VARIABLES}
+    base = llmock.base_url("openai")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_LITELLM, "run", "hi", "--model", "gpt-oss", "--api-base", base, "--json"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    assert proc.returncode == 2
+    assert proc.stdout == "False\n"  # litellm was not imported: nothing but the result's line
+    assert proc.stderr == (
+        f"agentfsm: error: model 'gpt-oss' names no provider: for the OpenAI-compatible server at {base} "
+        "write it 'openai/gpt-oss'; for another provider, PROVIDER/NAME (litellm's providers: "
+        "https://docs.litellm.ai/docs/providers)\n"
+    )
+    assert llmock.requests == []
+    assert seconds < 3  # a Python start and agentfsm's import (about half a second here)
+
+
+def test_a_bare_name_the_map_files_under_openai_is_openai_s_offline() -> None:
+    """``gpt-4o-mini`` is OpenAI's to litellm too: its missing key is named without importing litellm."""
+    env = {k: v for k, v in os.environ.items() if k not in _KEY_VARIABLES}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_LITELLM, "run", "hi", "--model", "gpt-4o-mini"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, "False\n")
+    assert proc.stderr == (
+        "agentfsm: error: OPENAI_API_KEY is not set (model 'gpt-4o-mini'): export it or pass --api-key\n"
+    )
+
+
+_UNKNOWN = (
+    "model 'nosuch/x': 'nosuch' is not a provider litellm knows; its providers are listed at "
+    "https://docs.litellm.ai/docs/providers, and 'openai/NAME' reaches any OpenAI-compatible server"
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "wanted"),
+    [
+        ("nosuch/x", _UNKNOWN),
+        (
+            "antropic/claude-sonnet-4-5",
+            "'antropic' is not a provider litellm knows (did you mean 'anthropic'",
+        ),
+    ],
+)
+def test_an_unknown_provider_exits_2_before_the_run_naming_it(model: str, wanted: str) -> None:
+    proc, _ = agentfsm("run", "hi", "--model", model, "--json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("agentfsm: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert wanted in proc.stderr
+    assert "transition" not in proc.stderr and "Traceback" not in proc.stderr  # no run started

@@ -3,6 +3,7 @@ nothing runs; and a run they cancelled can be resumed from its checkpoint."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 from pty_support import Terminal
 from sandbox_support import require_docker
+
+from agentfsm.cli.parser import build_parser
 
 KEY = "test-key-9c3b1e"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -134,3 +137,133 @@ def test_a_cancelled_run_is_resumed_from_where_it_was(llmock: Any, tmp_path: Pat
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 1)
     assert "already finished" not in resumed.stderr
     assert result["usage"]["llm_calls"] == 1  # the interrupted think was asked again
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`parser` and every subcommand's parser beneath it, however deep."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                found.extend(_parsers(sub))
+    return found
+
+
+def test_no_parser_takes_a_prefix_for_an_option() -> None:
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 10  # the commands, and the sandbox's actions
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["run", "--tool", "x", "hi"], "--tool hi"),  # was taken for --tool-choice, then refused x
+        (["run", "hi", "--tool", "auto"], "--tool auto"),  # was taken for --tool-choice auto
+        (["run", "hi", "--max-step", "3"], "--max-step 3"),
+        (["run", "hi", "--conf", "agentfsm.toml"], "--conf"),  # nor by the configuration's first look
+        (["replay", "trace.jsonl", "--js"], "--js"),
+        (["diagram", "--form", "mermaid"], "--form mermaid"),
+        (["sandbox", "build", "--forc"], "--forc"),
+    ],
+)
+def test_an_option_prefix_is_a_usage_error_not_the_option(
+    argv: list[str], refused: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentfsm.cli import commands
+
+    assert commands.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert f"unrecognized arguments: {refused} " in err, err
+
+
+def test_tool_is_not_taken_for_tool_choice_by_the_command() -> None:
+    proc = agentfsm("run", "hi", "--tool", "auto", "--model", "openai/m", "--api-key", KEY)
+    one_line(proc, "unrecognized arguments: --tool auto")
+    assert "Traceback" not in proc.stderr
+
+
+def _recordings(folder: Path) -> dict[str, Path]:
+    """An agent's trace and checkpoint, and a flow's, of scripted runs."""
+    import asyncio
+
+    from agentfsm import ToolCallAgent
+    from agentfsm.flow import PlanningFlow
+    from agentfsm.testing import ScriptedLLM, reply
+
+    paths = {kind: folder / name for kind, name in [
+        ("trace", "run.trace.jsonl"), ("checkpoint", "run.ckpt.jsonl"),
+        ("flow trace", "flow.trace.jsonl"), ("flow checkpoint", "flow.ckpt.json"),
+    ]}  # fmt: skip
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+
+    async def record() -> None:
+        agent = ToolCallAgent(llm=ScriptedLLM([reply("done")]))
+        await agent.run("go", trace=paths["trace"], checkpoint=paths["checkpoint"])
+        coder = ToolCallAgent(llm=ScriptedLLM([reply("a done")]), name="coder")
+        flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("all done")]))
+        await flow.execute("task", trace=paths["flow trace"], checkpoint=paths["flow checkpoint"])
+
+    asyncio.run(record())
+    return paths
+
+
+def test_a_checkpoint_given_to_replay_and_a_trace_to_resume_say_what_they_are(tmp_path: Path) -> None:
+    """Not "trace schema 2 is not supported": the file's kind, and the command that reads it."""
+    paths = _recordings(tmp_path)
+    for kind in ("checkpoint", "flow checkpoint"):
+        path = paths[kind]
+        described = "an agent's checkpoint" if kind == "checkpoint" else "a flow's checkpoint"
+        for command in (
+            ["replay", str(path)],
+            ["replay", "--step", str(path)],
+            ["diagram", "--trace", str(path)],
+        ):
+            proc = agentfsm(*command)
+            one_line(proc, f"{path} is {described}, not a trace: resume it with `agentfsm resume {path}`")
+            assert "schema" not in proc.stderr
+    for kind in ("trace", "flow trace"):
+        path = paths[kind]
+        described = "an agent's trace" if kind == "trace" else "a flow's trace"
+        proc = agentfsm("resume", str(path))
+        one_line(
+            proc, f"{path} is {described}, not an agent's checkpoint: replay it with `agentfsm replay {path}`"
+        )
+        assert "schema" not in proc.stderr
+
+
+async def test_the_readers_say_what_kind_of_file_they_were_given(tmp_path: Path) -> None:
+    """The Python API's readers say it too, each naming what reads the file instead."""
+    import asyncio
+
+    from agentfsm import ToolCallAgent
+    from agentfsm.agent.replay import replay
+    from agentfsm.errors import CheckpointError, TraceError
+    from agentfsm.flow import PlanningFlow
+    from agentfsm.recording.kinds import file_kind
+    from agentfsm.testing import ScriptedLLM
+
+    paths = await asyncio.to_thread(_recordings, tmp_path)
+    assert {kind: file_kind(path) for kind, path in paths.items()} == {kind: kind for kind in paths}
+    assert file_kind(tmp_path / "missing") is None
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    assert file_kind(tmp_path / "other.json") is None
+
+    with pytest.raises(TraceError, match="is an agent's checkpoint, not a trace: resume it with"):
+        await replay(paths["checkpoint"])
+    with pytest.raises(CheckpointError, match="is an agent's trace, not an agent's checkpoint: replay it"):
+        await ToolCallAgent(llm=ScriptedLLM([])).resume(paths["trace"])
+    with pytest.raises(
+        CheckpointError, match=r"is a flow's checkpoint, not an agent's checkpoint: .* the flow's"
+    ):
+        await ToolCallAgent(llm=ScriptedLLM([])).resume(paths["flow checkpoint"])
+    flow = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=ScriptedLLM([]), name="coder")}, planner_llm=ScriptedLLM([])
+    )
+    with pytest.raises(
+        CheckpointError, match=r"is an agent's checkpoint, not a flow's checkpoint: .* the agent's"
+    ):
+        await flow.resume(checkpoint=paths["checkpoint"])
+    with pytest.raises(CheckpointError, match="is a flow's trace, not a flow's checkpoint: replay it"):
+        await flow.resume(checkpoint=paths["flow trace"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -367,3 +368,75 @@ async def test_a_flow_cancelled_while_its_approver_decides_asks_again_on_resume(
     flow.approve()
     result = await flow.resume()
     assert (result.stop_reason, ran) == ("completed", [1])
+
+
+def _flow_damages(doc: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
+    """Damaged copies of a flow's document, each with what the refusal says is wrong."""
+    coder = doc["agents"]["coder"]
+    memory = coder["memory"]  # empty: the flow paused before its first step
+
+    def agent(**changed: Any) -> dict[str, Any]:
+        return {**doc, "agents": {"coder": {**coder, "memory": {**memory, **changed}}}}
+
+    orphan = {"role": "tool", "content": "x", "tool_call_id": "zz"}
+    return {
+        "tool message answering no pending call": (
+            agent(messages=[{"role": "user", "content": "go"}, orphan]),
+            "the memory of its agent 'coder' does not read back (tool message for call id 'zz' "
+            "answers no pending call",
+        ),
+        "unknown role": (
+            agent(messages=[{"role": "wizard", "content": "go"}]),
+            "(messages.0.role: Input should be 'system', 'user', 'assistant' or 'tool', got 'wizard')",
+        ),
+        "max_messages of 1": (agent(max_messages=1), "(`max_messages` must be at least 2"),
+        "flow state of the wrong shape": (
+            {**doc, "flow_state": {**doc["flow_state"], "replans": "many"}},
+            "its flow state does not read back (replans: Input should be a valid integer",
+        ),
+        "run state of the wrong shape": (
+            {**doc, "run_state": {**doc["run_state"], "step": "x"}},
+            "its run state does not read back (step:",
+        ),
+        "agents not a table": ({**doc, "agents": []}, "its agents is [], not a table"),
+        "agent without memory": ({**doc, "agents": {"coder": 3}}, "its agent 'coder' is 3, not a table"),
+        "llm config not a table": (
+            {**doc, "config": {**doc["config"], "llm": "m"}},
+            "its config's llm is 'm'",
+        ),
+        "a part missing": ({k: v for k, v in doc.items() if k != "flow_state"}, "it lacks flow_state"),
+    }
+
+
+async def test_a_damaged_flow_checkpoint_is_one_checkpoint_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], clean_env: Path
+) -> None:
+    """Each damage is refused by the reader, by `PlanningFlow.resume` and by `agentfsm resume` with
+    the one `CheckpointError` line naming the file and what is wrong, never another exception."""
+    from agentfsm.cli import commands as cli_main
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+
+    path = tmp_path / "flow.json"
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+
+    def flow() -> PlanningFlow:
+        coder = ToolCallAgent(llm=ScriptedLLM([]), name="coder")
+        return PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan]), review=True)
+
+    assert (await flow().execute("task", checkpoint=path)).paused
+    doc = json.loads(path.read_text())
+    for label, (damaged, cause) in _flow_damages(doc).items():
+        broken = tmp_path / f"{label.replace(' ', '-')}.json"
+        broken.write_text(json.dumps(damaged))
+        with pytest.raises(CheckpointError) as refused:
+            read_flow_checkpoint(broken)
+        assert type(refused.value) is CheckpointError, label
+        assert f"the checkpoint {broken} is damaged: " in str(refused.value), (label, refused.value)
+        assert cause in str(refused.value), (label, refused.value)
+        with pytest.raises(CheckpointError, match=re.escape(cause)):
+            await flow().resume(checkpoint=broken)
+        capfd.readouterr()
+        assert cli_main.main(["resume", str(broken)]) == 2, label
+        out, err = capfd.readouterr()
+        assert out == "" and err.count("\n") == 1 and "Traceback" not in err, (label, err)
+        assert cause in err, (label, err)

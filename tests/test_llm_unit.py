@@ -325,6 +325,21 @@ CREDENTIAL_CASES = [
     ("azure/dep", {"api_key": "k", "api_base": "https://r.example"}, None),
     ("ollama_chat/llama3.1", {}, None),
     ("bedrock/anthropic.claude-3", {}, None),
+    # the name's provider, before its key
+    (
+        "gpt-oss",
+        {"api_base": "http://127.0.0.1:8000/v1"},
+        "names no provider: for the OpenAI-compatible "
+        "server at http://127.0.0.1:8000/v1 write it 'openai/gpt-oss'",
+    ),
+    ("gpt-oss", {"api_base": "http://localhost:8000/v1"}, "write it 'openai/gpt-oss'"),
+    ("gpt-oss", {"api_base": "http://10.1.2.3:8000/v1"}, "write it 'openai/gpt-oss'"),
+    ("gpt-oss", {}, "model 'gpt-oss' names no provider: for an OpenAI-compatible server write it"),
+    ("gpt-4o-mini", {}, "OPENAI_API_KEY is not set (model 'gpt-4o-mini')"),  # OpenAI's, as litellm routes it
+    ("gpt-4o-mini", {"api_base": "http://127.0.0.1:4000"}, None),  # a proxy on this machine
+    ("nosuch/x", {}, "model 'nosuch/x': 'nosuch' is not a provider litellm knows;"),
+    ("antropic/claude-sonnet-4-5", {}, "(did you mean 'anthropic'"),
+    ("hosted_vllm/served", {"api_base": "http://127.0.0.1:8000/v1"}, None),  # a provider only litellm knows
 ]
 
 

@@ -10,6 +10,7 @@ unanswered call, and the agent takes its next run.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,9 @@ from conftest import assert_pairs_complete
 from agentfsm.agent import ToolCallAgent
 from agentfsm.agent.replay import replay
 from agentfsm.cli import commands as cli_main
-from agentfsm.errors import RecordingError
+from agentfsm.errors import CheckpointError, RecordingError
 from agentfsm.messages import ToolCall
-from agentfsm.recording.checkpoint import read_checkpoint
+from agentfsm.recording.checkpoint import read_checkpoint, restore
 from agentfsm.recording.trace import read_trace
 from agentfsm.run.events import AgentEvent, ToolCallStarted, Transition
 from agentfsm.testing import ScriptedLLM, reply
@@ -257,6 +258,16 @@ def _damaged(good: list[str]) -> dict[str, list[str] | str]:
     options = {**header, "config": {**header["config"], "max_messages": 7}}  # memory's, not an option
     state = {**record, "run_state": {**record["run_state"], "state": "NOWHERE"}}
     shape = {**record, "run_state": {**record["run_state"], "step": "three"}}
+
+    def memory(**changed: Any) -> str:
+        """The first record, its snapshot of memory changed."""
+        snapshot = record["memory"][0]["memory"]
+        return json.dumps({**record, "memory": [{"op": "snapshot", "memory": {**snapshot, **changed}}]})
+
+    messages = record["memory"][0]["memory"]["messages"]
+    orphan = {"role": "tool", "content": "4", "tool_call_id": "zz"}
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": 7, "name": "add", "arguments": "{}"}]}
+    after = {**record, "memory": [{"op": "drop", "at": 3, "count": 2}]}
     return {
         "empty": "",
         "truncated": good[0][:25],
@@ -273,7 +284,61 @@ def _damaged(good: list[str]) -> dict[str, list[str] | str]:
         "unknown state": [good[0], json.dumps(state)],
         "options differ": [json.dumps(options), good[1]],  # the run's first record: still THINKING
         "another agent class": [json.dumps(other_class), good[1]],
+        # what a journal's memory must hold for `Memory` to take it back (each was a traceback)
+        "tool message answering no pending call": [good[0], memory(messages=[*messages, orphan])],
+        "unknown role": [good[0], memory(messages=[{**messages[0], "role": "wizard"}])],
+        "max_messages of 1": [good[0], memory(max_messages=1)],
+        "max_messages not a number": [good[0], memory(max_messages="many")],
+        "message not an object": [good[0], memory(messages=["go"])],
+        "tool call of the wrong shape": [good[0], memory(messages=[*messages, call])],
+        "request past the messages": [good[0], memory(pinned_index=5)],
+        "request not a user message": [good[0], memory(messages=[{**messages[0], "role": "assistant"}])],
+        "drop past the end": [good[0], good[1], json.dumps(after)],
+        "unknown memory change": [good[0], json.dumps({**record, "memory": [5]})],
+        "negative step": [good[0], json.dumps({**record, "run_state": {**record["run_state"], "step": -1}})],
+        "llm config not a table": [
+            json.dumps({**header, "config": {**header["config"], "llm": "m"}}),
+            good[1],
+        ],
+        "model not a name": [
+            json.dumps({**header, "config": {**header["config"], "llm": {"model": 5}}}),
+            good[1],
+        ],
+        "agent class not a name": [json.dumps({**header, "agent_class": 5}), good[1]],
+        "nested too deeply": [good[0], "[" * 100_000 + "]" * 100_000],
+        "not a checkpoint": '{"a": 1}\n',  # was "checkpoint schema None is not supported"
     }
+
+
+_CAUSES = {
+    "tool message answering no pending call": "its memory does not read back (tool message for call "
+    "id 'zz' answers no pending call (pending: []))",
+    "unknown role": "its memory does not read back (messages.0.role: Input should be 'system', "
+    "'user', 'assistant' or 'tool', got 'wizard')",
+    "max_messages of 1": "its memory does not read back (`max_messages` must be at least 2",
+    "max_messages not a number": "(max_messages: Input should be a valid integer",
+    "message not an object": "(messages.0: Input should be a dictionary or an instance of Message, got 'go')",
+    "tool call of the wrong shape": "(messages.1.tool_calls.0.id: Input should be a valid string, got 7)",
+    "request past the messages": "(its request is message 5, but it holds 1 messages)",
+    "request not a user message": "(a run's request must be a user message, got role 'assistant')",
+    "drop past the end": "line 3 drops 2 messages from 3, but memory holds 1 by then",
+    "unknown memory change": "line 2 holds an unknown memory change 5",
+    "negative step": "its run is at step -1; a run's steps count from 1",
+    "llm config not a table": "its config's llm is 'm', not a table",
+    "model not a name": "its config's llm.model is 5, not a model name",
+    "agent class not a name": "its agent_class is 5, not a class name",
+    "nested too deeply": "line 2 is nested too deeply to read",
+    "run state of the wrong shape": "its run state does not read back (step: Input should be a valid integer",
+}
+"""What the message says is wrong, after "the checkpoint PATH is damaged: " (and before its fix)."""
+
+
+def _write_damaged(tmp_path: Path, lines: list[str]) -> dict[str, Path]:
+    paths = {}
+    for label, damaged in _damaged(lines).items():
+        path = paths[label] = tmp_path / f"{label.replace(' ', '-')}.jsonl"
+        path.write_text(damaged if isinstance(damaged, str) else "\n".join(damaged) + "\n")
+    return paths
 
 
 def test_cli_resume_of_a_damaged_checkpoint_is_one_line_and_exit_2(
@@ -285,15 +350,53 @@ def test_cli_resume_of_a_damaged_checkpoint_is_one_line_and_exit_2(
     good = tmp_path / "good.jsonl"
     assert cli_main.main(["run", "go", "--model", "openai/none", "--checkpoint", str(good)]) == 0
     capfd.readouterr()
-    lines = good.read_text().splitlines()
-    for label, damaged in _damaged(lines).items():
-        path = tmp_path / f"{label.replace(' ', '-')}.jsonl"
-        path.write_text(damaged if isinstance(damaged, str) else "\n".join(damaged) + "\n")
+    for label, path in _write_damaged(tmp_path, good.read_text().splitlines()).items():
         status = cli_main.main(["resume", str(path)])
         _, err = capfd.readouterr()
         assert status == 2, (label, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (label, err)
         assert str(path) in err, (label, err)
+        if label in _CAUSES:
+            assert f"the checkpoint {path} is damaged: " in err and _CAUSES[label] in err, (label, err)
+            assert err.rstrip().endswith("; resume from an intact copy, or start the run again"), err
+        if label == "not a checkpoint":
+            assert f"{path} is not an agentfsm checkpoint: its first line is no checkpoint's header" in err
+
+
+async def test_resume_of_a_damaged_checkpoint_raises_checkpoint_error(tmp_path: Path) -> None:
+    """The Python API refuses each damaged journal with agentfsm's `CheckpointError` (the message
+    the command prints), never pydantic's, memory's or the machine's own exception, and nothing
+    runs: the model is not asked, the agent takes its next run."""
+    good = tmp_path / "good.jsonl"
+    assert (await ToolCallAgent(llm=ScriptedLLM([reply("a")])).run("go", checkpoint=good)).ok
+    for label, path in _write_damaged(tmp_path, good.read_text().splitlines()).items():
+        resumer = ToolCallAgent(llm=ScriptedLLM([]))  # a call to the model would raise
+        with pytest.raises(CheckpointError) as refused:
+            await resumer.resume(path)
+        assert type(refused.value) is CheckpointError, label
+        assert str(path) in str(refused.value) or label in (
+            "options differ",
+            "another agent class",
+            "unknown state",
+        )
+        if label in _CAUSES:
+            assert _CAUSES[label] in str(refused.value), (label, refused.value)
+        assert resumer.fsm_state == "IDLE", label
+        await assert_runs_again(resumer)
+
+
+def test_restore_of_damaged_data_raises_checkpoint_error(tmp_path: Path) -> None:
+    """`restore` checks data given in code as `read_checkpoint` checks a file's."""
+    good = tmp_path / "good.jsonl"
+    ToolCallAgent(llm=ScriptedLLM([reply("a")])).run_sync("go", checkpoint=good)
+    data = read_checkpoint(good)
+    data["run_state"]["state"] = "THINKING"
+    for part, value, cause in [
+        ("memory", {**data["memory"], "max_messages": 1}, "its memory does not read back (`max_messages`"),
+        ("run_state", {**data["run_state"], "usage": 3}, "its run state does not read back (usage:"),
+    ]:
+        with pytest.raises(CheckpointError, match=re.escape(f"the checkpoint is damaged: {cause}")):
+            restore(ToolCallAgent(llm=ScriptedLLM([])), {**data, part: value})
 
 
 def test_cli_resume_without_the_config_of_the_run_rebuilds_its_options(

@@ -29,11 +29,9 @@ Why it is built this way:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from ..agent.approval import with_approval
 from ..agent.awaiting_input import with_input
@@ -117,7 +115,7 @@ def _check_configuration_first(args_list: list[str]) -> None:
         return
     from .config import Settings
 
-    pre = argparse.ArgumentParser(prog=f"{PROG} run", add_help=False)
+    pre = argparse.ArgumentParser(prog=f"{PROG} run", add_help=False, allow_abbrev=False)
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(args_list[1:])
     Settings.load(known.config)
@@ -196,16 +194,18 @@ def _resume(args: argparse.Namespace) -> int:
     `[agent]` does not apply: the run's options are the checkpoint's) and, unless flagged, model."""
     from ..flow.checkpoint import read_flow_checkpoint
     from ..recording.checkpoint import read_checkpoint
+    from ..recording.kinds import file_kind
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
     from .otel import exporting
 
-    flow_data: dict[str, Any] | None = None
-    with contextlib.suppress(CheckpointError):  # not a flow's: an agent's journal (or nothing)
-        flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
-    if flow_data is not None:
+    if file_kind(args.checkpoint) == "flow checkpoint":
+        try:
+            flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
+        except CheckpointError as exc:
+            return usage_error(_about(args.checkpoint, exc))
         return run_flow_command(args, flow_data)
-    try:
+    try:  # an agent's journal, or a file that says what it is instead
         data = read_checkpoint(args.checkpoint, resuming=True)
         kind = recorded_kind(data["agent_class"])
         options = options_class_named(kind).from_json(data["config"])

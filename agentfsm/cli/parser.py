@@ -21,7 +21,17 @@ FLOWS = ("planning",)
 
 class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming what is wrong and where the help is, as every
-    other refusal of the command line is (argparse prints the whole usage block first)."""
+    other refusal of the command line is (argparse prints the whole usage block first).
+
+    Prefix matching is off (``allow_abbrev=False``), here and in every subcommand's parser (they
+    are of this class): argparse would otherwise take an option's prefix for the option, so a
+    mistyped or missing ``--tool x`` would silently set ``--tool-choice``, and adding an option
+    could change what an existing command line means.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")

@@ -47,9 +47,10 @@ from typing import Any, Protocol
 
 from ..errors import CheckpointError
 from ..fsm.machine import MachineTable
-from ..memory import Memory, MemorySnapshot
-from ..recording.checkpoint import config_differences
+from ..memory import Memory
+from ..recording.checkpoint import config_differences, damaged, read_memory, read_run_state
 from ..recording.files import RecordPath, check_writable
+from ..recording.kinds import file_kind, not_a
 from ..recording.lease import Lease
 from ..recording.writer import Batch, RecordWriter
 from ..run.events import AgentEvent, EventListener, Transition
@@ -200,7 +201,21 @@ _PARTS = ("flow", "executors", "reviewing", "config", "run_state", "flow_state",
 
 def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, Any]:
     """The document at `path`; `CheckpointError` naming what is wrong with it. `resuming`: the
-    document a resume continues from: a cancelled flow's is the one before its cancellation."""
+    document a resume continues from: a cancelled flow's is the one before its cancellation.
+
+    What a resume reads of it is checked here (`_checked`): a damaged document is one
+    `CheckpointError` naming the file and the part, never pydantic's or memory's own exception
+    from inside the resume. An agent's checkpoint or a trace given for it is said to be one."""
+    try:
+        return _read(path, resuming)
+    except CheckpointError:
+        found = file_kind(path)
+        if found is not None and found != "flow checkpoint":
+            raise CheckpointError(not_a(path, "flow checkpoint", found)) from None
+        raise
+
+
+def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as source:
             data = json.load(source)
@@ -208,7 +223,7 @@ def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[st
         raise CheckpointError(
             f"no flow checkpoint at {os.fspath(path)!r}; pass the file `execute(checkpoint=...)` wrote"
         ) from None
-    except (ValueError, OSError) as exc:  # not JSON, not text, a directory, unreadable
+    except (ValueError, OSError, RecursionError) as exc:  # not JSON, not text, a directory, too deep
         raise CheckpointError(f"{os.fspath(path)!r} is not a flow checkpoint ({exc})") from None
     document = _checked(path, data)
     if resuming and _cancelled(document) and _RESUME_FROM in document:
@@ -217,17 +232,53 @@ def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[st
 
 
 def _checked(path: RecordPath, data: object) -> dict[str, Any]:
-    """`data`, if it is a flow's document."""
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != FLOW_CHECKPOINT_SCHEMA
-        or not all(k in data for k in _PARTS)
-    ):
+    """`data`, if it is a flow's document, whole: every part a resume reads reads back."""
+    name = os.fspath(path)
+    if not isinstance(data, dict) or not ({"flow", "flow_state"} & set(data)):
         raise CheckpointError(
-            f"{os.fspath(path)!r} is not a flow checkpoint of schema {FLOW_CHECKPOINT_SCHEMA}; "
-            "resume an agent's checkpoint with the agent's `resume`"
+            f"{name!r} is not a flow checkpoint of schema {FLOW_CHECKPOINT_SCHEMA}: "
+            "it is not the JSON document of a flow"
         )
+    if data.get("schema") != FLOW_CHECKPOINT_SCHEMA:
+        raise CheckpointError(
+            f"{name}: flow checkpoint schema {data.get('schema')!r} is not supported; this agentfsm "
+            f"reads schema {FLOW_CHECKPOINT_SCHEMA}; finish that flow with the agentfsm that wrote it, "
+            "or start it again"
+        )
+    missing = [key for key in _PARTS if key not in data]
+    if missing:
+        raise damaged(name, f"it lacks {', '.join(missing)}")
+    kinds = {"flow": str, "reviewing": bool, "executors": list, "config": dict, "agents": dict}
+    for key, kind in kinds.items():
+        if not isinstance(data[key], kind):
+            raise damaged(name, f"its {key} is {data[key]!r}, not {_KIND_NAMES[kind]}")
+    llms = {"llm": data["config"].get("llm")}  # what `agentfsm resume` reads of it: the models
+    agent_configs = data["config"].get("agents") or {}
+    if not isinstance(agent_configs, dict):
+        raise damaged(name, f"its config's agents is {agent_configs!r}, not a table")
+    for agent, recorded in agent_configs.items():
+        config = (recorded.get("config") if isinstance(recorded, dict) else recorded) or {}
+        if not isinstance(config, dict):
+            raise damaged(name, f"its config of agent {agent!r} is {config!r}, not a table")
+        llms[f"agents.{agent}.config.llm"] = config.get("llm")
+    for where, llm in llms.items():
+        if not isinstance(llm or {}, dict):
+            raise damaged(name, f"its config's {where} is {llm!r}, not a table")
+    read_run_state(name, data["run_state"])
+    try:
+        FlowState.model_validate(data["flow_state"])
+    except ValueError as exc:  # pydantic's ValidationError
+        raise damaged(name, "its flow state does not read back", exc) from None
+    for agent, saved in data["agents"].items():
+        if not isinstance(saved, dict) or "memory" not in saved:
+            raise damaged(name, f"its agent {agent!r} is {saved!r}, not a table with its memory")
+        read_memory(name, saved["memory"], what=f"the memory of its agent {agent!r}")
+        if "run_state" in saved:
+            read_run_state(name, saved["run_state"], what=f"the paused run of its agent {agent!r}")
     return data
+
+
+_KIND_NAMES: dict[type, str] = {str: "a name", bool: "true or false", list: "a list", dict: "a table"}
 
 
 def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
@@ -247,20 +298,31 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
             f"{'; '.join(differ)}; build it with the options the checkpoint records "
             "(`agentfsm resume` does), or start the flow again"
         )
-    run_state = RunState.model_validate(data["run_state"])
+    run_state = read_run_state("", data["run_state"])
     if run_state.state not in flow.table.by_name or run_state.state == flow.table.initial:
         raise CheckpointError(
             f"the checkpoint's state {run_state.state!r} is not a state to resume the flow in"
         )
     if run_state.stop_reason is not None:
         run_state.stop_reason = StopReason.of(run_state.stop_reason)
+    try:
+        flow_state = FlowState.model_validate(data["flow_state"])
+    except ValueError as exc:  # pydantic's ValidationError
+        raise damaged("", "its flow state does not read back", exc) from None
+    unknown = sorted(set(data["agents"]) - set(flow.agents))
+    if unknown:
+        raise CheckpointError(
+            f"the checkpoint holds agents {unknown!r} that flow {flow.name!r} has not (its agents: "
+            f"{sorted(flow.agents)!r}); build it as the one that wrote it"
+        )
     flow.run_state = run_state
-    flow.flow_state = FlowState.model_validate(data["flow_state"])
+    flow.flow_state = flow_state
     for name, saved in data["agents"].items():
         agent = flow.agents[name]
-        agent.memory = Memory.from_snapshot(MemorySnapshot.model_validate(saved["memory"]))
+        agent.memory = read_memory("", saved["memory"], what=f"the memory of its agent {name!r}")
         if "run_state" in saved:
-            agent.restore_paused(RunState.model_validate(saved["run_state"]))
+            what = f"the paused run of its agent {name!r}"
+            agent.restore_paused(read_run_state("", saved["run_state"], what=what))
 
 
 def _differences(current: dict[str, Any], recorded: dict[str, Any]) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["ModelCard", "card_for", "is_reasoning_name"]
+__all__ = ["ModelCard", "card_for", "is_reasoning_name", "map_provider"]
 
 _MAP_FILE = "model_prices_and_context_window_backup.json"
 
@@ -76,6 +76,14 @@ def card_for(*names: str, provider: str = "openai") -> ModelCard | None:
             if isinstance(entry, Mapping) and entry.get("litellm_provider") == provider:
                 return _card(entry)
     return None
+
+
+def map_provider(name: str) -> str | None:
+    """The provider litellm's map files the model `name` under, as it is written (a bare
+    ``gpt-4o-mini`` is ``openai``'s), or None when the map does not know the name."""
+    entry = _model_map().get(name)
+    provider = entry.get("litellm_provider") if isinstance(entry, Mapping) else None
+    return provider if isinstance(provider, str) else None
 
 
 def _card(entry: Mapping[str, Any]) -> ModelCard:

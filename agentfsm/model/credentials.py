@@ -6,6 +6,9 @@ set, and the command line exits 2 before any run starts. The check is keyed on t
 name and the options only, so any adapter (litellm's `LLM`, or another speaking the same
 wire) can be checked the same way.
 
+The model's name is checked first (`agentfsm.model.providers`): a bare name that addresses no
+provider, or a prefix that is none, is a `ConfigError` saying what to write instead.
+
 What counts as a credential:
 - ``openai/<name>`` with `api_base` needs none: a local vLLM or llama.cpp server usually takes
   no key, and `LLM` then sends a placeholder (a server that wants a key answers 401, which
@@ -31,6 +34,7 @@ import os
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from .providers import provider_of
 
 __all__ = ["OPENAI_API_BASE", "check_credentials", "check_openai_key", "is_openai_base"]
 
@@ -57,7 +61,9 @@ def check_credentials(
 ) -> None:
     """Raise `ConfigError` naming the environment variable to set when the provider of `model`
     has no credentials; return when it has, or when it cannot be told offline."""
-    provider, _, _ = model.partition("/")
+    provider, slash, _ = model.partition("/")
+    if not slash:  # a bare name: the provider litellm routes it to, or a `ConfigError` saying what to write
+        provider = provider_of(model, api_base=api_base)
     if provider == "openai":
         check_openai_key(model, api_key=api_key, api_base=api_base)
         return
@@ -68,6 +74,8 @@ def check_credentials(
         if api_key or any(os.environ.get(name) for name in variables):
             return
         raise ConfigError(_message(model, list(variables), "api-key"))
+    if slash:
+        provider_of(model, api_base=api_base)  # a prefix litellm knows, else a `ConfigError` naming it
     from .llm import load_litellm
 
     litellm = load_litellm()

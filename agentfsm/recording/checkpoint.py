@@ -63,7 +63,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from ..errors import CheckpointError
+from ..errors import AgentfsmError, CheckpointError, WrongValueError
 from ..memory import ChangeKind, Memory, MemoryChange, MemorySnapshot, MemoryWatch, apply_change
 from ..run.events import (
     AgentEvent,
@@ -79,6 +79,7 @@ from ..run.result import StopReason
 from ..run.state import RunState
 from ..run.view import Recorded
 from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
+from .kinds import file_kind, not_a
 from .lease import Lease
 from .writer import Batch, RecordWriter
 
@@ -88,7 +89,10 @@ __all__ = [
     "Checkpointer",
     "append_record",
     "config_differences",
+    "damaged",
     "read_checkpoint",
+    "read_memory",
+    "read_run_state",
     "restore",
     "write_checkpoint",
 ]
@@ -360,6 +364,10 @@ def _parse(name: str, number: int, line: str) -> dict[str, Any]:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"the checkpoint {name} is not JSON Lines (line {number}: {exc})") from None
+    except RecursionError:  # json's parser recurses: arrays or objects nested thousands deep
+        raise CheckpointError(
+            f"the checkpoint {name} is damaged: line {number} is nested too deeply to read; {_FIX}"
+        ) from None
     if not isinstance(record, dict):
         raise CheckpointError(f"the checkpoint {name} is not JSON Lines of objects (line {number})")
     return record
@@ -374,7 +382,24 @@ def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, An
     add up to) and ``written_at``. A last line without its newline (a write
     cut short) is ignored. `resuming`: the state a resume continues from, where
     the record of a cancellation is left out (see `_cancellation`).
+
+    Everything a resume reads is checked here (`_check`), so that a damaged
+    journal is one `CheckpointError` naming the file and what is wrong with it,
+    never another library's exception from deep inside the resume: the run
+    state and memory read back as the engine's types, memory's invariants hold
+    (every tool message answers a call, a limit of at least two messages).
+    A trace or a flow's checkpoint given for it is said to be one.
     """
+    try:
+        return _read(path, resuming)
+    except CheckpointError:
+        found = file_kind(path)
+        if found is not None and found != "checkpoint":
+            raise CheckpointError(not_a(path, "checkpoint", found)) from None
+        raise
+
+
+def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
     name = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as source:
@@ -395,6 +420,11 @@ def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, An
             ) from None
     else:
         header = _parse(name, 1, lines[0])
+    if header.get("kind") != "header" and "schema" not in header:  # no checkpoint of any schema
+        raise CheckpointError(
+            f"{name} is not an agentfsm checkpoint: its first line is no checkpoint's header; "
+            "pass the file a run's --checkpoint wrote"
+        )
     if header.get("schema") != CHECKPOINT_SCHEMA:
         raise _schema_error(name, header.get("schema"))
     if header.get("kind") != "header":
@@ -406,20 +436,83 @@ def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, An
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         if isinstance(exc, CheckpointError):
             raise
-        raise CheckpointError(
-            f"the checkpoint {name} is damaged ({type(exc).__name__}: {exc}); "
-            "resume from an intact copy, or start the run again"
-        ) from None
-    if not isinstance(data["config"], dict):
-        raise CheckpointError(f"the checkpoint {name} is damaged: its config is not a table")
-    try:
-        RunState.model_validate(data["run_state"])
-    except ValueError as exc:  # pydantic's ValidationError
-        problem = str(exc).splitlines()[1:3]
-        raise CheckpointError(
-            f"the checkpoint {name} is damaged: its run state does not read back ({'; '.join(problem)})"
-        ) from None
+        raise damaged(name, "its records do not replay", exc) from None
+    _check(name, data)
     return data
+
+
+_FIX = "resume from an intact copy, or start the run again"
+
+
+def damaged(name: str, what: str, exc: BaseException | None = None) -> CheckpointError:
+    """The one line for a damaged checkpoint (an agent's or a flow's): the file `name` (empty: data
+    given in code), `what` is wrong, the cause `exc` in a few words, and the fix."""
+    cause = f" ({_cause(exc)})" if exc is not None else ""
+    subject = f"the checkpoint {name}" if name else "the checkpoint"
+    return CheckpointError(f"{subject} is damaged: {what}{cause}; {_FIX}")
+
+
+def _cause(exc: BaseException) -> str:
+    """`exc` in a few words: pydantic's first error (where, what, the value), an agentfsm error's
+    problem without its fix (which is for code that calls the API, not for a file), else its
+    type and message."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic's ValidationError
+        found = errors(include_url=False)
+        first = found[0]
+        where = ".".join(str(part) for part in first["loc"])
+        value = first.get("input")
+        text = repr(value) if value is None or isinstance(value, str | int | float | bool) else ""
+        shown = f", got {text if len(text) <= 60 else text[:57] + '...'}" if text else ""
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return f"{where}: {first['msg']}{shown}{more}"
+    if isinstance(exc, AgentfsmError):
+        return " ".join(str(exc).split("; ")[0].split())
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _check(name: str, data: dict[str, Any]) -> None:
+    """Refuse (`CheckpointError`) a replayed journal a resume could not put back whole."""
+    if not isinstance(data["agent_class"], str):
+        raise damaged(name, f"its agent_class is {data['agent_class']!r}, not a class name")
+    config = data["config"]
+    if not isinstance(config, dict):
+        raise damaged(name, "its config is not a table")
+    llm = config.get("llm", {})
+    if not isinstance(llm, dict):
+        raise damaged(name, f"its config's llm is {llm!r}, not a table")
+    model = llm.get("model")
+    if model is not None and not isinstance(model, str):
+        raise damaged(name, f"its config's llm.model is {model!r}, not a model name")
+    run_state = read_run_state(name, data["run_state"])
+    if run_state.step < 1:
+        raise damaged(name, f"its run is at step {run_state.step!r}; a run's steps count from 1")
+    read_memory(name, data["memory"])
+
+
+def read_run_state(name: str, dump: Any, *, what: str = "its run state") -> RunState:
+    """The `RunState` a checkpoint's dump reads back as; else `CheckpointError` naming the
+    checkpoint `name` (a path; empty: data given in code) and `what` does not read back."""
+    try:
+        return RunState.model_validate(dump)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise damaged(name, f"{what} does not read back", exc) from None
+
+
+def read_memory(name: str, dump: Any, *, what: str = "its memory") -> Memory:
+    """The `Memory` a checkpoint's dump of it reads back as, its invariants checked as any memory's
+    (a tool message answers a pending call, the limit is at least 2); else `CheckpointError` as
+    `read_run_state`'s."""
+    try:
+        snapshot = MemorySnapshot.model_validate(dump)
+        pinned = snapshot.pinned_index
+        if pinned is not None and not 0 <= pinned < len(snapshot.messages):
+            raise WrongValueError(
+                f"its request is message {pinned}, but it holds {len(snapshot.messages)} messages"
+            )
+        return Memory.from_snapshot(snapshot)
+    except ValueError as exc:  # pydantic's ValidationError, ConfigError, WrongValueError
+        raise damaged(name, f"{what} does not read back", exc) from None
 
 
 def _cancellation(record: dict[str, Any]) -> bool:
@@ -461,9 +554,18 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
                 max_messages = snapshot["max_messages"]
             elif isinstance(op, str) and op in _CHANGES:
                 message, at, count = change.get("message"), change.get("at", 0), change.get("count", 0)
+                whole = (
+                    isinstance(at, int) and isinstance(count, int) and 0 <= at < at + count <= len(messages)
+                )
+                if op == "drop" and not whole:  # a drop that slicing would take quietly
+                    raise damaged(
+                        name,
+                        f"line {number} drops {count!r} messages from {at!r}, "
+                        f"but memory holds {len(messages)} by then",
+                    )
                 pinned = apply_change(messages, pinned, _CHANGES[op], message, at=at, count=count)
             else:
-                raise CheckpointError(f"{name}:{number}: unknown memory change {change!r}")
+                raise damaged(name, f"line {number} holds an unknown memory change {change!r}")
     if records == 0:
         raise CheckpointError(f"the checkpoint {name} holds no whole record (its first write was cut short)")
     data = {
@@ -509,7 +611,7 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
             f"these options differ: {', '.join(differ)}; build it with the options the checkpoint "
             "records (`agentfsm resume` does), or start the run again"
         )
-    run_state = RunState.model_validate(data["run_state"])
+    run_state = read_run_state("", data["run_state"])
     if run_state.state == agent.table.initial:
         raise CheckpointError("the checkpoint's run has not started; there is nothing to resume")
     if run_state.state not in agent.table.by_name:
@@ -518,5 +620,5 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
         )
     if run_state.stop_reason is not None:
         run_state.stop_reason = StopReason.of(run_state.stop_reason)
-    agent.memory = Memory.from_snapshot(MemorySnapshot.model_validate(data["memory"]))
+    agent.memory = read_memory("", data["memory"])
     agent.run_state = run_state

@@ -74,6 +74,7 @@ from ..run.result import RunResult
 from ..run.state import Decision
 from ..run.view import Recorded
 from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
+from .kinds import file_kind, not_a
 
 __all__ = [
     "TRACE_SCHEMA",
@@ -367,7 +368,18 @@ class _Numbering:
 
 def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
     """The records of the trace at `path` with their line numbers, checked for the header and schema;
-    a last line cut mid-write (a crash) is dropped."""
+    a last line cut mid-write (a crash) is dropped. A checkpoint given for a trace is said to be one
+    (`agentfsm.recording.kinds`), not a trace of another schema."""
+    try:
+        return _records(path)
+    except TraceError:
+        found = file_kind(path)
+        if found in ("checkpoint", "flow checkpoint"):
+            raise TraceError(not_a(path, "trace", found)) from None
+        raise
+
+
+def _records(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
