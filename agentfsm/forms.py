@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import WrongValueError
+
 __all__ = ["FormField", "form_fields", "with_defaults"]
 
 _TRUE = {"y", "yes", "true", "1", "on"}
@@ -87,7 +89,7 @@ class FormField:
 
     def read(self, text: str) -> Any:
         """The value typed as `text` (a choice by its number, value or label; a multiple
-        choice as a comma-separated list of them): `ValueError` saying why it is none, or
+        choice as a comma-separated list of them): `WrongValueError` saying why it is none, or
         why it does not fit the field (`problem`)."""
         if self.multiple:
             parts = [part.strip() for part in text.split(",") if part.strip()]
@@ -98,7 +100,7 @@ class FormField:
             value = self._typed(text)
         problem = self.problem(value)
         if problem is not None:
-            raise ValueError(problem)
+            raise WrongValueError(problem)
         return value
 
     def _choice(self, text: str) -> Any:
@@ -112,7 +114,7 @@ class FormField:
         if len(folded) == 1:
             return folded[0]
         shown = ", ".join(f"{number} {label}" for number, (_, label) in enumerate(choices, 1))
-        raise ValueError(f"{text!r} is not one of the choices of {self.title}: {shown}")
+        raise WrongValueError(f"{text!r} is not one of the choices of {self.title}: {shown}")
 
     def _typed(self, text: str) -> Any:
         kind = self.kind
@@ -122,13 +124,13 @@ class FormField:
             if kind == "number":
                 return float(text)
         except ValueError:
-            raise ValueError(f"{text!r} is not a{'n' if kind == 'integer' else ''} {kind}") from None
+            raise WrongValueError(f"{text!r} is not a{'n' if kind == 'integer' else ''} {kind}") from None
         if kind == "boolean":
             if text.lower() in _TRUE:
                 return True
             if text.lower() in _FALSE:
                 return False
-            raise ValueError(f"{text!r} is not a boolean: answer y or n")
+            raise WrongValueError(f"{text!r} is not a boolean: answer y or n")
         return text
 
     def problem(self, value: Any) -> str | None:
