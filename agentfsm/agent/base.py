@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, aclosing, nullcontext
 from typing import Any, Self
 
@@ -384,7 +384,10 @@ class BaseAgent(DrivenModel, ABC):
         self._take_deps(deps)
         lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
         try:
-            restore(self, read_checkpoint(checkpoint, resuming=True))
+            data = read_checkpoint(checkpoint, resuming=True)
+            if isinstance(data["config"], dict):
+                self.prepare_resume(data["config"])
+            restore(self, data)
             driver = self._new_run(checkpoint, lease)
         except BaseException:
             lease.release()
@@ -400,6 +403,11 @@ class BaseAgent(DrivenModel, ABC):
                 "pass the checkpoint file of the run to continue"
             )
         return self._run
+
+    def prepare_resume(self, config: Mapping[str, Any]) -> None:
+        """Before a run is restored from a checkpoint whose configuration is `config`: set the
+        agent's parts up as the run had them (Manus: the sandbox its commands ran in), or
+        `CheckpointError`. Nothing to do here."""
 
     def restore_paused(self, run_state: RunState) -> None:
         """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's

@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
     _model_options(resume)
     _mcp_server_option(resume)  # a run's servers are the configuration's: give them again to resume
+    resume.add_argument(
+        "--sandbox",
+        choices=("docker", "local"),
+        help="where Manus's commands run from now on (default: where the checkpoint says they ran; "
+        "local runs a Docker run's commands on this machine, without its limits)",
+    )
     _output_options(resume)
 
     debug = commands.add_parser(
