@@ -385,3 +385,33 @@ def test_the_library_resume_of_a_docker_run_goes_on_in_docker(tmp_path: Path, ot
     assert (settings.mode, settings.image) == ("docker", other_image)
     [(first_host, _), (host_name, cwd)] = where(read_checkpoint(checkpoint)["memory"]["messages"])
     assert cwd == "/workspace" and host_name not in (socket.gethostname(), first_host)
+
+
+async def test_a_flow_resumed_from_its_checkpoint_runs_its_manus_where_the_checkpoint_says(
+    tmp_path: Path,
+) -> None:
+    """Paused for plan review (nothing ran yet): the new flow's Manus, built with the defaults,
+    takes up the recorded sandbox when the flow is restored."""
+    from agentfsm.flow import PlanningFlow
+
+    held, path = tmp_path / "held.json", tmp_path / "flow.json"
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+    recorded = SandboxSettings(mode="docker", image="agentfsm-recorded:flow")
+
+    def flow(planner: ScriptedLLM, sandbox: SandboxSettings | None) -> PlanningFlow:
+        coder = Manus(llm=ScriptedLLM([]), sandbox=sandbox, name="coder")
+        return PlanningFlow(agents={"coder": coder}, planner_llm=planner, review=True)
+
+    first = flow(ScriptedLLM([plan]), recorded)
+    assert (await first.execute("task", checkpoint=held)).paused
+    shutil.copy(held, path)  # as a process killed in the pause left it: nobody holds it
+    saved = json.loads(path.read_text())
+    assert saved["config"]["agents"]["coder"]["config"]["sandbox"] == {
+        "kind": "docker",
+        "image": "agentfsm-recorded:flow",
+    }
+    again = flow(ScriptedLLM([]), None)
+    assert (await again.resume(checkpoint=path)).paused
+    coder = again.agents["coder"]
+    assert isinstance(coder, Manus)
+    assert (coder.session.settings.mode, coder.session.settings.image) == ("docker", "agentfsm-recorded:flow")
