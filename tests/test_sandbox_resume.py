@@ -284,6 +284,7 @@ def test_a_run_checkpointed_in_docker_resumes_in_docker_with_its_image_or_stops_
         assert no_engine in line and line.endswith(
             "or pass --sandbox local to run its commands on this machine"
         )
+        assert "mode = 'local'" not in line  # the engine's own hint, which a resume does not take
         # A configured mode = "local" is not the word to move this run to the host.
         patch.setenv("AGENTFSM_SANDBOX__MODE", "local")
         assert cli_main.main(["resume", str(refused)]) == 2

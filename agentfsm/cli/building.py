@@ -179,6 +179,8 @@ def resumed_sandbox(
     if record.kind == "docker" and resumed.mode == "docker":
         problem = docker_unavailable(resumed.image)
         if problem is not None:
+            for hint in (", or set [sandbox] mode = 'local'", " (or set [sandbox] mode = 'local')"):
+                problem = problem.removesuffix(hint)  # a resume takes --sandbox local for that
             raise ConfigError(
                 f"{path}: the run used {record.describe()}, but {problem.rstrip('.')}; resume it where "
                 "that engine and image are, or pass --sandbox local to run its commands on this machine"
