@@ -261,10 +261,12 @@ class BaseAgent(DrivenModel, ABC):
         checkpoint, if it had one, keeps being written, and `trace` (the run's trace file)
         is appended to. From a `checkpoint` file (written by `run(..., checkpoint=...)`),
         the agent must be built as the one that wrote it (same class and options; the
-        model may differ), else `CheckpointError`; `trace` is not accepted there, since a
-        trace starts at a run's `start` edge. A finished run's checkpoint gives back its
-        result and runs nothing. `deps`: the run's dependencies (None: a paused run keeps those
-        it was given; a run from a checkpoint has none unless given).
+        model may differ), else `CheckpointError`; its parts are set up as the run had them
+        first (`prepare_resume`: Manus runs its commands in the sandbox the checkpoint
+        records); `trace` is not accepted there, since a trace starts at a run's `start` edge.
+        A finished run's checkpoint gives back its result and runs nothing. `deps`: the run's
+        dependencies (None: a paused run keeps those it was given; a run from a checkpoint has
+        none unless given).
         """
         if checkpoint is not None and trace is not None:
             raise WrongValueError(

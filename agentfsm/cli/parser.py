@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     build = sandbox_actions.add_parser(
         "build",
         help="build the sandbox image without a registry (needs root, debootstrap, docker)",
-        description="Build agentfsm-sandbox:bookworm without any image registry: a minimal Debian root "
+        description="Build agentfsm-sandbox:bookworm, the default [sandbox] image of every command, "
+        "without any image registry: a minimal Debian root "
         "with Python, made by debootstrap from the mirror apt uses, imported into Docker (about a "
         "minute; kept, so later runs are instant). Needs root, debootstrap and a Docker engine.",
     )
