@@ -416,3 +416,24 @@ async def test_a_flow_resumed_from_its_checkpoint_runs_its_manus_where_the_check
     coder = again.agents["coder"]
     assert isinstance(coder, Manus)
     assert (coder.session.settings.mode, coder.session.settings.image) == ("docker", "agentfsm-recorded:flow")
+
+
+def test_resume_sandbox_flag_is_refused_for_an_agent_without_a_sandbox(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    ctrl_c_delivered: None,
+) -> None:
+    path = tmp_path / "toolcall.jsonl"
+
+    async def interrupted(request: ModelRequest) -> Any:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(config, "build_llm", lambda settings: FunctionLLM(interrupted))
+    assert cli_main.main(["run", "t", "--model", "openai/unused", "--checkpoint", str(path)]) == 130
+    capsys.readouterr()
+    assert "sandbox" not in read_checkpoint(path)["config"]
+    assert cli_main.main(["resume", str(path), "--sandbox", "local"]) == 2
+    [line] = stderr_lines(capsys.readouterr().err)
+    assert line.endswith("this is a toolcall agent's checkpoint, which runs none: drop --sandbox")

@@ -216,6 +216,11 @@ def _resume(args: argparse.Namespace) -> int:
         record = SandboxRecord.from_config(data["config"])
     except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
         return usage_error(_about(args.checkpoint, exc))
+    if args.sandbox is not None and kind != "manus":
+        return usage_error(
+            f"{args.checkpoint}: --sandbox says where Manus's commands run; this is a {kind} agent's "
+            "checkpoint, which runs none: drop --sandbox"
+        )
     flags_llm = flags_given(args, LLMSettings.model_fields)
     recorded_model = (data["config"].get("llm") or {}).get("model")
     if "model" not in flags_llm and recorded_model:
