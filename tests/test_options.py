@@ -50,7 +50,8 @@ def test_trace_config_keys_are_the_options_fields_and_the_agents_parts() -> None
     tool_calling = ToolCallAgent(llm=ScriptedLLM([])).trace_config()
     assert set(tool_calling) == names(ToolCallOptions) | {"max_messages", "llm", "tools"}
     manus = Manus(llm=ScriptedLLM([]), sandbox=LOCAL).trace_config()
-    assert set(manus) == names(ManusOptions) | {"max_messages", "llm", "tools"}
+    assert set(manus) == names(ManusOptions) | {"max_messages", "llm", "tools", "sandbox"}
+    assert manus["sandbox"] == {"kind": "local"}  # where its commands run, for a resume
 
 
 def test_each_agent_keeps_its_record_and_reads_its_options_from_it() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, aclosing, nullcontext
 from typing import Any, Self
 
@@ -261,10 +261,12 @@ class BaseAgent(DrivenModel, ABC):
         checkpoint, if it had one, keeps being written, and `trace` (the run's trace file)
         is appended to. From a `checkpoint` file (written by `run(..., checkpoint=...)`),
         the agent must be built as the one that wrote it (same class and options; the
-        model may differ), else `CheckpointError`; `trace` is not accepted there, since a
-        trace starts at a run's `start` edge. A finished run's checkpoint gives back its
-        result and runs nothing. `deps`: the run's dependencies (None: a paused run keeps those
-        it was given; a run from a checkpoint has none unless given).
+        model may differ), else `CheckpointError`; its parts are set up as the run had them
+        first (`prepare_resume`: Manus runs its commands in the sandbox the checkpoint
+        records); `trace` is not accepted there, since a trace starts at a run's `start` edge.
+        A finished run's checkpoint gives back its result and runs nothing. `deps`: the run's
+        dependencies (None: a paused run keeps those it was given; a run from a checkpoint has
+        none unless given).
         """
         if checkpoint is not None and trace is not None:
             raise WrongValueError(
@@ -384,7 +386,10 @@ class BaseAgent(DrivenModel, ABC):
         self._take_deps(deps)
         lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
         try:
-            restore(self, read_checkpoint(checkpoint, resuming=True))
+            data = read_checkpoint(checkpoint, resuming=True)
+            if isinstance(data["config"], dict):
+                self.prepare_resume(data["config"])
+            restore(self, data)
             driver = self._new_run(checkpoint, lease)
         except BaseException:
             lease.release()
@@ -400,6 +405,11 @@ class BaseAgent(DrivenModel, ABC):
                 "pass the checkpoint file of the run to continue"
             )
         return self._run
+
+    def prepare_resume(self, config: Mapping[str, Any]) -> None:
+        """Before a run is restored from a checkpoint whose configuration is `config`: set the
+        agent's parts up as the run had them (Manus: the sandbox its commands ran in), or
+        `CheckpointError`. Nothing to do here."""
 
     def restore_paused(self, run_state: RunState) -> None:
         """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's

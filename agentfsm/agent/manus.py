@@ -239,16 +239,29 @@ class Manus(ToolCallAgent):
         session = self.session
         if session.active:
             return (await session.get()).workspace  # exists already: nothing is made
-        settings = session.settings
-        if settings.mode == "docker":
+        settings, record = session.settings, session.record
+        if record is not None and record.kind == "docker":
             return settings.workspace
-        if settings.mode == "local" and settings.local_dir is not None:
+        if record is not None and settings.local_dir is not None:
             return os.path.realpath(settings.local_dir)
         return UNKNOWN_WORKSPACE
 
     def trace_config(self) -> dict[str, Any]:
+        """`ToolCallAgent`'s, with ``sandbox``: where the commands run (kind, and Docker's image), once
+        known, so a resume of the checkpoint runs them there too (`prepare_resume`)."""
         config = super().trace_config()
+        record = self.session.record
+        if record is not None:
+            config["sandbox"] = record.to_json()
         return self.mcp_servers.recorded(config) if self.mcp_servers.connections else config
+
+    def prepare_resume(self, config: Mapping[str, Any]) -> None:
+        """Resume in the sandbox the checkpoint records (`agentfsm.sandbox.record.resumed_settings`):
+        a run that used Docker goes on in Docker, with its image, never on the host unless this
+        agent's sandbox is ``mode = "local"`` outright."""
+        from ..sandbox.record import SandboxRecord
+
+        self.session.resume_from(SandboxRecord.from_config(config))
 
     async def on_run_end(self, result: RunResult) -> None:
         """Destroy the sandbox unless it is kept alive and the run finished well; close the

@@ -1,6 +1,11 @@
 """The command line's agents: each built from the configuration and the flags, its credentials
 checked offline and its sandbox's preconditions met before anything runs (`run`, `resume`,
-`run --flow`, `mcp-serve` build theirs the same way)."""
+`run --flow`, `mcp-serve` build theirs the same way).
+
+Manus's sandbox is decided here, before the run: ``mode = "docker"`` without an engine or the
+image is refused; ``auto`` becomes Docker where it can run, else the host, said in one line on
+stderr; a resume runs where its checkpoint says (`resumed_sandbox`). The session then never
+decides again, so nothing moves to the host after that line."""
 
 from __future__ import annotations
 
@@ -13,10 +18,13 @@ from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError
 from ..model.base import ChatModel
 from ..toolbox.terminate import Terminate
+from .output import warning
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
     from ..mcp.settings import MCPServerSettings
+    from ..sandbox.record import SandboxRecord
+    from ..sandbox.settings import SandboxSettings
     from .config import Settings
 
 
@@ -57,11 +65,13 @@ def build_agent(
     *,
     mcp_servers: Mapping[str, MCPServerSettings] | None = None,
     terminal: bool = True,
+    sandbox: SandboxSettings | None = None,
 ) -> ToolCallAgent:
     """The agent `name` with `options`; calls that need approval are asked about on the terminal
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents). Manus and the browser agent browse by the `[browser]`
-    settings."""
+    settings. `sandbox`: Manus's, decided already (`resumed_sandbox`, or an earlier agent's),
+    used as it is; None: `command_sandbox` decides the configured one."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
@@ -72,7 +82,7 @@ def build_agent(
         ask = ask_on_terminal if terminal and terminal_available() else None
         agent = Manus(
             llm=llm,
-            sandbox=settings.sandbox,
+            sandbox=sandbox or command_sandbox(settings.sandbox),
             browser=settings.browser,
             ask_human=ask,
             mcp_servers=servers,
@@ -106,8 +116,6 @@ def build_agent(
             f"require_approval names tools the {name} agent does not have: {', '.join(unknown)}; "
             f"its tools: {', '.join(agent.tools.names)}"
         )
-    if name == "manus" and settings.sandbox.mode == "docker":
-        check_docker_sandbox(settings.sandbox.image)
     if agent.approval_names and terminal:
         agent.approver = TerminalApprover()
     if servers:  # an MCP server may ask for input: the person at the terminal answers
@@ -123,6 +131,69 @@ def check_docker_sandbox(image: str) -> None:
     problem = docker_unavailable(image)
     if problem is not None:
         raise ConfigError(f'[sandbox] mode = "docker", but {problem}')
+
+
+def command_sandbox(sandbox: SandboxSettings) -> SandboxSettings:
+    """The sandbox a command's Manus runs in, decided before its first command: ``docker`` as
+    checked by `check_docker_sandbox`; ``auto`` made ``docker`` where that can run, else
+    ``local`` with one line on stderr saying so and how to require Docker. Blocking (it asks the
+    engine): before the event loop starts."""
+    from ..sandbox.session import docker_unavailable
+
+    if sandbox.mode == "local":
+        return sandbox
+    if sandbox.mode == "docker":
+        check_docker_sandbox(sandbox.image)
+        return sandbox
+    problem = docker_unavailable(sandbox.image)
+    if problem is None:
+        return sandbox.model_copy(update={"mode": "docker"})
+    warning(
+        f"no Docker sandbox ({problem.rstrip('.')}); Manus's commands run on this machine, without "
+        'memory, process or network limits: set [sandbox] mode = "docker" to require Docker'
+    )
+    return sandbox.model_copy(update={"mode": "local"})
+
+
+def resumed_sandbox(
+    path: str, sandbox: SandboxSettings, record: SandboxRecord | None, flag: str | None
+) -> SandboxSettings:
+    """The sandbox `agentfsm resume` runs a Manus checkpoint in: where the checkpoint's `record`
+    says (`resumed_settings`), with the configured limits. A run that used Docker goes on in
+    Docker with its image, or is refused (`ConfigError`, exit 2) naming the image and the fix;
+    only `flag` ``--sandbox local`` moves it to this machine (said on stderr), not a
+    configured ``mode = "local"``, which may predate the run. No record: as `run` decides."""
+    from ..sandbox.record import resumed_settings
+    from ..sandbox.session import docker_unavailable
+
+    if flag is not None:
+        sandbox = sandbox.model_copy(update={"mode": flag})
+    elif record is not None and record.kind == "docker" and sandbox.mode == "local":
+        raise ConfigError(
+            f"{path}: the run used {record.describe()}, but [sandbox] mode = 'local': pass --sandbox "
+            "docker to resume it there, or --sandbox local to run its commands on this machine"
+        )
+    resumed = resumed_settings(sandbox, record)
+    if record is None:
+        return command_sandbox(resumed)
+    if record.kind == "docker" and resumed.mode == "docker":
+        problem = docker_unavailable(resumed.image)
+        if problem is not None:
+            for hint in (", or set [sandbox] mode = 'local'", " (or set [sandbox] mode = 'local')"):
+                problem = problem.removesuffix(hint)  # a resume takes --sandbox local for that
+            raise ConfigError(
+                f"{path}: the run used {record.describe()}, but {problem.rstrip('.')}; resume it where "
+                "that engine and image are, or pass --sandbox local to run its commands on this machine"
+            )
+        return resumed
+    if resumed.mode == "local":
+        how = ", as --sandbox local asks" if flag else ": pass --sandbox docker to resume it in Docker"
+        warning(
+            f"{path}: the run used {record.describe()}; its commands run on this machine, without "
+            f"memory, process or network limits{how}"
+        )
+        return resumed
+    return command_sandbox(resumed)  # a local run resumed with --sandbox docker
 
 
 def recorded_kind(agent_class: object) -> str:

@@ -50,6 +50,7 @@ from .building import (
     mcp_server_settings,
     options_class_named,
     recorded_kind,
+    resumed_sandbox,
 )
 from .driving import drive, log_level, log_stream, terminal_view
 from .flow_command import run_flow_command
@@ -191,7 +192,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     """Rebuild the agent that wrote the checkpoint, then resume it: its recorded options (the file's
-    `[agent]` does not apply: the run's options are the checkpoint's) and, unless flagged, model."""
+    `[agent]` does not apply: the run's options are the checkpoint's), its recorded sandbox (unless
+    ``--sandbox``) and, unless flagged, model."""
     from ..flow.checkpoint import read_flow_checkpoint
     from ..recording.checkpoint import read_checkpoint
     from ..recording.kinds import file_kind
@@ -205,12 +207,20 @@ def _resume(args: argparse.Namespace) -> int:
         except CheckpointError as exc:
             return usage_error(_about(args.checkpoint, exc))
         return run_flow_command(args, flow_data)
+    from ..sandbox.record import SandboxRecord
+
     try:  # an agent's journal, or a file that says what it is instead
         data = read_checkpoint(args.checkpoint, resuming=True)
         kind = recorded_kind(data["agent_class"])
         options = options_class_named(kind).from_json(data["config"])
+        record = SandboxRecord.from_config(data["config"])
     except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
         return usage_error(_about(args.checkpoint, exc))
+    if args.sandbox is not None and kind != "manus":
+        return usage_error(
+            f"{args.checkpoint}: --sandbox says where Manus's commands run; this is a {kind} agent's "
+            "checkpoint, which runs none: drop --sandbox"
+        )
     flags_llm = flags_given(args, LLMSettings.model_fields)
     recorded_model = (data["config"].get("llm") or {}).get("model")
     if "model" not in flags_llm and recorded_model:
@@ -221,7 +231,10 @@ def _resume(args: argparse.Namespace) -> int:
         llm = build_llm(llm_settings)
         check_model_credentials(llm)
         servers = mcp_server_settings(settings, args.mcp_servers) if kind in ("mcp", "manus") else None
-        agent = build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers)
+        sandbox = None
+        if kind == "manus":  # where the run's commands ran: in Docker it goes on in Docker, or stops
+            sandbox = resumed_sandbox(args.checkpoint, settings.sandbox, record, args.sandbox)
+        agent = build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers, sandbox=sandbox)
         spans = exporting(settings.telemetry, False)  # [telemetry] enabled: the resumed run's spans
     except ValueError as exc:
         return usage_error(str(exc))

@@ -3,10 +3,11 @@
 Why a scripted model: the demo must run anywhere (no key, no network) and
 always show the same run, yet everything except the model is real: the
 tools validate their arguments and run in a real sandbox — a hardened Docker
-container when an engine and an image are there, else a temporary local
-workspace — and the machine fires the same edges, guards and events as with
-a provider. The command (`agentfsm.cli.commands`) shows each edge as it
-happens with `output.format_transition`.
+container of the default image (`DEFAULT_IMAGE`, the one every command uses)
+when an engine and that image are there, else a temporary local workspace —
+and the machine fires the same edges, guards and events as with a provider.
+The command (`agentfsm.cli.commands`) shows each edge as it happens with
+`output.format_transition`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ with open("squares.txt", "w") as out:
     out.write(" ".join(map(str, squares)) + "\\n")
 print(f"wrote {len(squares)} squares, the last is {squares[-1]}")
 """
-BUILT_IMAGE = "agentfsm-sandbox:bookworm"
-"""The image `agentfsm sandbox build` builds without a registry; tried before upstream's."""
+BUILT_IMAGE = DEFAULT_IMAGE
+"""The image `agentfsm sandbox build` builds without a registry: the one default of every command."""
 
 
 def _script() -> ScriptedLLM:
@@ -49,19 +50,18 @@ def _script() -> ScriptedLLM:
 
 
 def demo_sandbox() -> tuple[SandboxSettings, str]:
-    """The sandbox to run the demo in, and a line saying which: Docker if it can run here, else local.
+    """The sandbox to run the demo in, and a line saying which: Docker (the default image, as every
+    command uses) if it can run here, else local.
 
     Blocking (it asks the Docker engine): call it before the event loop starts.
     """
-    reason = "no image"
-    for image in dict.fromkeys((BUILT_IMAGE, DEFAULT_IMAGE)):
-        reason = docker_unavailable(image) or ""
-        if not reason:
-            settings = SandboxSettings(mode="docker", image=image)
-            return settings, (
-                f"docker, image {image} (no network, {settings.memory} memory, {settings.cpus:g} CPU, "
-                f"{settings.pids_limit} processes, read-only root)"
-            )
+    settings = SandboxSettings(mode="docker")
+    reason = docker_unavailable(settings.image)
+    if reason is None:
+        return settings, (
+            f"docker, image {settings.image} (no network, {settings.memory} memory, {settings.cpus:g} CPU, "
+            f"{settings.pids_limit} processes, read-only root)"
+        )
     return SandboxSettings(mode="local"), (
         f"local, a temporary directory on this machine (no Docker sandbox: {reason})"
     )

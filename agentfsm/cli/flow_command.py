@@ -26,7 +26,7 @@ from .parser import PROG
 if TYPE_CHECKING:
     from ..flow.flow import PlanningFlow
     from ..flow.result import FlowResult
-from .building import build_agent, check_model_credentials, flags_given, options_class_named
+from .building import build_agent, check_model_credentials, flags_given, options_class_named, resumed_sandbox
 from .driving import log_level, log_stream, run_async, terminal_view
 from .output import exit_interrupted, usage_error
 
@@ -79,7 +79,15 @@ def run_flow_command(args: argparse.Namespace, resumed: dict[str, Any] | None = 
             saved = (recorded.get("agents") or {}).get(name)
             if saved is not None:  # the options the checkpoint records, not the file's `[agent]`
                 options = options_class_named(name).from_json(saved.get("config") or {}).to_dict()
-            agents[name] = build_agent(name, settings, llm, options)
+            sandbox = None
+            if name == "manus" and resumed is not None:  # where its commands ran, as `resume` of an agent
+                from ..sandbox.record import SandboxRecord
+
+                record = SandboxRecord.from_config((saved or {}).get("config") or {})
+                sandbox = resumed_sandbox(
+                    args.checkpoint, settings.sandbox, record, getattr(args, "sandbox", None)
+                )
+            agents[name] = build_agent(name, settings, llm, options, sandbox=sandbox)
         spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except (ValueError, TypeError) as exc:
         return usage_error(str(exc))

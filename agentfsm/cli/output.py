@@ -134,6 +134,11 @@ def exit_interrupted() -> int:
     return EXIT_INTERRUPTED
 
 
+def warning(message: str) -> None:
+    """One line on stderr about something the user should know before the run goes on."""
+    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+
 def usage_error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE

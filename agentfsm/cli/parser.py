@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
     _model_options(resume)
     _mcp_server_option(resume)  # a run's servers are the configuration's: give them again to resume
+    resume.add_argument(
+        "--sandbox",
+        choices=("docker", "local"),
+        help="where Manus's commands run from now on (default: where the checkpoint says they ran; "
+        "local runs a Docker run's commands on this machine, without its limits)",
+    )
     _output_options(resume)
 
     debug = commands.add_parser(
@@ -153,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     build = sandbox_actions.add_parser(
         "build",
         help="build the sandbox image without a registry (needs root, debootstrap, docker)",
-        description="Build agentfsm-sandbox:bookworm without any image registry: a minimal Debian root "
+        description="Build agentfsm-sandbox:bookworm, the default [sandbox] image of every command, "
+        "without any image registry: a minimal Debian root "
         "with Python, made by debootstrap from the mirror apt uses, imported into Docker (about a "
         "minute; kept, so later runs are instant). Needs root, debootstrap and a Docker engine.",
     )

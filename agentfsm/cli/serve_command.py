@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError
@@ -15,6 +16,9 @@ from .building import build_agent, check_model_credentials, flags_given, mcp_ser
 from .driving import log_level, run_async
 from .output import exit_interrupted, usage_error
 from .parser import PROG
+
+if TYPE_CHECKING:
+    from ..sandbox.settings import SandboxSettings
 
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
@@ -42,16 +46,25 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage_error(str(exc))
     models: dict[str, ChatModel] = {}
+    sandbox: SandboxSettings | None = None
 
     def build(name: str, max_steps: int | None) -> ToolCallAgent:
-        """A new agent for one call; the model of each agent name is built once and shared."""
+        """A new agent for one call; the model of each agent name is built once and shared, and so
+        is Manus's sandbox decision (made, and said, by the first Manus, before its first command)."""
+        nonlocal sandbox
         if name not in models:
             llm = build_llm(settings.llm_for(name))
             check_model_credentials(llm)
             models[name] = llm
         options = settings.agent.agent_kwargs() | ({"max_steps": max_steps} if max_steps else {})
         servers = flagged_servers if name != "toolcall" else None
-        return build_agent(name, settings, models[name], options, mcp_servers=servers, terminal=False)
+        agent = build_agent(
+            name, settings, models[name], options, mcp_servers=servers, terminal=False, sandbox=sandbox
+        )
+        session = getattr(agent, "session", None)  # Manus's SandboxSession
+        if name == "manus" and sandbox is None and session is not None:
+            sandbox = session.settings
+        return agent
 
     try:
         build(args.agent, None)  # the default agent is buildable: its errors are reported now, not per call

@@ -85,6 +85,8 @@ class CheckpointedAgent(Protocol):
 
     def restore_paused(self, run_state: RunState) -> None: ...
 
+    def prepare_resume(self, config: Mapping[str, Any]) -> None: ...
+
 
 class CheckpointedFlow(Protocol):
     """What a checkpoint reads and writes of a flow (`PlanningFlow` is one)."""
@@ -315,6 +317,11 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
             f"the checkpoint holds agents {unknown!r} that flow {flow.name!r} has not (its agents: "
             f"{sorted(flow.agents)!r}); build it as the one that wrote it"
         )
+    configs = data["config"].get("agents") or {}
+    for name, agent in flow.agents.items():  # each agent's parts as its run had them (Manus: its sandbox)
+        config = (configs.get(name) or {}).get("config")
+        if isinstance(config, dict):
+            agent.prepare_resume(config)
     flow.run_state = run_state
     flow.flow_state = flow_state
     for name, saved in data["agents"].items():

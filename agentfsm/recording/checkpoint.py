@@ -12,7 +12,12 @@ Schema version `CHECKPOINT_SCHEMA` = 2. JSON Lines; every record has a ``kind``:
 - ``header`` (first): ``schema``, ``agent`` (name), ``agent_class``
   (``module.QualName``), ``config`` (the agent's `trace_config()`, as a
   trace's header records it; never an API key; checked on resume against
-  the agent that resumes), ``started_at`` (ISO 8601, UTC).
+  the agent that resumes; Manus's holds ``sandbox``, ``{"kind": "docker",
+  "image": NAME}`` or ``{"kind": "local"}``, once the kind is known, so the
+  record after its first sandbox may carry the config again, and a resume
+  runs there: `agentfsm.sandbox.record`; the field came within schema 2, and
+  a checkpoint without it resumes under the sandbox settings given, as a new
+  run would), ``started_at`` (ISO 8601, UTC).
 - ``checkpoint`` (one per write): ``run_state`` (the `RunState` dump: machine
   state, step, pending calls, observations, usage, stuck counters, and the
   step's started and completed calls; its ``seen``, stuck detection's count of
@@ -98,9 +103,10 @@ __all__ = [
 ]
 
 CHECKPOINT_SCHEMA = 2
-_UNCHECKED = frozenset({"llm", "mcp_tools"})
+_UNCHECKED = frozenset({"llm", "mcp_tools", "sandbox"})
 """Config keys a resume may change: the model and its settings (a run may resume on another
-server), and the tools MCP servers offer (`agentfsm.mcp.tools.MCPServers.recorded`)."""
+server), the tools MCP servers offer (`agentfsm.mcp.tools.MCPServers.recorded`), and Manus's
+``sandbox``, which the agent takes up instead (`BaseAgent.prepare_resume`)."""
 _PARTS = ("agent_class", "config", "run_state", "memory")
 _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 """The ``op`` of each change a journal may hold, but ``snapshot`` (the whole memory)."""

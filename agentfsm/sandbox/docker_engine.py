@@ -23,7 +23,7 @@ from ..errors import NoSuchFileError, SandboxError
 from ..log import event
 from .base import EXEC_TAG, KILL_TAGGED, WORKER_SOURCE, new_tag
 from .docker_stream import CONTAINER_WORKER, RUN, ExecStream, tar_file, untar_file
-from .settings import SandboxSettings
+from .settings import DEFAULT_IMAGE, SandboxSettings
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -122,10 +122,15 @@ def _forget_image(image: str) -> None:
 
 
 def image_missing(image: str) -> str:
+    if image == DEFAULT_IMAGE:
+        return (
+            f"the sandbox image {image!r} is not on this Docker engine: build it (no registry needed) "
+            "with `agentfsm sandbox build`"
+        )
     return (
         f"the sandbox image {image!r} is not on this Docker engine: run `docker pull {image}` where a "
         "registry is reachable, or build a local image without one with `agentfsm sandbox build` "
-        "and set [sandbox] image = 'agentfsm-sandbox:bookworm'"
+        f"and set [sandbox] image = {DEFAULT_IMAGE!r}"
     )
 
 

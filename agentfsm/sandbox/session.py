@@ -10,6 +10,14 @@ cancelled); `close()` (the agent's
 ``aclose()`` / ``async with``) destroys it for good. A session can be used
 again after `close()`: the next `get()` makes a fresh sandbox.
 
+The kind of sandbox is decided once per session: by the mode, or, for
+``auto``, at the first sandbox (Docker when an engine answers and the image
+exists, else local, with one warning), and every later sandbox of the session
+is of that kind. So a session that ran in Docker never goes on on the host
+because the engine went away between two runs (its tools fail instead);
+`record` is what a checkpoint keeps of that decision, and `resume_from` puts a
+checkpoint's back before a resumed run (`agentfsm.sandbox.record`).
+
 A sandbox kept between runs whose agent is never closed is closed with its
 event loop: the session holds a small async generator, started with the
 sandbox, whose ``finally`` closes it, and `asyncio.run` (like any loop
@@ -23,9 +31,11 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 
+from ..errors import CheckpointError
 from ..log import event
 from .base import Sandbox, finish_despite_cancellation
 from .local import LocalSandbox
+from .record import SandboxRecord, resumed_settings
 from .settings import SandboxSettings
 
 __all__ = ["SandboxSession", "docker_unavailable"]
@@ -36,9 +46,34 @@ class SandboxSession:
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings()
+        self._given = self.settings
+        """The settings the session was made with: each resume starts from them, not from the last's."""
         self._sandbox: Sandbox | None = None
         self._lock = asyncio.Lock()
         self._guard: _LoopEndGuard | None = None
+        self._kind: str | None = None
+        """The kind ``auto`` decided at the session's first sandbox (None: not yet, or not auto)."""
+
+    @property
+    def record(self) -> SandboxRecord | None:
+        """Where this session's commands run (`SandboxRecord`), as a checkpoint records it: the
+        mode's kind, or the one ``auto`` decided; None while ``auto`` has not decided yet."""
+        return SandboxRecord.of(self.settings, self._kind)
+
+    def resume_from(self, record: SandboxRecord | None) -> None:
+        """Before a run resumed from a checkpoint: run where `record` (the checkpoint's) says, under
+        `resumed_settings`. `CheckpointError` if this session has a sandbox open that is not there."""
+        settings = resumed_settings(self._given, record)
+        if settings == self.settings:
+            return
+        now = self.record
+        if self._sandbox is not None and now != SandboxRecord.of(settings):
+            raise CheckpointError(
+                f"the checkpoint's run used {record.describe() if record else 'another sandbox'}, but this "
+                f"agent has {now.describe() if now else 'a sandbox'} open: close the agent (aclose) before "
+                "resuming, or resume on a new agent"
+            )
+        self.settings, self._kind = settings, None
 
     @property
     def active(self) -> bool:
@@ -67,8 +102,8 @@ class SandboxSession:
             return self._sandbox
 
     async def _make(self) -> Sandbox:
-        mode = self.settings.mode
-        if mode == "auto":
+        mode = self._kind or self.settings.mode
+        if mode == "auto":  # decided once: the session's later sandboxes are of the same kind
             reason = await asyncio.to_thread(docker_unavailable, self.settings.image)
             if reason is not None:
                 event(
@@ -78,7 +113,7 @@ class SandboxSession:
                     hint="commands run on this machine, without memory, process or network limits; "
                     "set [sandbox] mode = 'docker' to require Docker",
                 )
-            mode = "local" if reason else "docker"
+            mode = self._kind = "local" if reason else "docker"
         if mode == "docker":
             from .docker import DockerSandbox
 

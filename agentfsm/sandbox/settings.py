@@ -18,8 +18,11 @@ from ..errors import ConfigError
 
 __all__ = ["DEFAULT_IMAGE", "SandboxSettings", "memory_bytes"]
 
-DEFAULT_IMAGE = "python:3.12-slim"
-"""The image upstream uses. Where no registry is reachable, build one with `agentfsm sandbox build`."""
+DEFAULT_IMAGE = "agentfsm-sandbox:bookworm"
+"""The one image every command's Docker sandbox runs (`run`, `resume`, `debug`, `demo`, `mcp-serve`,
+the durable worker), unless ``[sandbox] image`` names another: the image `agentfsm sandbox build`
+builds without any registry (`build-image.sh` builds this name; a test holds them equal).
+Upstream's ``python:3.12-slim`` works too, once pulled: set ``image`` to it."""
 
 _MEMORY = re.compile(r"^(\d+)([bkmg]?)$")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -42,7 +45,8 @@ class SandboxSettings(BaseModel):
     """``docker``: a hardened container (an error if there is no engine or no image);
     ``local``: subprocesses confined to a workspace directory (timeouts and output limits,
     but no memory, process or network isolation); ``auto``: docker when an engine answers
-    and the image exists, else local with a warning."""
+    and the image exists, else local with one warning. A session decides auto once, at its first
+    sandbox, and keeps that kind for its life: a later sandbox of it never moves to the host."""
     image: str = DEFAULT_IMAGE
     """Any image with ``python3``, ``sh`` and ``bash`` (the Debian-based python images have them;
     coreutils' ``timeout`` is used when present). Nothing is pulled: the image must be on the engine."""
