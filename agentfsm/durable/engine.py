@@ -1,4 +1,5 @@
-"""The workflow engine under durable runs: DBOS, on PostgreSQL or SQLite. The only module that imports dbos.
+"""The workflow engine under durable runs: DBOS, on PostgreSQL or SQLite. The only module that imports dbos
+(and, for the errors its calls raise, SQLAlchemy's exceptions).
 
 Why DBOS: its workflows are plain functions whose steps are recorded in a
 database (the system database, which is also its queue), it needs no server
@@ -8,6 +9,12 @@ limits, messages and events, and the `DBOSClient` operations (enqueue, list,
 cancel, resume). Everything is stored as JSON (DBOS's portable serializer),
 never pickled.
 
+DBOS creates its tables only when an executor launches, and its client
+expects them there. Every process that opens the database here, a worker or
+a client, first runs DBOS's own migrations (`migrate`), so a run may be
+submitted before any worker started, and a database from an older DBOS is
+brought up to this one's schema whoever opens it first.
+
 DBOS keeps one instance per process: `Engine` owns it for a worker's lifetime,
 registering the workflow afresh at each launch and dropping the registrations
 at shutdown, so a process may run one worker after another.
@@ -16,19 +23,23 @@ at shutdown, so a process may run one worker after another.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer, StepReservation
 from dbos import error as dbos_error
+from sqlalchemy import exc as sa_exc
 
 from ..errors import ConfigError, KeyNotFoundError
 from .fence import Fence
 from .run import durable_run
 from .spec import AgentFactory
 
-__all__ = ["WORKFLOW", "Engine", "EngineClient", "Listed", "check_url"]
+__all__ = ["WORKFLOW", "Engine", "EngineClient", "Listed", "check_url", "migrate"]
 
 WORKFLOW = "agentfsm.run"
 """The workflow's registered name: what a queue entry names (the same in every release)."""
@@ -38,12 +49,58 @@ _ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
 
 def check_url(url: str) -> str:
     """`url` when it names a database DBOS runs on; `ConfigError` naming the forms it takes."""
+    if url.startswith("sqlite:///") and url[len("sqlite:///") :].partition("?")[0] in ("", ":memory:"):
+        # Each connection would have a database of its own: what one process enqueued, no worker sees.
+        raise ConfigError(f"--db {url!r} names no file: give sqlite:///FILE (a path, e.g. sqlite:///runs.db)")
     if url.startswith(("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")):
         return url
     raise ConfigError(
         f"--db {url!r} is not a database URL: give sqlite:///FILE (one machine) or "
         "postgresql://USER@HOST:PORT/DB (several; tools/postgres-env starts one)"
     )
+
+
+def migrate(url: str) -> None:
+    """Create DBOS's tables in the database at `url` (a PostgreSQL database itself too, when the server
+    lacks it), or bring them up to this DBOS's version: what a worker's launch does first, done by
+    DBOS's own migrations (`DBOS.migrate`), so the schema is the one a worker makes. Quick when the
+    tables are there already. A database that cannot be opened (no server, a folder that is not
+    there) is a `ConfigError` of one line, at once: DBOS's client would retry its calls for minutes.
+    DBOS's log lines of a failed migration are dropped, the error says it all; a successful one's
+    are logged as DBOS logged them."""
+    with _held_logs(logging.getLogger("dbos")) as held:
+        try:
+            DBOS.migrate(url)
+        except sa_exc.DBAPIError as exc:
+            held.clear()
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+            if url.startswith("sqlite:"):
+                fix = "give a file in a folder that exists and that this process may write"
+            else:
+                fix = "start the server (tools/postgres-env starts one) or fix the URL"
+            raise ConfigError(f"cannot open the database --db {url!r} ({reason}): {fix}") from None
+
+
+@contextmanager
+def _held_logs(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
+    """Hold back what this thread logs to `logger` inside the block; handle it at the block's end,
+    unless the block cleared the list. Other threads' records pass as usual."""
+    held: list[logging.LogRecord] = []
+    thread = threading.get_ident()
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.thread != thread:
+            return True
+        held.append(record)
+        return False
+
+    logger.addFilter(hold)
+    try:
+        yield held
+    finally:
+        logger.removeFilter(hold)
+        for record in held:
+            logger.handle(record)
 
 
 class _Journal:
@@ -134,6 +191,7 @@ class Engine:
             "db_engine_kwargs": {"pool_pre_ping": False, "pool_use_lifo": True},
         }
         agents, fence = self.agents, self.fence
+        await asyncio.to_thread(migrate, self.url)  # a bad URL in one line, before DBOS is set up
 
         @DBOS.workflow(name=WORKFLOW)
         async def run(task: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +252,10 @@ class EngineClient:
         self._client: DBOSClient | None = None
 
     def _dbos(self) -> DBOSClient:
+        """DBOS's client, made at the first call, once the database has DBOS's tables (`migrate`): a
+        run submitted before any worker opened the database is enqueued, not refused."""
         if self._client is None:
+            migrate(self.url)
             self._client = DBOSClient(
                 system_database_url=self.url,
                 serializer=DBOSPortableJSONSerializer(),

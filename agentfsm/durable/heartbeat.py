@@ -1,4 +1,5 @@
-"""Workers' heartbeats: a table beside DBOS's in the same database. The only module that imports sqlalchemy.
+"""Workers' heartbeats: a table beside DBOS's in the same database. The only module that queries with
+sqlalchemy (the engine imports only its exceptions, which DBOS's calls raise).
 
 Why a table of our own: DBOS records which worker (executor) holds each run,
 but not whether that worker is alive; its own ways of moving a dead worker's
