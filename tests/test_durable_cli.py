@@ -126,7 +126,7 @@ def test_a_tool_s_question_is_answered_from_another_process(pg_url, tmp_path):  
         mistakes = {
             ("c9", "--field", "name=Ada"): "waits for no call 'c9'",
             ("c1", "--field", "nick=A"): "has no field 'nick'; its fields: name, age",
-            ("c1", "--field", "name=Ada", "--field", "age=old"): "age='old' is not of type integer",
+            ("c1", "--field", "name=Ada", "--field", "age=old"): "--field age='old': 'old' is not an integer",
             ("c1", "--field", "age=36"): "needs --field name=...",
             ("c1", "--question", "other", "--field", "name=Ada"): "asked no question 'other'",
             ("c1", "--decline", "--field", "name=Ada"): "--decline takes no --field",

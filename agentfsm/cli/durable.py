@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.toolcall import ToolCallAgent
 from ..errors import AgentfsmError, ConfigError, WrongValueError
+from ..forms import form_fields
 from ..questions import AnswerAction, Question
 from ..toolbox.terminate import Terminate
 from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
 from .parser import PROG
-from .terminal import typed_field
 
 if TYPE_CHECKING:
     from ..durable import AgentFactory, AgentSpec, DurableRuns, RunStatus
@@ -130,34 +130,45 @@ async def _answer(runs: DurableRuns, args: argparse.Namespace) -> int:
 
 
 def _fields(question: Question) -> list[str]:
-    """The fields of `question`'s answer, one a line: ``NAME=<type>``, optional or not."""
-    properties: dict[str, Any] = dict(question.schema.get("properties") or {})
-    required = set(question.schema.get("required") or ())
+    """The fields of `question`'s answer, one a line: ``NAME=<type>``, its choices and default,
+    optional or not."""
     lines = []
-    for name, spec in properties.items():
-        kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
-        lines.append(f"{name}=<{kind}>" + ("" if name in required else " (optional)"))
+    for field in form_fields(question.schema):
+        kind = "a,b,..." if field.multiple else field.kind
+        notes = []
+        if field.choices:
+            notes.append("one of " + ", ".join(repr(value) for value, _ in field.choices))
+        if field.has_default:
+            notes.append(f"default {field.default!r}")
+        if not field.required:
+            notes.append("optional")
+        lines.append(f"{field.name}=<{kind}>" + (f" ({'; '.join(notes)})" if notes else ""))
     return lines
 
 
 def _content(question: Question, fields: list[tuple[str, str]]) -> dict[str, Any]:
-    """The answer's content from ``--field`` pairs, typed by `question`'s schema; `WrongValueError`
-    naming an unknown field, a value not of its type, or a required field left out."""
-    properties: dict[str, Any] = dict(question.schema.get("properties") or {})
-    required = set(question.schema.get("required") or ())
+    """The answer's content from ``--field`` pairs, read as the terminal reads a typed answer (a
+    choice by its value or label, a multiple choice as a comma-separated list, checked against
+    the field's schema); `WrongValueError` naming an unknown field, a value that does not fit,
+    or a required field left out that has no default."""
+    by_name = {field.name: field for field in form_fields(question.schema)}
     content: dict[str, Any] = {}
     for name, text in fields:
-        if properties and name not in properties:
-            raise WrongValueError(
-                f"question {question.key!r} has no field {name!r}; its fields: {', '.join(properties)}"
-            )
-        spec = properties.get(name)
-        kind = spec.get("type", "string") if isinstance(spec, dict) else "string"
-        value = typed_field(text, kind)
-        if value is None:
-            raise WrongValueError(f"--field {name}={text!r} is not of type {kind}; give {name}=<{kind}>")
-        content[name] = value
-    missing = sorted(required - set(content))
+        field = by_name.get(name)
+        if field is None:
+            if by_name:
+                raise WrongValueError(
+                    f"question {question.key!r} has no field {name!r}; its fields: {', '.join(by_name)}"
+                )
+            content[name] = text
+            continue
+        try:
+            content[name] = field.read(text)
+        except WrongValueError as exc:
+            raise WrongValueError(f"--field {name}={text!r}: {exc}") from None
+    left_out = [f for f in by_name.values() if f.name not in content]
+    # A required field with a default may be left out: the MCP client fills it in (SEP-1034).
+    missing = sorted(f.name for f in left_out if f.required and not f.has_default)
     if missing:
         raise WrongValueError(
             f"question {question.key!r} needs --field {', '.join(f'{m}=...' for m in missing)} "

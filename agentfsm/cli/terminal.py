@@ -48,7 +48,6 @@ __all__ = [
     "read_line",
     "say",
     "terminal_available",
-    "typed_field",
 ]
 
 
@@ -284,21 +283,6 @@ def _described(field: FormField) -> str:
     elif not field.required:
         parts.append("optional")
     return ", ".join(parts)
-
-
-def typed_field(text: str, kind: str) -> Any:
-    """`text` as a value of the JSON schema type `kind`, or None when it is not one: how a typed
-    answer to a question's field is read, here and by `agentfsm answer`."""
-    if kind in ("integer", "number"):
-        try:
-            return int(text) if kind == "integer" else float(text)
-        except ValueError:
-            return None
-    if kind == "boolean":
-        return {"y": True, "yes": True, "true": True, "n": False, "no": False, "false": False}.get(
-            text.lower()
-        )
-    return text
 
 
 class TerminalPlanReviewer:
