@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -24,6 +25,16 @@ from typing import IO
 
 _CUT = re.compile(rb"\r\n|\r|\n|\x1b\[2K|\x1b\[\d*A|\x1b\[\d*F")
 _ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def _foreground(tty: int) -> None:
+    """In the child, before the command starts: make the pty its controlling terminal, and give
+    SIGINT and SIGQUIT their default actions, as a shell does for a job it runs in the foreground.
+    A program started in the background by a shell without job control (a CI script's `cmd &`)
+    inherits them ignored, and Ctrl-C would then do nothing to the command under test."""
+    fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 class Terminal:
@@ -50,7 +61,7 @@ class Terminal:
             env={**(env if env is not None else os.environ), "COLUMNS": "120", "LINES": "40"},
             cwd=cwd,
             start_new_session=True,  # the pty becomes its controlling terminal: /dev/tty is the pty
-            preexec_fn=lambda: fcntl.ioctl(child, termios.TIOCSCTTY, 0),
+            preexec_fn=lambda: _foreground(child),
         )
         os.close(child)
         self.seen = bytearray()
