@@ -311,6 +311,28 @@ async def test_going_to_a_host_outside_the_list_is_refused_before_any_request(
     assert (await tool.session.state()).title == "Refused"  # the refusal's page, not the host's
 
 
+async def test_an_allowed_name_mapped_with_resolve_loads_and_is_kept_to_the_list(site: Site) -> None:
+    """The documented use of `resolve`: a development server with a name of its own."""
+    settings = BrowserSettings(allowed_hosts=["app.test"])
+    async with BrowserSession(settings, resolve={"app.test": "127.0.0.1", **RESOLVE}) as session:
+        tool = BrowserUseTool(session)
+        app = f"http://app.test:{site.port}"
+        loaded = await act(tool, action="go_to_url", url=f"{app}/form")
+        assert loaded.output == f"Navigated to {app}/form"
+        await act(tool, action="input_text", ref=await ref_of(tool, 'textbox "Name"'), text="Ada")
+        await act(tool, action="click_element", ref=await ref_of(tool, 'button "Send"'))
+        state = await session.state()
+        assert (state.url, state.title) == (f"{app}/result?name=Ada&colour=r", "Result")
+        followed = await act(tool, action="go_to_url", url=f"{app}/redirect-in")
+        assert followed.output == f"Navigated to {app}/form"
+        out = await tool(action="go_to_url", url=f"{app}/redirect-out")
+        assert out.error is not None and f"its host '{BLOCKED_HOST}' is not in" in out.error
+        direct = await tool(
+            action="go_to_url", url=site.url("/form")
+        )  # its address is not a name on the list
+        assert direct.error is not None and "its host '127.0.0.1' is not in" in direct.error
+
+
 # -- lifetime ---------------------------------------------------------------------------
 
 
