@@ -182,6 +182,21 @@ async def test_tabs_a_link_opening_one_and_the_actions_on_them(tool: BrowserUseT
     assert wrong.error == "switch_tab failed: no tab 5: the tabs are 0 to 0; the page state lists them"
 
 
+async def test_a_7_mb_page_is_cut_and_read_with_a_note_saying_so(tool: BrowserUseTool, site: Site) -> None:
+    size = len(site.pages()["/huge"])
+    assert size > 7_000_000
+    await act(tool, action="go_to_url", url=site.url("/huge"))
+    note = (
+        f"Page cut: the browser was given the first 1000000 of its {size} bytes ([browser] max_page_bytes); "
+        "what lies past them is not on the page"
+    )
+    prompt = await tool.state_prompt()
+    assert note in prompt and 'heading "Top of the huge page"' in prompt
+    text = await tool.session.text()
+    assert text.startswith("Top of the huge page\n") and text.endswith(f"\n... [{note}]")
+    assert "Line 10000 of the huge page." in text and "Line 199999" not in text
+
+
 async def test_wait_find_and_web_search_without_a_backend(tool: BrowserUseTool, site: Site) -> None:
     await act(tool, action="go_to_url", url=site.url("/"))
     waited = await act(tool, action="wait", seconds=0)

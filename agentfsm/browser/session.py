@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         Locator,
         Page,
         Playwright,
+        Request,
         Route,
         WebSocketRoute,
     )
@@ -145,6 +146,8 @@ class BrowserSession:
         self._blocked: list[str] = []
         self._refused_navigation: str | None = None
         self._landed: dict[str, str] = {}
+        self._cut: dict[str, str] = {}
+        """Addresses of top-level documents cut at `max_page_bytes`: the note the state shows."""
         """Top-level navigations the guard followed through redirects: where each ended."""
         self._refs: dict[int, frozenset[str]] = {}
         """Per page (by id): the refs of its latest snapshot, which the actions accept."""
@@ -223,8 +226,8 @@ class BrowserSession:
         context.set_default_navigation_timeout(settings.navigation_timeout * 1000)
         context.on("close", self._on_context_closed)
         context.on("page", self._on_page)
+        await context.route("**/*", self._guard)  # every host: a document is cut at max_page_bytes
         if not settings.any_host or self.resolve:
-            await context.route("**/*", self._guard)
             await context.route_web_socket("**/*", self._guard_socket)
         for page in context.pages:
             self._on_page(page)
@@ -265,7 +268,7 @@ class BrowserSession:
         artifacts, self._artifacts = self._artifacts, None
         self._context = self._playwright = self._workdir = self._current = None
         self._closing = True
-        self._tabs, self._refs, self._blocked, self._landed = [], {}, [], {}
+        self._tabs, self._refs, self._blocked, self._landed, self._cut = [], {}, [], {}, {}
         try:
             if context is not None:
                 with contextlib.suppress(Exception):
@@ -319,7 +322,8 @@ class BrowserSession:
         if not self.settings.allows(url):
             await self._refuse(route, url)
             return
-        if self.settings.any_host:
+        document = request.is_navigation_request()
+        if self.settings.any_host and not document:
             await route.continue_()
             return
         hop, method, body = url, request.method, request.post_data_buffer
@@ -348,13 +352,29 @@ class BrowserSession:
                 await route.abort("failed")
             return
         with contextlib.suppress(Exception):  # the page went away meanwhile
-            if hop == url:
+            top = document and _top_level(request)
+            body = await response.body() if document else None
+            limit = self.settings.max_page_bytes
+            if hop == url and (body is None or len(body) <= limit):
                 await route.fulfill(response=response)
                 return
             # Its cookies are in the context already (the fetch kept them for their own address).
-            kept = {k: v for k, v in response.headers.items() if k.lower() != "set-cookie"}
-            await route.fulfill(status=response.status, headers=kept, body=await response.body())
-            if request.is_navigation_request() and request.frame.parent_frame is None:
+            kept = {
+                k: v for k, v in response.headers.items() if k.lower() not in ("set-cookie", "content-length")
+            }
+            if body is None:
+                body = await response.body()
+            elif len(body) > limit:
+                if top:
+                    note = (
+                        f"Page cut: the browser was given the first {limit} of its {len(body)} bytes "
+                        "([browser] max_page_bytes); what lies past them is not on the page"
+                    )
+                    kept_notes = list(self._cut.items())[-(_BLOCKED_KEPT - 2) :]
+                    self._cut = {**dict(kept_notes), url: note, hop: note}
+                body = body[:limit]
+            await route.fulfill(status=response.status, headers=kept, body=body)
+            if top and hop != url:
                 self._landed[url] = hop
 
     async def _fetch(
@@ -531,6 +551,7 @@ class BrowserSession:
                 screenshot=image,
                 blocked=blocked,
                 refs=self._refs[id(page)],
+                cut=self._cut.get(page.url),
             )
 
         return await self.run(read, settle=False)
@@ -685,7 +706,9 @@ class BrowserSession:
         """The current page's visible text."""
 
         async def do(page: Page) -> str:
-            return await page.inner_text("body")
+            text = await page.inner_text("body")
+            cut = self._cut.get(page.url)
+            return f"{text}\n... [{cut}]" if cut else text
 
         return await self.run(do, settle=False)
 
@@ -729,6 +752,14 @@ class BrowserSession:
                 f"no tab {tab_id}: the tabs are 0 to {len(self._tabs) - 1}; the page state lists them"
             )
         return self._tabs[tab_id]
+
+
+def _top_level(request: Request) -> bool:
+    """Whether `request` loads a tab's own document (a popup's first one has no frame to ask yet)."""
+    try:
+        return request.frame.parent_frame is None
+    except Exception:  # Playwright: "Frame for this navigation request is not available"
+        return True
 
 
 def _navigating(exc: Exception) -> bool:

@@ -97,6 +97,10 @@ class BrowserSettings(BaseModel):
     max_state_chars: int = Field(default=8_000, ge=200)
     """Characters of the page's snapshot in a page state; the lines past it are cut, with a
     marker saying how many (the `find` action reads the lines that match a text instead)."""
+    max_page_bytes: int = Field(default=1_000_000, ge=10_000)
+    """Bytes of a page's own document the browser is given; a larger one is cut there (the page
+    state and `extract_content` say so). Chromium reads a page of several megabytes too slowly for
+    any state or text to be read within `action_timeout`."""
     max_extract_chars: int = Field(default=20_000, ge=200)
     """Characters of a page's text that `extract_content` sends to the model."""
     screenshot_quality: int = Field(default=70, ge=1, le=100)
