@@ -114,6 +114,9 @@ def launch_args(settings: BrowserSettings, workdir: Path, resolve: Mapping[str, 
         # page names (no route sees them, and an address needs no resolving): with no proxy, this
         # policy gives WebRTC no UDP at all and no address of its own to offer.
         "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+        # A shared worker is a target of its own that Playwright does not route (as a service
+        # worker is): its fetches would leave unchecked. No page gets one.
+        "--disable-blink-features=SharedWorker",
     ]
     if rules:
         args.append(f"--host-resolver-rules={', '.join(rules)}")

