@@ -1,7 +1,7 @@
 """Pages for the browser tests, served on 127.0.0.1, and a second server that counts what reaches it.
 
 `Site` serves the pages (links, a form, a dropdown, a long page, a link opening a new tab, a page
-that navigates on a key press, one loading subresources from the blocked host, redirects out and
+that navigates on a key press, a 7 MB one, one loading subresources from the blocked host, redirects out and
 in). `Counter` stands for a host outside the allowlist: the tests map the name `BLOCKED_HOST` to
 it through the session's own `resolve`, so a request that got past the allowlist would reach it
 and be counted (nothing else could: it binds 127.0.0.1 and the name exists nowhere else).
@@ -186,6 +186,11 @@ class Site:
                 "{ if (e.key === 'Enter') location.href = '/arrived'; });</script>",
             ),
             "/arrived": _page("Arrived", "<h1>You arrived</h1>"),
+            "/huge": _page(  # about 7 MB, 200,000 paragraphs
+                "Huge",
+                "<h1>Top of the huge page</h1>"
+                + "".join(f"<p>Line {n} of the huge page.</p>" for n in range(200_000)),
+            ),
             "/outside": _page(
                 "Outside things",
                 f'<h1>Loads from outside</h1><img src="{self.blocked}/pixel.png" alt="pixel">'

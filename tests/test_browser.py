@@ -182,6 +182,21 @@ async def test_tabs_a_link_opening_one_and_the_actions_on_them(tool: BrowserUseT
     assert wrong.error == "switch_tab failed: no tab 5: the tabs are 0 to 0; the page state lists them"
 
 
+async def test_a_7_mb_page_is_cut_and_read_with_a_note_saying_so(tool: BrowserUseTool, site: Site) -> None:
+    size = len(site.pages()["/huge"])
+    assert size > 7_000_000
+    await act(tool, action="go_to_url", url=site.url("/huge"))
+    note = (
+        f"Page cut: the browser was given the first 1000000 of its {size} bytes ([browser] max_page_bytes); "
+        "what lies past them is not on the page"
+    )
+    prompt = await tool.state_prompt()
+    assert note in prompt and 'heading "Top of the huge page"' in prompt
+    text = await tool.session.text()
+    assert text.startswith("Top of the huge page\n") and text.endswith(f"\n... [{note}]")
+    assert "Line 10000 of the huge page." in text and "Line 199999" not in text
+
+
 async def test_wait_find_and_web_search_without_a_backend(tool: BrowserUseTool, site: Site) -> None:
     await act(tool, action="go_to_url", url=site.url("/"))
     waited = await act(tool, action="wait", seconds=0)
@@ -309,6 +324,28 @@ async def test_going_to_a_host_outside_the_list_is_refused_before_any_request(
     await tool.session.run(lambda page: page.evaluate(script), settle=False)
     await tool.session.run(lambda page: page.wait_for_url("**/by-script"), settle=False)
     assert (await tool.session.state()).title == "Refused"  # the refusal's page, not the host's
+
+
+async def test_an_allowed_name_mapped_with_resolve_loads_and_is_kept_to_the_list(site: Site) -> None:
+    """The documented use of `resolve`: a development server with a name of its own."""
+    settings = BrowserSettings(allowed_hosts=["app.test"])
+    async with BrowserSession(settings, resolve={"app.test": "127.0.0.1", **RESOLVE}) as session:
+        tool = BrowserUseTool(session)
+        app = f"http://app.test:{site.port}"
+        loaded = await act(tool, action="go_to_url", url=f"{app}/form")
+        assert loaded.output == f"Navigated to {app}/form"
+        await act(tool, action="input_text", ref=await ref_of(tool, 'textbox "Name"'), text="Ada")
+        await act(tool, action="click_element", ref=await ref_of(tool, 'button "Send"'))
+        state = await session.state()
+        assert (state.url, state.title) == (f"{app}/result?name=Ada&colour=r", "Result")
+        followed = await act(tool, action="go_to_url", url=f"{app}/redirect-in")
+        assert followed.output == f"Navigated to {app}/form"
+        out = await tool(action="go_to_url", url=f"{app}/redirect-out")
+        assert out.error is not None and f"its host '{BLOCKED_HOST}' is not in" in out.error
+        direct = await tool(
+            action="go_to_url", url=site.url("/form")
+        )  # its address is not a name on the list
+        assert direct.error is not None and "its host '127.0.0.1' is not in" in direct.error
 
 
 # -- lifetime ---------------------------------------------------------------------------

@@ -35,16 +35,25 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from ..errors import BrowserError, MissingExtraError
 from ..log import event
 from ..sandbox.base import finish_despite_cancellation
-from .settings import BrowserSettings, host_of
+from .settings import BrowserSettings, host_of, redirect_target
 from .state import PageState, Tab, find_lines, refs_in
 
 if TYPE_CHECKING:
-    from playwright.async_api import BrowserContext, Locator, Page, Playwright, Route, WebSocketRoute
+    from playwright.async_api import (
+        APIResponse,
+        BrowserContext,
+        Locator,
+        Page,
+        Playwright,
+        Request,
+        Route,
+        WebSocketRoute,
+    )
 
 __all__ = ["WORKDIR_PREFIX", "BrowserSession", "launch_args"]
 
@@ -78,6 +87,8 @@ _DISABLED_FEATURES = (
 )
 _PREFERENCES = {"net": {"network_prediction_options": 2}}
 """The profile's preferences: network prediction off (2 is Chromium's "never")."""
+_MAX_REDIRECTS = 20
+"""Redirect hops one request may take (Chromium's own limit)."""
 _BLOCKED_KEPT = 50
 """Refused requests remembered until the next state reads them."""
 _STATE_ATTEMPTS = 4
@@ -99,6 +110,13 @@ def launch_args(settings: BrowserSettings, workdir: Path, resolve: Mapping[str, 
         f"--optimization-guide-manifest-override={workdir / 'empty'}",
         "--gaia-url=http://127.0.0.1:9",
         f"--disable-features={','.join(_DISABLED_FEATURES)}",
+        # WebRTC's STUN/TURN/ICE packets leave from the network service straight to any address a
+        # page names (no route sees them, and an address needs no resolving): with no proxy, this
+        # policy gives WebRTC no UDP at all and no address of its own to offer.
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+        # A shared worker is a target of its own that Playwright does not route (as a service
+        # worker is): its fetches would leave unchecked. No page gets one.
+        "--disable-blink-features=SharedWorker",
     ]
     if rules:
         args.append(f"--host-resolver-rules={', '.join(rules)}")
@@ -130,6 +148,10 @@ class BrowserSession:
         self._closing = False
         self._blocked: list[str] = []
         self._refused_navigation: str | None = None
+        self._landed: dict[str, str] = {}
+        self._cut: dict[str, str] = {}
+        """Addresses of top-level documents cut at `max_page_bytes`: the note the state shows."""
+        """Top-level navigations the guard followed through redirects: where each ended."""
         self._refs: dict[int, frozenset[str]] = {}
         """Per page (by id): the refs of its latest snapshot, which the actions accept."""
         self._lock = asyncio.Lock()
@@ -207,8 +229,8 @@ class BrowserSession:
         context.set_default_navigation_timeout(settings.navigation_timeout * 1000)
         context.on("close", self._on_context_closed)
         context.on("page", self._on_page)
+        await context.route("**/*", self._guard)  # every host: a document is cut at max_page_bytes
         if not settings.any_host or self.resolve:
-            await context.route("**/*", self._guard)
             await context.route_web_socket("**/*", self._guard_socket)
         for page in context.pages:
             self._on_page(page)
@@ -249,7 +271,7 @@ class BrowserSession:
         artifacts, self._artifacts = self._artifacts, None
         self._context = self._playwright = self._workdir = self._current = None
         self._closing = True
-        self._tabs, self._refs, self._blocked = [], {}, []
+        self._tabs, self._refs, self._blocked, self._landed, self._cut = [], {}, [], {}, {}
         try:
             if context is not None:
                 with contextlib.suppress(Exception):
@@ -291,28 +313,101 @@ class BrowserSession:
     # -- the network guard ------------------------------------------------------------------
 
     async def _guard(self, route: Route) -> None:
-        """Refuse a request to a host outside the list, and an allowed one that redirects to one."""
-        url = route.request.url
+        """Refuse a request to a host outside the list, and an allowed one that redirects to one.
+
+        Playwright does not route the hops of a redirect Chromium follows, so Chromium is never
+        given one to follow: the guard fetches each hop itself (at most `_MAX_REDIRECTS`), checks
+        where its Location leads as Chromium would read it (`redirect_target`) before asking for
+        it, and hands Chromium the last answer only. A refused hop is never requested.
+        """
+        request = route.request
+        url = request.url
         if not self.settings.allows(url):
             await self._refuse(route, url)
             return
-        if self.settings.any_host:
+        document = request.is_navigation_request()
+        if self.settings.any_host and not document:
             await route.continue_()
             return
+        hop, method, body = url, request.method, request.post_data_buffer
+        headers = dict(request.headers)
         try:
-            response = await route.fetch(max_redirects=0, timeout=self.settings.navigation_timeout * 1000)
+            for _ in range(_MAX_REDIRECTS + 1):
+                response = await self._fetch(route, hop, method, headers, body)
+                location = response.headers.get("location")
+                if not (300 <= response.status < 400 and location):
+                    break
+                target = redirect_target(hop, location)
+                if target is None or not self.settings.allows(target):
+                    await response.dispose()
+                    await self._refuse(route, target or urljoin(hop, location))
+                    return
+                if response.status == 303 or (response.status in (301, 302) and method == "POST"):
+                    method, body = "GET", None
+                    headers = {k: v for k, v in headers.items() if not k.lower().startswith("content-")}
+                await response.dispose()
+                hop = target
+            else:
+                await response.dispose()
+                raise BrowserError(f"{url!r} redirects more than {_MAX_REDIRECTS} times")
         except Exception:  # refused, reset, unresolvable, the browser closing: a failed request
             with contextlib.suppress(Exception):
                 await route.abort("failed")
             return
-        location = response.headers.get("location")
-        if 300 <= response.status < 400 and location:
-            target = urljoin(url, location)
-            if not self.settings.allows(target):
-                await self._refuse(route, target)
-                return
         with contextlib.suppress(Exception):  # the page went away meanwhile
-            await route.fulfill(response=response)
+            top = document and _top_level(request)
+            body = await response.body() if document else None
+            limit = self.settings.max_page_bytes
+            if hop == url and (body is None or len(body) <= limit):
+                await route.fulfill(response=response)
+                return
+            # Its cookies are in the context already (the fetch kept them for their own address).
+            kept = {
+                k: v for k, v in response.headers.items() if k.lower() not in ("set-cookie", "content-length")
+            }
+            if body is None:
+                body = await response.body()
+            elif len(body) > limit:
+                if top:
+                    note = (
+                        f"Page cut: the browser was given the first {limit} of its {len(body)} bytes "
+                        "([browser] max_page_bytes); what lies past them is not on the page"
+                    )
+                    kept_notes = list(self._cut.items())[-(_BLOCKED_KEPT - 2) :]
+                    self._cut = {**dict(kept_notes), url: note, hop: note}
+                body = body[:limit]
+            await route.fulfill(status=response.status, headers=kept, body=body)
+            if top and hop != url:
+                self._landed[url] = hop
+
+    async def _fetch(
+        self, route: Route, url: str, method: str, headers: dict[str, str], body: bytes | None
+    ) -> APIResponse:
+        """One hop, not followed, fetched on Playwright's side of the browser.
+
+        That side resolves names with the system's resolver, not Chromium's rules, so a host
+        that `resolve` maps is fetched at its address, with its name in the Host header and
+        its own cookies (the ones the context keeps for the address would be the wrong ones).
+        """
+        parts = urlsplit(url)
+        address = self.resolve.get((parts.hostname or "").lower())
+        if address is not None:
+            mapped = f"[{address}]" if ":" in address else address
+            netloc = f"{mapped}:{parts.port}" if parts.port is not None else mapped
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("host", "cookie")}
+            headers["host"] = parts.netloc.rpartition("@")[2]
+            assert self._context is not None
+            cookies = await self._context.cookies(url)
+            headers["cookie"] = "; ".join(f"{c['name']}={c['value']}" for c in cookies)
+            url = parts._replace(netloc=netloc).geturl()
+        return await route.fetch(
+            url=url,
+            method=method,
+            headers=headers,
+            post_data=body,
+            max_redirects=0,
+            timeout=self.settings.navigation_timeout * 1000,
+        )
 
     async def _refuse(self, route: Route, url: str) -> None:
         """Abort the request; a navigation instead gets a page saying why (an aborted one would
@@ -397,6 +492,21 @@ class BrowserSession:
             return
         with contextlib.suppress(Exception):  # still loading, or gone: read as it is
             await page.wait_for_load_state("load", timeout=self.settings.settle_timeout * 1000)
+        await self._show_landed(page)
+
+    async def _show_landed(self, page: Page) -> None:
+        """Give a page the guard reached through redirects the address it ended at.
+
+        Chromium got the last hop's answer for the address it asked for, so that is the page's
+        address until it is replaced; the history API can replace it within the origin only, so a
+        redirect to another origin leaves the page at the address it was asked for.
+        """
+        landed, self._landed = self._landed, {}
+        final = landed.get(page.url)
+        if final is None or page.is_closed():
+            return
+        with contextlib.suppress(Exception):  # another origin, or the page went away meanwhile
+            await page.evaluate("(url) => history.replaceState(history.state, '', url)", final)
 
     async def snapshot(self, page: Page) -> str:
         """The page's AI-mode snapshot (the only mode: a plain one would make its refs stop resolving)."""
@@ -444,6 +554,7 @@ class BrowserSession:
                 screenshot=image,
                 blocked=blocked,
                 refs=self._refs[id(page)],
+                cut=self._cut.get(page.url),
             )
 
         return await self.run(read, settle=False)
@@ -598,7 +709,9 @@ class BrowserSession:
         """The current page's visible text."""
 
         async def do(page: Page) -> str:
-            return await page.inner_text("body")
+            text = await page.inner_text("body")
+            cut = self._cut.get(page.url)
+            return f"{text}\n... [{cut}]" if cut else text
 
         return await self.run(do, settle=False)
 
@@ -642,6 +755,14 @@ class BrowserSession:
                 f"no tab {tab_id}: the tabs are 0 to {len(self._tabs) - 1}; the page state lists them"
             )
         return self._tabs[tab_id]
+
+
+def _top_level(request: Request) -> bool:
+    """Whether `request` loads a tab's own document (a popup's first one has no frame to ask yet)."""
+    try:
+        return request.frame.parent_frame is None
+    except Exception:  # Playwright: "Frame for this navigation request is not available"
+        return True
 
 
 def _navigating(exc: Exception) -> bool:

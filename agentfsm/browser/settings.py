@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_EXECUTABLE", "BrowserSettings", "host_of"]
+__all__ = ["DEFAULT_EXECUTABLE", "BrowserSettings", "host_of", "redirect_target"]
 
 DEFAULT_EXECUTABLE = "/usr/lib/chromium/chromium"
 """Where Debian's ``chromium`` package puts the browser itself (``/usr/bin/chromium`` is a wrapper script)."""
@@ -30,6 +30,45 @@ def host_of(url: str) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:  # a malformed port or IPv6 literal: no host anyone allowed
         return ""
+
+
+_LEADING_SLASHES = re.compile(r"^/{2,}")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):(.*)$", re.DOTALL)
+_CANONICAL_HOST = re.compile(r"^[a-z0-9.-]+$|^\[[0-9a-f:.]+\]$")
+
+
+def redirect_target(url: str, location: str) -> str | None:
+    """The address Chromium goes to when `url` answers ``Location: location`` (None: not one it would).
+
+    Chromium reads a Location as the URL standard says, not as `urljoin` does: it drops leading
+    and trailing spaces and control characters and every tab and newline, reads a backslash as a
+    slash in an http(s) address, and takes any run of two or more slashes (``/\\host/``,
+    ``///host/``) or ``https:host`` for an authority. The target is rewritten that way before
+    it is joined, and one whose host is not plainly a name or an address (percent signs, other
+    characters Chromium would decode or map) is refused rather than guessed at.
+    """
+    text = location.strip("".join(map(chr, range(33))))
+    text = "".join(c for c in text if c not in "\t\n\r").replace("\\", "/")
+    scheme = url.partition(":")[0].lower()
+    match = _SCHEME.match(text)
+    if match is not None and match.group(1).lower() in ("http", "https", "ws", "wss"):
+        rest = match.group(2)
+        if match.group(1).lower() != scheme or rest.startswith("/"):
+            text = f"{match.group(1).lower()}://{rest.lstrip('/')}"  # an authority, however written
+        else:
+            text = rest  # ``http:path`` from an http page: a path on the same host
+    text = _LEADING_SLASHES.sub("//", text)
+    try:
+        target = urljoin(url, text)
+        parts = urlsplit(target)
+        parts.port  # noqa: B018 (a malformed port raises)
+    except ValueError:
+        return None
+    host = parts.netloc.rpartition("@")[2].lower()
+    host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if not _CANONICAL_HOST.match(host):
+        return None
+    return target
 
 
 class BrowserSettings(BaseModel):
@@ -58,6 +97,10 @@ class BrowserSettings(BaseModel):
     max_state_chars: int = Field(default=8_000, ge=200)
     """Characters of the page's snapshot in a page state; the lines past it are cut, with a
     marker saying how many (the `find` action reads the lines that match a text instead)."""
+    max_page_bytes: int = Field(default=1_000_000, ge=10_000)
+    """Bytes of a page's own document the browser is given; a larger one is cut there (the page
+    state and `extract_content` say so). Chromium reads a page of several megabytes too slowly for
+    any state or text to be read within `action_timeout`."""
     max_extract_chars: int = Field(default=20_000, ge=200)
     """Characters of a page's text that `extract_content` sends to the model."""
     screenshot_quality: int = Field(default=70, ge=1, le=100)

@@ -51,6 +51,8 @@ class PageState:
     """Requests refused since the previous state (their hosts are outside the allowlist)."""
     refs: frozenset[str] = field(default_factory=frozenset)
     """The refs of this snapshot."""
+    cut: str | None = None
+    """Why the page's document is shorter than the server's (it was over `max_page_bytes`)."""
 
     def render(self, *, previous_refs: frozenset[str], max_chars: int) -> str:
         """The state as text: the page, the tabs, the elements (new ones marked), what lies off screen."""
@@ -61,6 +63,8 @@ class PageState:
                 f"  [{t.tab_id}]{' (current)' if t.tab_id == self.current_tab else ''} {t.title} - {t.url}"
                 for t in self.tabs
             ]
+        if self.cut:
+            lines.append(self.cut)
         if self.blocked:
             shown = ", ".join(self.blocked[:5])
             more = f" and {len(self.blocked) - 5} more" if len(self.blocked) > 5 else ""
