@@ -32,10 +32,11 @@ from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..questions import Question
-from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
+from ..recording.checkpoint import Checkpointer, lease_checkpoint, read_checkpoint, restore
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
+from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import RunResult, StopReason
@@ -172,8 +173,18 @@ class BaseAgent(DrivenModel, ABC):
         the model, traced or checkpointed, so a resumed run is given them again.
         """
         self._check_startable()
-        self._take_deps(deps)
-        driver = self._new_run(checkpoint)
+        self.check_deps(deps)
+        lease = None
+        if checkpoint is not None:  # off the loop: see `lease_checkpoint`
+            lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
+        try:
+            self._check_startable()  # again: another run of this agent may have started meanwhile
+            self._take_deps(deps)
+            driver = self._new_run(checkpoint, lease)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
         with self._trace(trace, append=False):
             return await driver.run(request)
 
@@ -384,7 +395,7 @@ class BaseAgent(DrivenModel, ABC):
             self._take_deps(deps if deps is not None else self._deps)
             return driver
         self._take_deps(deps)
-        lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
+        lease = lease_checkpoint(checkpoint)  # before reading: no other run moves on from what is read
         try:
             data = read_checkpoint(checkpoint, resuming=True)
             if isinstance(data["config"], dict):
