@@ -98,6 +98,7 @@ __all__ = [
     "config_differences",
     "damaged",
     "lease_checkpoint",
+    "open_checkpoint",
     "read_checkpoint",
     "read_memory",
     "read_run_state",
@@ -335,6 +336,17 @@ def lease_checkpoint(path: RecordPath) -> Lease:
     once would each wait on the loop."""
     check_writable(path, "checkpoint")
     return Lease.acquire(path)
+
+
+def open_checkpoint(path: RecordPath) -> tuple[Lease, dict[str, Any]]:
+    """Lease the journal at `path` (`lease_checkpoint`), then read it for a resume: the lease
+    first, so no other run moves on from what is read. Released again if the read fails."""
+    lease = lease_checkpoint(path)
+    try:
+        return lease, read_checkpoint(path, resuming=True)
+    except BaseException:
+        lease.release()
+        raise
 
 
 def write_checkpoint(path: RecordPath, data: dict[str, Any]) -> None:
