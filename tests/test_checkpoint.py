@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,11 +29,12 @@ from agentfsm.agent import ToolCallAgent
 from agentfsm.agent.toolcall import INTERRUPTED_CALL
 from agentfsm.cli import commands as cli_main
 from agentfsm.cli import config
-from agentfsm.errors import CheckpointError, CheckpointLeasedError
+from agentfsm.errors import AgentBusyError, CheckpointError, CheckpointLeasedError
 from agentfsm.memory import Memory
 from agentfsm.messages import Role, ToolCall
 from agentfsm.recording import checkpoint, writer
 from agentfsm.recording.checkpoint import read_checkpoint
+from agentfsm.recording.lease import Lease
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 from agentfsm.toolbox import Terminate
 from agentfsm.toolbox.tool import tool
@@ -724,3 +726,92 @@ def test_cli_resume_of_a_leased_checkpoint_is_one_line_and_status_2(
         held.release()
     assert cli_main.main(["resume", str(cp), "--json"]) == 0
     assert len(scripted_cli) == 1  # the model asked once, by the resume that held the lease
+
+
+# -- the file system off the event loop: a run's lease, and the lease's check before each append
+
+
+def _blocking_acquire(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> list[str]:
+    """`Lease.acquire`, made to wait for `release` (set from the loop) and to say where it ran."""
+    acquire = Lease.acquire
+    threads: list[str] = []
+
+    def waiting(path: Any) -> Lease:
+        threads.append(threading.current_thread().name)
+        if not release.wait(5):  # on the loop it would wait out the timeout: the loop is what sets it
+            raise AssertionError("the lease was taken on the event loop: the loop could not go on")
+        return acquire(path)
+
+    monkeypatch.setattr(Lease, "acquire", staticmethod(waiting))
+    return threads
+
+
+async def test_a_run_leases_its_checkpoint_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fifty runs starting at once would otherwise each wait on the loop for the file system (a
+    create, a lock, a stat wait while it commits another run's fsync): the loop goes on meanwhile."""
+    release = threading.Event()
+    threads = _blocking_acquire(monkeypatch, release)
+    tools = Tools()
+    run = asyncio.create_task(tools.agent().run("go", checkpoint=tmp_path / "run.json"))
+    await asyncio.sleep(0.05)
+    release.set()  # the loop runs while the lease is being taken
+    result = await run
+    assert result.stop_reason == "terminated" and tools.ran == [1, 2]
+    assert threads and threads[0].startswith("agentfsm-recording")
+
+
+async def test_a_run_cancelled_while_it_leases_its_checkpoint_leaves_it_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.json"
+    release = threading.Event()
+    _blocking_acquire(monkeypatch, release)
+    tools = Tools()
+    run = asyncio.create_task(tools.agent().run("go", checkpoint=path))
+    await asyncio.sleep(0.05)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    release.set()  # the lease is taken after its run was cancelled: it is released, not kept
+    monkeypatch.undo()
+    for _ in range(500):
+        if not (tmp_path / "run.json.lease").exists():
+            break
+        await asyncio.sleep(0.01)
+    assert not (tmp_path / "run.json.lease").exists()
+    Lease.acquire(path).release()  # free: no CheckpointLeasedError
+    assert tools.ran == [] and not path.exists()
+
+
+async def test_a_second_run_of_a_busy_agent_is_refused_and_leaves_its_checkpoint_free(tmp_path: Path) -> None:
+    """Both pass the first check while their leases are taken; whichever is second to claim the
+    agent is refused then, and gives its lease back."""
+    tools = Tools()
+    agent = tools.agent()
+    paths = [tmp_path / "first.json", tmp_path / "second.json"]
+    outcomes = await asyncio.gather(*(agent.run("go", checkpoint=p) for p in paths), return_exceptions=True)
+    refused = [i for i, o in enumerate(outcomes) if isinstance(o, AgentBusyError)]
+    assert len(refused) == 1, outcomes
+    ran = outcomes[1 - refused[0]]
+    assert not isinstance(ran, BaseException) and ran.stop_reason == "terminated" and tools.ran == [1, 2]
+    for path in paths:
+        Lease.acquire(path).release()  # both free again: no CheckpointLeasedError
+    assert not paths[refused[0]].exists()
+
+
+async def test_the_lease_is_checked_before_each_append_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verify = Lease.verify
+    threads: set[str] = set()
+
+    def where(self: Lease) -> None:
+        threads.add(threading.current_thread().name)
+        verify(self)
+
+    monkeypatch.setattr(Lease, "verify", where)
+    result = await Tools().agent().run("go", checkpoint=tmp_path / "run.json")
+    assert result.stop_reason == "terminated"
+    assert threads and all(name.startswith("agentfsm-recording") for name in threads), threads

@@ -32,10 +32,11 @@ from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..questions import Question
-from ..recording.checkpoint import Checkpointer, read_checkpoint, restore
+from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint, restore
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.trace import TraceWriter
+from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import RunResult, StopReason
@@ -172,8 +173,18 @@ class BaseAgent(DrivenModel, ABC):
         the model, traced or checkpointed, so a resumed run is given them again.
         """
         self._check_startable()
-        self._take_deps(deps)
-        driver = self._new_run(checkpoint)
+        self.check_deps(deps)
+        lease = None
+        if checkpoint is not None:  # off the loop: see `lease_checkpoint`
+            lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
+        try:
+            self._check_startable()  # again: another run of this agent may have started meanwhile
+            self._take_deps(deps)
+            driver = self._new_run(checkpoint, lease)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
         with self._trace(trace, append=False):
             return await driver.run(request)
 
@@ -272,7 +283,13 @@ class BaseAgent(DrivenModel, ABC):
             raise WrongValueError(
                 "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
             )
-        driver = self._resumed_run(checkpoint, deps)
+        opened = None
+        if checkpoint is not None:  # off the loop: a journal can be long, and see `lease_checkpoint`
+            self._check_idle()
+            self.check_deps(deps)
+            path = checkpoint
+            opened = await off_loop(lambda: open_checkpoint(path), abandoned=_release_lease)
+        driver = self._resumed_run(checkpoint, deps, opened)
         with self._trace(trace, append=True):
             self.paused_edits = ()  # the trace has them now
             return await driver.run(None)
@@ -376,17 +393,27 @@ class BaseAgent(DrivenModel, ABC):
         self.check_deps(deps)
         self._deps = deps
 
-    def _resumed_run(self, checkpoint: RecordPath | None, deps: Any = None) -> RunDriver:
-        """The paused run's driver (no `checkpoint`), or a new one for the run restored from it."""
-        self._check_idle()
-        if checkpoint is None:
-            driver = self._paused_run()
-            self._take_deps(deps if deps is not None else self._deps)
-            return driver
-        self._take_deps(deps)
-        lease = Lease.acquire(checkpoint)  # before reading: no other run moves on from what is read
+    def _resumed_run(
+        self,
+        checkpoint: RecordPath | None,
+        deps: Any = None,
+        opened: tuple[Lease, dict[str, Any]] | None = None,
+    ) -> RunDriver:
+        """The paused run's driver (no `checkpoint`), or a new one for the run restored from it
+        (`opened`: its lease and its contents, already taken by `open_checkpoint`)."""
         try:
-            data = read_checkpoint(checkpoint, resuming=True)
+            self._check_idle()
+            if checkpoint is None:
+                driver = self._paused_run()
+                self._take_deps(deps if deps is not None else self._deps)
+                return driver
+            self._take_deps(deps)
+            lease, data = opened if opened is not None else open_checkpoint(checkpoint)
+        except BaseException:
+            if opened is not None:
+                opened[0].release()
+            raise
+        try:
             if isinstance(data["config"], dict):
                 self.prepare_resume(data["config"])
             restore(self, data)
@@ -583,3 +610,8 @@ async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator
             assert transition is not None  # `yields`: the driver builds every one
             await driver.model.flush_listeners()  # its records are written (a checkpoint reads it back)
             yield transition
+
+
+def _release_lease(opened: tuple[Lease, dict[str, Any]]) -> None:
+    """A checkpoint opened for a resume that was cancelled meanwhile: its lease is given back."""
+    opened[0].release()

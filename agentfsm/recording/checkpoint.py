@@ -39,7 +39,9 @@ Each record is one line, appended with one write and fsynced, in order, by the
 journal's `RecordWriter` (`agentfsm.recording.writer`), in a thread off the
 event loop: an fsync takes about a millisecond, a step writes about five
 records, and while a file system commits an fsync an append to it may wait
-too; a loop that did either would stall every other run in it. The run awaits
+too; a loop that did either would stall every other run in it. So does the
+lease's check before each append (a ``stat``), and a run leases its journal
+off the loop before it starts (`lease_checkpoint`). The run awaits
 that thread (without blocking the loop) where it matters: a tool call's start
 record is durable before the tool runs (so no call runs twice, whatever
 crashes), its completion record before its result can enter memory, every
@@ -95,6 +97,8 @@ __all__ = [
     "append_record",
     "config_differences",
     "damaged",
+    "lease_checkpoint",
+    "open_checkpoint",
     "read_checkpoint",
     "read_memory",
     "read_run_state",
@@ -220,11 +224,11 @@ class Checkpointer:
     """The journal's appends and fsyncs, off the event loop (made on the first write)."""
 
     def __init__(self, path: RecordPath, agent: Recorded, *, lease: Lease | None = None) -> None:
-        check_writable(path, "checkpoint")
         self.path = path
         self.agent = agent
-        self.lease = lease if lease is not None else Lease.acquire(path)
-        """One writer at a time: checked before every append, released by `close()`."""
+        self.lease = lease if lease is not None else lease_checkpoint(path)
+        """One writer at a time: checked before every append (in the writer's thread), released by
+        `close()`."""
         self._watch: MemoryWatch | None = None
         """Memory's changes since the last record (None: the next record holds all of memory)."""
         self._config: dict[str, Any] | None = None
@@ -266,7 +270,7 @@ class Checkpointer:
         config = agent.trace_config()
         writer = self._writer
         if writer is None:
-            writer = self._writer = RecordWriter(self.path, _write_batch)
+            writer = self._writer = RecordWriter(self.path, _write_batch, check=self.lease.verify)
         if writer.error is not None:
             raise writer.error
         head = ""
@@ -292,7 +296,6 @@ class Checkpointer:
             record["config"] = config
         record["written_at"] = _now()
         try:
-            self.lease.verify()  # on the loop, before the record is handed to the writer
             writer.add(head + _line(record), new=bool(head))
         except BaseException:
             self._forget()  # what was taken from the watch is not in the journal: start whole again
@@ -323,6 +326,27 @@ class Checkpointer:
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+
+
+def lease_checkpoint(path: RecordPath) -> Lease:
+    """Refuse a `path` a checkpoint cannot be written to (`RecordingError`), then lease it
+    (`CheckpointLeasedError` names who holds it): what a run asks the file system before it starts.
+    A run asks it off the event loop (`agentfsm.recording.writer.off_loop`): a ``stat`` or a
+    create waits while the file system commits another run's fsync, and fifty runs starting at
+    once would each wait on the loop."""
+    check_writable(path, "checkpoint")
+    return Lease.acquire(path)
+
+
+def open_checkpoint(path: RecordPath) -> tuple[Lease, dict[str, Any]]:
+    """Lease the journal at `path` (`lease_checkpoint`), then read it for a resume: the lease
+    first, so no other run moves on from what is read. Released again if the read fails."""
+    lease = lease_checkpoint(path)
+    try:
+        return lease, read_checkpoint(path, resuming=True)
+    except BaseException:
+        lease.release()
+        raise
 
 
 def write_checkpoint(path: RecordPath, data: dict[str, Any]) -> None:

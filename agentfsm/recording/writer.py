@@ -19,10 +19,16 @@ checkpointed runs. Their lifetime is the writers': made when a writer first
 needs one, ended when the last writer that used them closes, so nothing
 lingers once no recording is open.
 
+A writer may be given a `check`, run in its thread before each batch: a
+checkpoint's lease, checked there rather than on the loop, since asking the
+file system anything (a ``stat`` too) waits while it commits another
+writer's fsync. `off_loop` runs the other file-system work of a run's start
+(leasing its checkpoint) in the same threads, for the same reason.
+
 Awaiting the writer waits (in the loop, without blocking it) until every
 record handed over so far is written; it raises `RecordingError` once a
-write failed (the writer then takes no more records: the run ends with that
-error).
+write failed, or the error its `check` raised (the writer then takes no
+more records: the run ends with that error).
 """
 
 from __future__ import annotations
@@ -32,12 +38,14 @@ import os
 import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import RecordingError
+from ..errors import AgentfsmError, RecordingError
 from .files import RecordPath, write_failed
 
-__all__ = ["Batch", "BatchWrite", "RecordWriter"]
+__all__ = ["Batch", "BatchWrite", "RecordWriter", "off_loop"]
+
+_T = TypeVar("_T")
 
 _WORKERS = 4
 """Threads shared by the writers: one job at a time per writer, a few writers at once."""
@@ -76,20 +84,48 @@ class _Threads:
 _THREADS = _Threads()
 
 
+async def off_loop(work: Callable[[], _T], *, abandoned: Callable[[_T], None] | None = None) -> _T:
+    """`work()`, run in the writers' threads while the loop goes on; its result, or its error.
+
+    `abandoned`: given the result of a `work` whose awaiting was cancelled while it ran (a
+    lease taken for a run that will not start is released, not left to the collector)."""
+    import asyncio
+
+    threads = _THREADS.take()
+    job = threads.submit(work)
+    try:
+        return await asyncio.shield(asyncio.wrap_future(job))
+    except asyncio.CancelledError:
+        if abandoned is not None:
+            job.add_done_callback(lambda done: done.exception() is None and abandoned(done.result()))
+        raise
+    finally:
+        _THREADS.give_back()
+
+
 class RecordWriter:
     """The writes of one recording at `path`, made by `write` in the writers' threads, in order."""
 
-    def __init__(self, path: RecordPath, write: BatchWrite, *, what: str = "checkpoint") -> None:
+    def __init__(
+        self,
+        path: RecordPath,
+        write: BatchWrite,
+        *,
+        what: str = "checkpoint",
+        check: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
         self.what = what
         self._write = write
+        self._check = check
+        """Run before each batch, in the thread: an `AgentfsmError` it raises stops the writer."""
         self._lock = threading.RLock()  # a job that finished at once calls back under it
         self._waiting: Batch = []
         self._added = 0
         self._written = 0
         self._job: Future[int] | None = None
         self._threads: ThreadPoolExecutor | None = None
-        self.error: RecordingError | None = None
+        self.error: AgentfsmError | None = None
 
     def add(self, text: str, *, new: bool) -> None:
         """Hand `text` over to be written (`new`: it begins the file)."""
@@ -116,6 +152,8 @@ class RecordWriter:
         job.add_done_callback(self._done)
 
     def _run(self, batch: Batch, written: int) -> int:
+        if self._check is not None:
+            self._check()
         self._write(self.path, batch)
         return written
 
@@ -127,6 +165,9 @@ class RecordWriter:
                 self._written = job.result()
             except OSError as exc:
                 self.error = self.error or write_failed(self.what, self.path, exc)
+                self._waiting.clear()
+            except AgentfsmError as exc:  # the check's refusal, as it said it
+                self.error = self.error or exc
                 self._waiting.clear()
             except Exception as exc:  # anything else that stops the writer stops it the same way
                 self.error = self.error or RecordingError(
