@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from ..errors import LLMError
+from ..errors import LLMError, ProviderTimeoutError
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
@@ -306,14 +306,32 @@ class LLM(LLMOptions):
         async def call() -> Any:
             nonlocal attempt
             attempt += 1
-            if self.stream:
-                return await _streamed(litellm, request, sink, attempt)
-            return await litellm.acompletion(**request)
+            return await self._attempt(litellm, request, sink, attempt)
 
         response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
         reply = self._reply(response)
         log_call(reply, model=self.model, attempts=attempts, started=started)
         return reply
+
+    async def _attempt(
+        self, litellm: Any, request: dict[str, Any], sink: DeltaSink | None, attempt: int
+    ) -> Any:
+        """One request, whole within `timeout` as `OpenAICompatible`'s is: litellm's own timeout is
+        per read, so a server that sends a chunk (or a byte) now and then would hold it forever."""
+        where = self.api_base or "the provider"
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                if self.stream:
+                    return await _streamed(litellm, request, sink, attempt)
+                return await litellm.acompletion(**request)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            what = "the stream did not end" if self.stream else "no complete reply"
+            raise ProviderTimeoutError(
+                f"timeout: {what} within {self.timeout:g} s from {where}", url=where
+            ) from exc
 
     async def ask(self, messages: Sequence[Message], *, system_msgs: Sequence[Message] = ()) -> str:
         """Ask for a plain text answer (no tools); empty string if the model said nothing."""
@@ -386,6 +404,7 @@ async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | Non
     (litellm's `stream_chunk_builder`) into the response a request without streaming gets. The
     stream is closed however the attempt ends, so a cancelled run leaves no connection open."""
     chunks = []
+    names: dict[int, str] = {}  # each call's name as told to the sink: some servers repeat it in every delta
     stream = await litellm.acompletion(**request)
     try:
         async for chunk in stream:
@@ -399,10 +418,16 @@ async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | Non
                 sink.text(text, attempt)
             for piece in getattr(delta, "tool_calls", None) or ():
                 function = getattr(piece, "function", None)
+                index = getattr(piece, "index", 0) or 0
+                name = getattr(function, "name", None) or None
+                if name is not None and names.get(index) == name:
+                    name = None  # said already
+                elif name is not None:
+                    names[index] = name
                 sink.tool_call(
-                    getattr(piece, "index", 0) or 0,
+                    index,
                     getattr(piece, "id", None) or None,
-                    getattr(function, "name", None) or None,
+                    name,
                     getattr(function, "arguments", None) or "",
                     attempt,
                 )
