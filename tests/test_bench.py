@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import bench
 import bench_peers
 import bench_sandbox
+import bench_stream
 
 
 def _answer(output: Any) -> str:
@@ -336,3 +337,16 @@ def test_the_telemetry_table_states_the_goal_per_http_model_beside_the_floor_on_
     )
     assert "goal: OpenAICompatible, 20 ms: instrumented / not, HTTP path <= 1.02x: 1.014x, met;" in table
     assert table.count("noise over the goal") == 1
+
+
+@pytest.mark.http
+async def test_the_stream_section_reads_every_delta_through_each_client_and_the_table_says_so() -> None:
+    data = await bench_stream.stream(quick=True, deltas=300)
+
+    clients = data["clients"]
+    assert list(clients) == ["OpenAICompatible", "LLM (litellm)", "bare litellm stream"]
+    assert all(figures["text_chars"] == 300 for figures in clients.values())
+    table: list[str] = []
+    bench_stream.lines(data, table)
+    assert table[0] == "Streaming: one reply of 300 deltas, one call per client"
+    assert "over bare litellm (its floor)" in table[-1]

@@ -12,9 +12,11 @@ and trace) as history grows, and how a trace grows with its run; many agents
 in one event loop; the model path over HTTP against a fast loopback server of
 the benchmark's own (`bench_http`: CPU per request for each client, 1,000
 concurrent runs, a step with the token check on and off, the first call in a
-fresh process); the cost of OpenTelemetry instrumentation (`bench_otel`: in process and
-on the HTTP path, spans to an in-memory exporter, and none without it); start-up time; the
-sandbox (`bench_sandbox`: start, close, python_execute and bash warm, docker and local).
+fresh process); one reply of 100,000 stream deltas through each client (`bench_stream`:
+the native adapter, `LLM`, and bare litellm, its floor); the cost of OpenTelemetry
+instrumentation (`bench_otel`: in process and on the HTTP path, spans to an in-memory
+exporter, and none without it); start-up time; the sandbox (`bench_sandbox`: start, close,
+python_execute and bash warm, docker and local).
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -43,6 +45,7 @@ import bench_http
 import bench_otel
 import bench_peers
 import bench_sandbox
+import bench_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -437,6 +440,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "http": bench_http.lines,
     "telemetry": bench_otel.lines,
     "startup": _startup_lines,
+    "stream": bench_stream.lines,
     "sandbox": bench_sandbox.lines,
 }
 
@@ -451,6 +455,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("recording", recording),
         ("scale", scale),
         ("http", http),
+        ("stream", bench_stream.stream),
         ("sandbox", bench_sandbox.sandbox),
         ("telemetry", bench_otel.telemetry),
     ):
@@ -465,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,telemetry,sandbox",
+        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

@@ -22,9 +22,13 @@ any OpenAI-compatible server. What this adapter adds on top of litellm:
   back: Claude with thinking and DeepSeek's reasoner reject a history without it.
 - with `stream` on, the reply is streamed (usage included) and each piece
   handed to the caller's `DeltaSink`; litellm's own `stream_chunk_builder`
-  puts the chunks back together into the response a request without
-  streaming gets, read by the same code (a stream cut short or garbled is
-  one of litellm's transient errors, and retried whole);
+  puts the chunks back together (in a worker thread: it is slow on long
+  streams) into the response a request without streaming gets, read by the
+  same code (a stream cut short or garbled is one of litellm's transient
+  errors, and retried whole);
+- each attempt is whole within `timeout`, as `OpenAICompatible`'s is, on a
+  deadline of the adapter's own: litellm's timeout is per read, so a server
+  that sends a chunk now and then would hold a call as long as it liked;
 - what litellm knows of the model (its input window, vision, reasoning, whether
   it takes a temperature) is looked up once per adapter, with `api_base` and the
   provider, in a thread of its own and bounded in time: for some providers
@@ -50,7 +54,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from ..errors import LLMError
+from ..errors import LLMError, ProviderTimeoutError
 from ..log import event
 from ..messages import Message, ProviderFields, ToolCall
 from .base import DeltaSink, LLMResponse, ToolChoice, Usage, log_call
@@ -306,14 +310,32 @@ class LLM(LLMOptions):
         async def call() -> Any:
             nonlocal attempt
             attempt += 1
-            if self.stream:
-                return await _streamed(litellm, request, sink, attempt)
-            return await litellm.acompletion(**request)
+            return await self._attempt(litellm, request, sink, attempt)
 
         response, attempts = await self._retry.run(call, model=self.model, url=self.api_base)
         reply = self._reply(response)
         log_call(reply, model=self.model, attempts=attempts, started=started)
         return reply
+
+    async def _attempt(
+        self, litellm: Any, request: dict[str, Any], sink: DeltaSink | None, attempt: int
+    ) -> Any:
+        """One request, whole within `timeout` as `OpenAICompatible`'s is: litellm's own timeout is
+        per read, so a server that sends a chunk (or a byte) now and then would hold it forever."""
+        where = self.api_base or "the provider"
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                if self.stream:
+                    return await _streamed(litellm, request, sink, attempt)
+                return await litellm.acompletion(**request)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            what = "the stream did not end" if self.stream else "no complete reply"
+            raise ProviderTimeoutError(
+                f"timeout: {what} within {self.timeout:g} s from {where}", url=where
+            ) from exc
 
     async def ask(self, messages: Sequence[Message], *, system_msgs: Sequence[Message] = ()) -> str:
         """Ask for a plain text answer (no tools); empty string if the model said nothing."""
@@ -386,6 +408,7 @@ async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | Non
     (litellm's `stream_chunk_builder`) into the response a request without streaming gets. The
     stream is closed however the attempt ends, so a cancelled run leaves no connection open."""
     chunks = []
+    names: dict[int, str] = {}  # each call's name as told to the sink: some servers repeat it in every delta
     stream = await litellm.acompletion(**request)
     try:
         async for chunk in stream:
@@ -399,10 +422,16 @@ async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | Non
                 sink.text(text, attempt)
             for piece in getattr(delta, "tool_calls", None) or ():
                 function = getattr(piece, "function", None)
+                index = getattr(piece, "index", 0) or 0
+                name = getattr(function, "name", None) or None
+                if name is not None and names.get(index) == name:
+                    name = None  # said already
+                elif name is not None:
+                    names[index] = name
                 sink.tool_call(
-                    getattr(piece, "index", 0) or 0,
+                    index,
                     getattr(piece, "id", None) or None,
-                    getattr(function, "name", None) or None,
+                    name,
                     getattr(function, "arguments", None) or "",
                     attempt,
                 )
@@ -410,7 +439,9 @@ async def _streamed(litellm: Any, request: dict[str, Any], sink: DeltaSink | Non
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()
-    return litellm.stream_chunk_builder(chunks, messages=request["messages"])
+    # Off the event loop: litellm's builder costs ~0.1 ms a chunk (9 s for 100,000), which
+    # would freeze every other run on the loop meanwhile.
+    return await asyncio.to_thread(litellm.stream_chunk_builder, chunks, messages=request["messages"])
 
 
 def _provider_fields(item: Any, own: frozenset[str]) -> ProviderFields | None:

@@ -82,7 +82,7 @@ class LLMOptions(Options):
     token_budget: Annotated[int | None, Spec(ge=1, none="no limit")] = None
     """Tokens one agent run may spend, input and output; then it ends with `token_limit`."""
     timeout: Annotated[float, Spec(gt=0)] = 60.0
-    """Seconds one request may take."""
+    """Seconds one request may take, whole (a stream that trickles is cut at it too)."""
     max_attempts: Annotated[int, Spec(ge=1, traced=False)] = 6
     """Tries of a request that fails transiently (rate limit, timeout, connection, 5xx)."""
     backoff_base: Annotated[float, Spec(ge=0, traced=False)] = 1.0
@@ -90,8 +90,9 @@ class LLMOptions(Options):
     backoff_max: Annotated[float, Spec(ge=0, traced=False)] = 60.0
     """The longest wait between two tries; a longer Retry-After is cut to it (the retry's warning says so)."""
     retry_timeout: Annotated[float | None, Spec(gt=0, none="no bound", traced=False)] = 300.0
-    """Seconds one call may spend in all, retries and waits included: no retry starts past it, and
-    a Retry-After longer than what is left ends the retries (the error says so)."""
+    """Seconds one call may spend in all, from its first request, retries and waits included: no
+    retry starts and no attempt goes on past it (a reply still coming is cut), and a Retry-After
+    longer than what is left ends the retries (the error says so)."""
     stream: Annotated[bool, Spec(traced=False)] = False
     """Stream each reply: its text and tool-call arguments reach the run's events (`TextDelta`,
     `ToolCallDelta`) as they arrive. The assembled reply is the one a request without streaming

@@ -23,9 +23,15 @@ mistakes fail in seconds rather than after minutes of retries, each saying why:
   started is far likelier than one restarting, and the message names the
   URL. Once it has answered, a lost connection is retried in full (the
   server restarting mid-run is then the likely story);
-- `retry_timeout` bounds the whole call: no retry starts, and no wait ends,
-  past it, and a Retry-After longer than what is left ends the retries with
-  a message saying so (waiting would only end in the same error, later).
+- `retry_timeout` bounds the whole call, from its first request: no retry
+  starts, no wait ends, and no attempt goes on past it (an attempt still
+  waiting for its first byte, or reading a stream that trickles or stalls, is
+  cut at the deadline and ends the call with a `ProviderTimeoutError` saying
+  so), and a Retry-After longer than what is left ends the retries with a
+  message saying so (waiting would only end in the same error, later). The
+  attempt is cut here, not by the HTTP client, because a client's timeout may
+  be per read (litellm's is: a server sending a chunk a second never times
+  out) and no client knows about the retries before it.
 
 Each retry is logged (``llm_retry``, a warning) and told to whoever asked for the call, before
 the wait (`agentfsm.model.retry_report`): a run turns it into an `LLMRetry` event.
@@ -33,6 +39,7 @@ the wait (`agentfsm.model.retry_report`): a run turns it into an `LLMRetry` even
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import re
@@ -45,7 +52,7 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from ..errors import LLMError, TokenLimitExceeded
+from ..errors import LLMError, ProviderTimeoutError, TokenLimitExceeded
 from ..log import event
 from .retry_report import RetryNotice, heard_by, one_line
 
@@ -285,7 +292,7 @@ class RetryPolicy:
             return f"after {tries}"
         if not self.answered and unreachable(exc) is not None and attempt >= UNREACHABLE_ATTEMPTS:
             return f"after {tries}; the server has never answered: check the URL and that it is running"
-        if self.retry_timeout is not None and elapsed + wait > self.retry_timeout:
+        if self.retry_timeout is not None and elapsed + wait >= self.retry_timeout:
             left = max(self.retry_timeout - elapsed, 0.0)
             asked = retry_after(exc)
             if asked is not None and min(asked, self.backoff_max) > left:
@@ -325,7 +332,7 @@ class RetryPolicy:
                 raise made.pop()
             attempts += 1
             try:
-                result = await call()
+                result = await self._within_deadline(call, started, url)
             except Exception as exc:
                 if unreachable(exc) is None:
                     self.answered = True
@@ -403,6 +410,26 @@ class RetryPolicy:
                 ended = "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"
             raise LLMError(_failure(model, exc, ended, url)) from exc
         return result, attempts
+
+    async def _within_deadline(self, call: Callable[[], Awaitable[T]], started: float, url: str | None) -> T:
+        """`call()`, cut when `retry_timeout` (counted from `started`) runs out; the cut is a
+        `ProviderTimeoutError` naming the bound, which `stop_reason` then ends the retries on."""
+        if self.retry_timeout is None:
+            return await call()
+        left = self.retry_timeout - (time.monotonic() - started)
+        scope = asyncio.timeout(max(left, 0.0))
+        try:
+            async with scope:
+                return await call()
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise  # the client's own timeout
+            where = url or "the provider"
+            raise ProviderTimeoutError(
+                f"timeout: no complete reply from {where} within what was left of `retry_timeout` "
+                f"({_seconds(self.retry_timeout)} s)",
+                url=url or "",
+            ) from exc
 
 
 def _failure(model: str, exc: BaseException, ended: str, url: str | None) -> str:

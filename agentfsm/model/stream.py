@@ -138,8 +138,10 @@ class ChunkAssembler:
             arguments = json.dumps(arguments, ensure_ascii=False) if arguments is not None else ""
         if new_id is not None and call.id is None:
             call.id = new_id
-        if name:
-            call.name += name
+        if name == call.name:
+            name = None  # a server that repeats the name in every delta (litellm keeps it whole too)
+        elif name:
+            call.name = name  # a name comes whole: the last one sent counts, as litellm reads it
         if arguments:
             call.arguments.append(arguments)
         for key, value in piece.items():
