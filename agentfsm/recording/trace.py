@@ -75,7 +75,6 @@ from ..run.state import Decision
 from ..run.view import Recorded
 from .files import RecordPath, check_writable, escape_surrogates, json_line, write_failed
 from .kinds import file_kind, not_a
-from .trace_records import check_record
 
 __all__ = [
     "TRACE_SCHEMA",
@@ -428,6 +427,8 @@ def read_trace(path: RecordPath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the other records, each `llm` record's request whole again (its ``messages``
     and ``system_msgs`` the message dumps, its ``tools`` the list); `TraceError` if it cannot be.
     A last line cut mid-write (a crash) is dropped."""
+    from .trace_records import check_record  # pydantic, loaded by what reads a trace back
+
     lines = _lines(path)
     for number, record in lines:
         check_record(path, number, record)
