@@ -392,11 +392,11 @@ def _flow_damages(doc: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str]]:
         "max_messages of 1": (agent(max_messages=1), "(`max_messages` must be at least 2"),
         "flow state of the wrong shape": (
             {**doc, "flow_state": {**doc["flow_state"], "replans": "many"}},
-            "its flow state does not read back (replans: Input should be a valid integer",
+            "its flow_state does not read back (replans: Input should be a valid integer",
         ),
         "run state of the wrong shape": (
             {**doc, "run_state": {**doc["run_state"], "step": "x"}},
-            "its run state does not read back (step:",
+            "its run_state does not read back (step:",
         ),
         "agents not a table": ({**doc, "agents": []}, "its agents is [], not a table"),
         "agent without memory": ({**doc, "agents": {"coder": 3}}, "its agent 'coder' is 3, not a table"),

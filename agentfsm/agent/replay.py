@@ -48,6 +48,7 @@ __all__ = [
     "ReplayStop",
     "Replayer",
     "apply_edit",
+    "compare_result",
     "compare_transition",
     "replay",
 ]
@@ -202,6 +203,11 @@ class ReplayAgent(ToolCallAgent):
                 f"the trace's agent ({header.get('agent_class')}) is not a tool-calling agent "
                 f"(its configuration lacks {', '.join(missing)}); replay needs one"
             )
+        for key, kind, what in (("llm", dict, "a table"), ("max_messages", int, "a whole number")):
+            if key in config and (not isinstance(config[key], kind) or isinstance(config[key], bool)):
+                raise ReplayError(
+                    f"the trace's header is damaged: its config.{key} is {config[key]!r}, not {what}"
+                )
         try:
             options = ToolCallOptions.from_json(config)  # options a trace lacks take their defaults
         except (ConfigError, TypeError) as exc:
@@ -276,6 +282,9 @@ class Replayer:
         except TraceError as exc:
             raise ReplayError(str(exc)) from None
         self.script = ReplayScript(records)
+        results = [r for r in records if r["kind"] == "result"]
+        self.recorded_result: Any = results[-1].get("result") if results else None
+        """The last ``result`` record's RunResult (a paused and resumed run's end), or None."""
         self.agent: ToolCallAgent = ReplayAgent(self.header, self.script)
         self.recorded: list[dict[str, Any]] = []
         self.edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits right after it
@@ -313,6 +322,8 @@ class Replayer:
             raise ReplayError(
                 f"the replay took {len(self.replayed)} transitions, the trace has {len(self.recorded)}"
             )
+        if self.script.complete and self.agent.last_result is not None:
+            compare_result(self.agent.last_result.model_dump(mode="json"), self.recorded_result, "run")
 
     @property
     def result(self) -> RunResult | None:
@@ -327,6 +338,29 @@ class Replayer:
 async def replay(trace: RecordPath) -> Replay:
     """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges."""
     return await Replayer(trace).run()
+
+
+RESULT_COMPARED = ("state", "stop_reason", "steps", "output", "error")
+"""What a replayed run's result must share with the recorded one: its outcome. (Its usage and
+timings are the replay's own; its run id is a new run's.)"""
+
+
+def compare_result(mine: dict[str, Any], recorded: object, what: str) -> None:
+    """`ReplayError` naming the first field of `RESULT_COMPARED` where the replayed result `mine`
+    and the `recorded` one differ: a recorded outcome that the recorded inputs do not give."""
+    if not isinstance(recorded, dict):
+        raise ReplayError(f"the trace's {what} result is {_short(recorded)}, not a run's result")
+    for key in RESULT_COMPARED:
+        if mine.get(key) != recorded.get(key):
+            raise ReplayError(
+                f"the replayed {what}'s {key} is {_short(mine.get(key))}, "
+                f"the trace's {_short(recorded.get(key))}: the trace's outcome differs from its replay"
+            )
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def compare_transition(

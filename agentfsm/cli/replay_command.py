@@ -42,7 +42,7 @@ def replay_command(args: argparse.Namespace) -> int:
         try:
             replayed = run_async(replay(args.trace))
         except ReplayError as exc:
-            return usage_error(str(exc))
+            return usage_error(_about(args.trace, exc))
     out = sys.stdout
     if not args.json:
         for t in replayed.transitions:
@@ -56,6 +56,12 @@ def replay_command(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print_result(replayed.result, args.json, out)
     return exit_code(replayed.result)
+
+
+def _about(path: str, exc: ReplayError) -> str:
+    """`exc`'s message naming the trace at `path` (a divergence names where, not which file)."""
+    message = str(exc)
+    return message if path in message else f"{path}: {message}"
 
 
 def is_flow_trace(path: str) -> bool:
@@ -75,11 +81,14 @@ def replay_flow(args: argparse.Namespace) -> int:
     from ..flow.replay import replay_flow
     from . import log_setup
 
-    with log_setup.configured(args.log_format), contextlib.redirect_stdout(sys.stderr):
+    with (
+        log_setup.configured(args.log_format, level=log_level(args)),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         try:
             replayed = run_async(replay_flow(args.trace))
         except ReplayError as exc:
-            return usage_error(str(exc))
+            return usage_error(_about(args.trace, exc))
     out = sys.stdout
     result = replayed.result
     if not args.json:
@@ -120,7 +129,7 @@ def replay_step(args: argparse.Namespace) -> int:
                 replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
             )
     except ReplayError as exc:
-        return usage_error(str(exc))
+        return usage_error(_about(args.trace, exc))
     if status == EXIT_INTERRUPTED:  # Ctrl-C or `quit`: the person ended it, wherever the trace was
         return status
     if replayer.ended_early is not None:

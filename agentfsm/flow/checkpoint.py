@@ -56,6 +56,7 @@ from ..recording.writer import Batch, RecordWriter
 from ..run.events import AgentEvent, EventListener, Transition
 from ..run.result import StopReason
 from ..run.state import RunState
+from .plan import Plan, PlanStep
 from .state import FlowState
 
 __all__ = [
@@ -254,6 +255,9 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
     for key, kind in kinds.items():
         if not isinstance(data[key], kind):
             raise damaged(name, f"its {key} is {data[key]!r}, not {_KIND_NAMES[kind]}")
+    for executor in data["executors"]:
+        if not isinstance(executor, str):
+            raise damaged(name, f"its executors hold {executor!r}, not an agent's name")
     llms = {"llm": data["config"].get("llm")}  # what `agentfsm resume` reads of it: the models
     agent_configs = data["config"].get("agents") or {}
     if not isinstance(agent_configs, dict):
@@ -266,11 +270,24 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
     for where, llm in llms.items():
         if not isinstance(llm or {}, dict):
             raise damaged(name, f"its config's {where} is {llm!r}, not a table")
-    read_run_state(name, data["run_state"])
+    _check_config(name, data["config"])
+    run_state = read_run_state(name, data["run_state"], what="its run_state")
+    _check_keys(name, "run_state", data["run_state"], _RUN_STATE_KEYS)
+    _check_run_state(name, run_state)
+    _check_keys(name, "run_state's usage", data["run_state"]["usage"], _USAGE_KEYS)
+    _check_keys(name, "flow_state", data["flow_state"], _FLOW_STATE_KEYS)
+    plan = data["flow_state"]["plan"]
+    if isinstance(plan, dict):
+        _check_keys(name, "flow_state's plan", plan, _PLAN_KEYS)
+        for index, step in enumerate(plan["steps"] if isinstance(plan["steps"], list) else ()):
+            if isinstance(step, dict):
+                _check_keys(name, f"flow_state's plan.steps.{index}", step, _STEP_KEYS)
     try:
-        FlowState.model_validate(data["flow_state"])
+        flow_state = FlowState.model_validate(data["flow_state"])
     except ValueError as exc:  # pydantic's ValidationError
-        raise damaged(name, "its flow state does not read back", exc) from None
+        raise damaged(name, "its flow_state does not read back", exc) from None
+    if flow_state.plan is None and run_state.state not in _BEFORE_PLAN:
+        raise damaged(name, f"its flow_state's plan is null in state {run_state.state!r}, which has one")
     for agent, saved in data["agents"].items():
         if not isinstance(saved, dict) or "memory" not in saved:
             raise damaged(name, f"its agent {agent!r} is {saved!r}, not a table with its memory")
@@ -280,7 +297,87 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
     return data
 
 
-_KIND_NAMES: dict[type, str] = {str: "a name", bool: "true or false", list: "a list", dict: "a table"}
+_KIND_NAMES: dict[type, str] = {
+    str: "a name",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+    int: "a whole number",
+}
+
+_RUN_STATE_KEYS = ("run_id", "state", "step", "request", "stop_reason", "error", "output", "usage")
+"""What every flow checkpoint's run state holds (the ones a flow's result is made of): one missing
+is damage, not a default."""
+_USAGE_KEYS = ("input_tokens", "output_tokens", "llm_calls", "tool_calls")
+_FLOW_STATE_KEYS = tuple(FlowState.__dataclass_fields__)
+_PLAN_KEYS = tuple(Plan.__dataclass_fields__)
+_STEP_KEYS = tuple(PlanStep.__dataclass_fields__)
+"""Every part of the flow's state: each is written in every document of this schema."""
+_BEFORE_PLAN = frozenset({"IDLE", "PLANNING"})
+"""The flow's states that come before it has a plan."""
+
+
+def _flow_tables() -> tuple[MachineTable, ...]:
+    """The tables a checkpoint's flow may run on: with plan review and without."""
+    from .review import with_review
+    from .table import FLOW_TABLE
+
+    return FLOW_TABLE, with_review(FLOW_TABLE)
+
+
+def _check_keys(name: str, part: str, dump: Any, keys: tuple[str, ...]) -> None:
+    missing = [key for key in keys if key not in dump]
+    if missing:
+        raise damaged(name, f"its {part} lacks {', '.join(missing)}")
+
+
+def _check_run_state(name: str, run_state: RunState) -> None:
+    """The flow's state is one of its table's, and its stop reason one its edges give (a final
+    state's is never missing): a resume of an unknown one would report it as the flow's end."""
+    tables = _flow_tables()
+    specs = [table.by_name[run_state.state] for table in tables if run_state.state in table.by_name]
+    if not specs or run_state.state == tables[0].initial:
+        states = sorted({state for table in tables for state in table.by_name} - {tables[0].initial})
+        raise damaged(
+            name, f"its run_state's state is {run_state.state!r}, not one of the flow's ({', '.join(states)})"
+        )
+    reason = run_state.stop_reason
+    known = {str(r) for r in StopReason} | {
+        str(edge.stop_reason) for table in tables for edge in table.edges if edge.stop_reason is not None
+    }
+    if reason is not None and str(reason) not in known:
+        raise damaged(name, f"its run_state's stop_reason is {str(reason)!r}, not one of {sorted(known)}")
+    if reason is None and specs[0].final is not None:
+        raise damaged(
+            name, f"its run_state's stop_reason is missing, and state {run_state.state!r} is an end"
+        )
+
+
+def _check_config(name: str, config: dict[str, Any]) -> None:
+    """What a resume builds the flow from, and compares with the flow it built: a damaged part is
+    said to be damaged here, not taken for a flow configured otherwise."""
+    kinds = {"max_replans": int, "max_attempts": int, "reviewing": bool, "executors": list, "agents": dict}
+    for key, kind in kinds.items():
+        value = config.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise damaged(name, f"its config's {key} is {value!r}, not {_KIND_NAMES[kind]}")
+    for executor in config["executors"]:
+        if not isinstance(executor, str):
+            raise damaged(name, f"its config's executors hold {executor!r}, not an agent's name")
+        if executor not in config["agents"]:
+            raise damaged(name, f"its config's agents lack {executor!r}, one of its executors")
+    for agent, recorded in config["agents"].items():
+        if not isinstance(recorded, dict):
+            raise damaged(name, f"its config's agents.{agent} is {recorded!r}, not a table")
+        if not isinstance(recorded.get("agent_class"), str):
+            raise damaged(
+                name,
+                f"its config's agents.{agent}.agent_class is {recorded.get('agent_class')!r}, not a name",
+            )
+        if not isinstance(recorded.get("config"), dict):
+            raise damaged(
+                name, f"its config's agents.{agent}.config is {recorded.get('config')!r}, not a table"
+            )
 
 
 def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:

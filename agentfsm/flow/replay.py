@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from ..agent.replay import (
     ReplayAgent,
     ReplayError,
@@ -29,6 +31,7 @@ from ..agent.replay import (
     ReplayScript,
     ReplayStop,
     apply_edit,
+    compare_result,
     compare_transition,
 )
 from ..errors import ConfigError, TraceError
@@ -42,7 +45,7 @@ from .table import AWAITING_AGENT
 
 __all__ = ["FlowReplay", "FlowReplayer", "is_flow_trace", "replay_flow"]
 
-_COMPARED = ("state", "stop_reason", "summary", "replans")
+_COMPARED = ("state", "stop_reason", "summary", "error", "replans")
 
 
 def is_flow_trace(header: dict[str, Any]) -> bool:
@@ -131,10 +134,19 @@ class FlowReplayer:
         if not is_flow_trace(self.header):
             raise ReplayError(f"{path}: not a flow's trace; replay it as an agent's")
         config = self.header.get("config") or {}
+        _check(path, "header's config", _FlowConfig, config)
+        _check(path, "header", _FlowHeader, self.header)
         own = [r for r in records if "agent" not in r]
         self.complete = any(r["kind"] == "result" for r in own)
         results = [r for r in own if r["kind"] == "result"]
         self.recorded_result: dict[str, Any] | None = results[-1].get("flow") if results else None
+        if self.recorded_result is not None:
+            try:
+                FlowResult.model_validate(self.recorded_result)
+            except ValidationError as exc:
+                raise _damaged(path, "result record's flow", exc) from None
+        self.recorded_run: Any = results[-1].get("result") if results else None
+        """The flow's own RunResult as recorded (beside its FlowResult)."""
         self.decisions = [
             PlanDecision.model_validate(r["decision"]) for r in own if r["kind"] == "plan_decision"
         ]
@@ -264,6 +276,61 @@ class FlowReplayer:
         outcomes, traced = _outcomes(mine.get("runs", [])), _outcomes(recorded.get("runs", []))
         if outcomes != traced:
             raise ReplayError(f"the replayed runs are {outcomes}, the trace's {traced}")
+        for run, theirs in zip(mine.get("runs", []), recorded.get("runs", []), strict=True):
+            what = f"step {run['step_id']} ({run['agent']}, attempt {run['attempt']})"
+            compare_result(run["result"], theirs.get("result"), what)
+        if self.flow.last_result is not None:
+            compare_result(self.flow.last_result.model_dump(mode="json"), self.recorded_run, "flow")
+
+
+class _AgentConfig(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    agent_class: str
+    config: dict[str, Any]
+
+
+class _FlowConfig(BaseModel):
+    """What a flow's replay builds the flow from (the rest of its header's config is the agents')."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    max_replans: int = 3
+    max_attempts: int = 2
+    reviewing: bool = False
+    executors: list[str] | None = None
+    agents: dict[str, _AgentConfig]
+    llm: dict[str, Any] | None = None
+
+
+class _History(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    history: list[dict[str, Any]] = []
+
+
+class _FlowHeader(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    agents: dict[str, _History] = {}
+
+
+def _check(path: RecordPath, what: str, model: type[BaseModel], data: object) -> None:
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        raise _damaged(path, what, exc) from None
+
+
+def _damaged(path: RecordPath, what: str, exc: ValidationError) -> ReplayError:
+    """The one line for a part of a flow's trace that does not read back, naming the field."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    problem = "is missing" if error["type"] == "missing" else f"is {error.get('input')!r}: {error['msg']}"
+    return ReplayError(
+        f"{path}: the trace is damaged: its {what} {where} {problem}; "
+        "replay an intact copy, or re-record the run"
+    )
 
 
 def _outcomes(runs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -399,7 +399,7 @@ def _records(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
             raise TraceError(f"{path}:{number}: every trace record is a JSON object with a 'kind'")
         records.append((number, record))
     if not records or records[0][1]["kind"] != "header":
-        raise TraceError(f"{path}: not an agentfsm trace (the first record must be the header)")
+        raise TraceError(f"{path}: not an agentfsm trace (its first record's kind must be 'header')")
     schema = records[0][1].get("schema")
     if schema != TRACE_SCHEMA:
         raise TraceError(
@@ -427,7 +427,12 @@ def read_trace(path: RecordPath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the other records, each `llm` record's request whole again (its ``messages``
     and ``system_msgs`` the message dumps, its ``tools`` the list); `TraceError` if it cannot be.
     A last line cut mid-write (a crash) is dropped."""
-    (_, header), *rest = _lines(path)
+    from .trace_records import check_record  # pydantic, loaded by what reads a trace back
+
+    lines = _lines(path)
+    for number, record in lines:
+        check_record(path, number, record)
+    (_, header), *rest = lines
     table: list[Any] = list(header.get("history", ()))
     tools: Any = None
     records: list[dict[str, Any]] = []
