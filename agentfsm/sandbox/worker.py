@@ -186,7 +186,19 @@ class _Call:
         with contextlib.suppress(OSError):  # as the child does: whichever runs first, the group exists
             os.setpgid(self.pid, self.pid)
 
+    def alive(self) -> bool:
+        """Whether the child still waits for its source (the memory limit may have killed it meanwhile)."""
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
     def send(self, source: bytes) -> None:
+        try:  # under the memory limit the snippet goes first, once it runs: an idle child would go instead
+            with open(f"/proc/{self.pid}/oom_score_adj", "w") as fh:
+                fh.write("1000")
+        except OSError:
+            pass
         with contextlib.suppress(OSError):  # the child died waiting (the memory limit): `wait` says so
             view = memoryview(source)
             while view:
@@ -255,11 +267,6 @@ def _child(request: int, out: int, err: int, identity: Identity | None) -> None:
     os.setpgid(0, 0)
     for relayed in _RELAYED:  # the snippet's own signals, as in a new interpreter
         signal.signal(relayed, signal.default_int_handler if relayed == signal.SIGINT else signal.SIG_DFL)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:  # under the memory limit, the snippet goes first
-            fh.write("1000")
-    except OSError:
-        pass
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
@@ -325,7 +332,11 @@ def serve(read: BinaryIO, identity: Identity | None = None) -> None:
             call.discard()
             return
         marker, timeout, size = header.decode().split()
-        call.send(read.read(int(size)))
+        source = read.read(int(size))
+        if not call.alive():
+            call.discard()
+            call = _Call(identity)
+        call.send(source)
         status = call.wait(float(timeout))
         kill_all(call.pid, marked)  # what the call left running ends with it, wherever it went
         if status is None:
