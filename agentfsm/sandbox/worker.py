@@ -109,34 +109,52 @@ def leftovers(marked: bool) -> list[int]:
     """Every living process of the snippets: the worker's descendants, and with `marked` every process
     carrying `CODE_GROUP` (one that ran ``setsid`` and whose parent ended is no descendant any more)."""
     me = os.getpid()
-    children: dict[int, list[int]] = {}
-    found: set[int] = set()
+    found = set(_marked()) if marked else set()
+    todo = _children(me)
+    while todo:
+        pid = todo.pop()
+        if pid not in found and _state(pid) not in (b"Z", b"X", b""):
+            found.add(pid)
+            todo.extend(_children(pid))
+    found.discard(me)
+    return sorted(found)
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of `pid`, as the kernel lists them (no scan of every process)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                found.extend(int(child) for child in fh.read().split())
+    return found
+
+
+def _state(pid: int) -> bytes:
+    """The process's state letter (``Z`` for a zombie), or empty once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def _marked() -> list[int]:
+    """Every living process in `CODE_GROUP`, whatever its parent (a scan of /proc: few, in a container)."""
+    found, mark = [], str(CODE_GROUP).encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            if fields[0] in (b"Z", b"X"):
-                continue
-            children.setdefault(int(fields[1]), []).append(int(name))
-            if marked:
-                with open(f"/proc/{name}/status", "rb") as fh:
-                    for line in fh:
-                        if line.startswith(b"Groups:"):
-                            if str(CODE_GROUP).encode() in line.split():
-                                found.add(int(name))
-                            break
-        except (OSError, IndexError, ValueError):
+            with open(f"/proc/{name}/status", "rb") as fh:
+                status = fh.read()
+        except OSError:
             continue
-    todo = list(children.get(me, ()))
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, ()))
-    found.discard(me)
-    return sorted(found)
+        state = status.partition(b"\nState:")[2].split(maxsplit=1)[:1]
+        groups = status.partition(b"\nGroups:")[2].partition(b"\n")[0].split()
+        if mark in groups and state not in ([b"Z"], [b"X"]):
+            found.append(int(name))
+    return found
 
 
 def kill_all(group: int, marked: bool) -> None:
