@@ -58,12 +58,16 @@ def inspect(name: str) -> dict[str, object]:
 
 async def processes(box: DockerSandbox) -> list[str]:
     """The container's processes other than init, its own command (the shell around its worker, then its
-    sleep), the `ps` itself, the shell session and the Python worker in use or still to be used."""
+    sleep), the `ps` itself, the shell session and the Python worker in use or still to be used, and the
+    child that worker has forked for its next call."""
     worker = box._worker.run.group if box._worker is not None else None
     rows = [row.split() for row in (await box.exec(["ps", "-eo", "pid=,ppid=,comm="])).stdout.splitlines()]
     command = {int(pid) for pid, ppid, _ in rows if ppid == "1"}  # exec'd processes have no parent inside
     own = {int(pid) for pid, ppid, _ in rows if int(ppid) in command}  # the container's worker, if running
-    listing = [comm for pid, _, comm in rows if int(pid) != worker and int(pid) not in own]
+    workers = own | {worker} if worker is not None else own
+    listing = [  # nor the next call's child, forked by the worker ahead of its request
+        comm for pid, ppid, comm in rows if int(pid) not in workers and int(ppid) not in workers
+    ]
     stray = [p for p in listing if p not in ("docker-init", "sleep", "ps", "sh", "timeout")]
     if stray.count("bash") == 1:  # the persistent shell, if a test has used it
         stray.remove("bash")
@@ -87,7 +91,9 @@ async def test_container_is_hardened_as_configured(box: DockerSandbox) -> None:
     status = (await box.exec(["cat", "/proc/self/status"])).stdout
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
     assert fields["Uid"].split()[0] == "65534"  # not root
-    assert fields["CapEff"].strip() == fields["CapBnd"].strip() == "0000000000000000"
+    assert fields["CapEff"].strip() == "0000000000000000"  # no capability, and none to gain (nnp)
+    assert fields["CapBnd"].strip() == "00000000000000e0"  # KILL, SETGID, SETUID: the root worker's only
+    assert host["CapAdd"] == ["SETUID", "SETGID", "KILL"]
     assert fields["NoNewPrivs"].strip() == "1"
 
 
@@ -236,7 +242,9 @@ async def test_bash_session_keeps_state_and_restarts_after_a_timeout(box: Docker
 
 
 async def worker_pid(box: DockerSandbox) -> int:
-    return int((await box.run_python("import os; print(os.getppid())")).stdout)
+    seen = await box.run_python("import os; print(os.getppid())")
+    assert seen.exit_code == 0, seen
+    return int(seen.stdout)
 
 
 async def test_snippets_run_in_fresh_children_of_one_worker_and_nothing_leaks_between_them(
@@ -282,13 +290,17 @@ async def test_the_worker_kills_a_snippet_at_its_timeout_and_stays(box: DockerSa
     assert left.stdout == "done\n" and await processes(box) == []  # its group ends with the call
 
 
-async def test_a_worker_killed_by_its_snippet_is_an_observation_and_the_next_call_starts_another(
-    box: DockerSandbox,
-) -> None:
+async def signal_worker(box: DockerSandbox, pid: int, signal: str) -> None:
+    """Signal the worker as root, from outside the snippet (which cannot: the worker is another user's)."""
+    await asyncio.sleep(0.5)
+    assert box._engine is not None
+    await asyncio.to_thread(box._engine.simple, ["kill", f"-{signal}", str(pid)], wrap=False, user="0:0")
+
+
+async def test_a_killed_worker_is_an_observation_and_the_next_call_starts_another(box: DockerSandbox) -> None:
     first = await worker_pid(box)
-    killed = await box.run_python(
-        "import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)"
-    )
+    code = "import time\nprint('bye', flush=True)\ntime.sleep(300)"
+    killed, _ = await asyncio.gather(box.run_python(code), signal_worker(box, first, "KILL"))
     assert killed.exit_code == 137 and killed.stdout == "bye\n"
     assert "the Python worker ended during this call" in killed.stderr
     assert await worker_pid(box) != first
@@ -296,9 +308,10 @@ async def test_a_worker_killed_by_its_snippet_is_an_observation_and_the_next_cal
 
 async def test_a_stopped_worker_is_killed_by_the_host_watchdog_and_replaced(box: DockerSandbox) -> None:
     first = await worker_pid(box)
-    code = "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)"
     began = time.monotonic()
-    result = await box.run_python(code, timeout=1)
+    result, _ = await asyncio.gather(
+        box.run_python("import time\ntime.sleep(300)", timeout=1), signal_worker(box, first, "STOP")
+    )
     assert result.timed_out and time.monotonic() - began < 10
     assert await processes(box) == []
     assert await worker_pid(box) != first
@@ -367,11 +380,12 @@ async def test_the_first_call_runs_on_the_containers_own_worker_which_holds_ever
         assert net.exit_code == 1 and "Network is unreachable" in net.stderr
         root = await box.run_python("open('/etc/evil', 'w')")
         assert root.exit_code == 1 and "Read-only file system" in root.stderr
-        signalled = await box.run_python(  # the worker passes these on to its parent: the container's command
+        signalled = await box.run_python(  # the worker is another user's: the snippet cannot signal it
             "import os, signal\nfor sig in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):\n"
-            "    os.kill(os.getppid(), sig)\nprint(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)"
+            "    try: os.kill(os.getppid(), sig)\n    except PermissionError: print('refused')\n"
+            "print(signal.getsignal(signal.SIGHUP) == signal.SIG_DFL)"
         )
-        assert signalled.stdout == "True\n"
+        assert signalled.stdout == "refused\n" * 4 + "True\n"
         assert await worker_pid(box) == first
         assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]
 
@@ -382,9 +396,10 @@ async def test_the_containers_worker_killed_leaves_the_container_running_and_the
     require_docker()
     async with DockerSandbox(docker_settings()) as box:
         first = await worker_pid(box)
-        killed = await box.run_python(
-            "import os, signal, subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '300'])\n"
-            "print('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(300)"
+        code = "import subprocess, time\nsubprocess.Popen(['setsid', 'sleep', '300'])\n"
+        code += "print('bye', flush=True)\n"
+        killed, _ = await asyncio.gather(
+            box.run_python(code + "time.sleep(300)"), signal_worker(box, first, "KILL")
         )
         assert killed.exit_code == 137 and killed.stdout == "bye\n" and not killed.timed_out
         assert killed.stderr == "\n[the Python worker ended during this call; the next call starts a new one]"
@@ -395,15 +410,15 @@ async def test_the_containers_worker_killed_leaves_the_container_running_and_the
         assert second != first
         assert (await box.run_python(WORKER_PARENT)).stdout == "0\n"  # started through exec
 
-        stopped = await box.run_python(
-            "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)", timeout=1
+        stopped, _ = await asyncio.gather(
+            box.run_python("import time\ntime.sleep(300)", timeout=1), signal_worker(box, second, "STOP")
         )
         assert stopped.timed_out and await worker_pid(box) not in (first, second)
 
     async with DockerSandbox(docker_settings()) as box:  # the container's worker stopped: the watchdog
         first = await worker_pid(box)
-        stopped = await box.run_python(
-            "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(300)", timeout=1
+        stopped, _ = await asyncio.gather(
+            box.run_python("import time\ntime.sleep(300)", timeout=1), signal_worker(box, first, "STOP")
         )
         assert stopped.timed_out and await processes(box) == []
         assert inspect(box.container_name)["State"]["Running"] is True  # type: ignore[index]

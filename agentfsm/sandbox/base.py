@@ -24,6 +24,7 @@ from ..serde import Serializable
 from . import worker
 
 __all__ = [
+    "CODE_GROUP",
     "EXEC_TAG",
     "KILL_TAGGED",
     "RESTARTED",
@@ -54,20 +55,30 @@ KILL_TAGGED = r"""
 import os, signal, sys
 tag = b"\0AGENTFSM_EXEC=" + sys.argv[1].encode()
 tag += b"" if tag.endswith(b".") else b"\0"
+group = sys.argv[2].encode() if len(sys.argv) > 2 else None
 me = os.getpid()
 for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGKILL):
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == me:
             continue
-        try:
+        found = False
+        try:  # a snippet's environ is closed even to root (it changed user: not dumpable); its status is not
             with open(f"/proc/{pid}/environ", "rb") as fh:
-                env = b"\0" + fh.read()
-            if tag in env:
+                found = tag in b"\0" + fh.read()
+        except OSError:
+            pass
+        try:
+            if not found and group is not None:
+                with open(f"/proc/{pid}/status", "rb") as fh:
+                    found = any(l.startswith(b"Groups:") and group in l.split() for l in fh)
+            if found:
                 os.kill(int(pid), sig)
         except OSError:
             pass
 """
-"""Python source: kill every process whose environment holds ``AGENTFSM_EXEC=<argv[1]>``.
+"""Python source: kill every process whose environment holds ``AGENTFSM_EXEC=<argv[1]>``, and with an
+``argv[2]`` every process in that supplementary group (the Python worker's snippets, `worker.CODE_GROUP`:
+a mark they cannot drop, where an environment can be rewritten in place).
 
 An argument ending in ``.`` is a prefix: a sandbox's own prefix (`new_tag`)
 finds every process any of its commands started. Stopping first, then
@@ -79,6 +90,7 @@ the Docker sandbox; the local one kills by ancestry as well (`reaper`).
 RESTARTED = "\n[the shell session was restarted: working directory and variables are reset]"
 SHELL_EXITED = "\n[the shell exited; the next command starts a new session]"
 WORKER_SOURCE = Path(worker.__file__).read_text(encoding="utf-8")
+CODE_GROUP = worker.CODE_GROUP
 """The Python worker's source, run as ``python -u -c WORKER_SOURCE``: nothing of ours need be installed
 where it runs, and the snippets' ``sys.path`` starts with their working directory, as ``python -`` does."""
 WORKER_ENDED = "\n[the Python worker ended during this call; the next call starts a new one]"

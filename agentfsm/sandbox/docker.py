@@ -3,7 +3,9 @@
 Hardening, all on by default (see `Engine._run` for the container's
 settings): no network (loopback only) unless `network`; a memory limit with
 swap limited to the same value; a CPU quota; a pids limit; every capability
-dropped; no-new-privileges; a non-root user; a read-only root filesystem
+dropped; no-new-privileges; a non-root user for every command and snippet (the Python worker alone
+runs as root, holding only what it needs to start each snippet as that user and kill what the snippet
+left: see `agentfsm.sandbox.worker`); a read-only root filesystem
 whose only writable places are the workspace (a labelled volume) and a small
 /tmp tmpfs; an init process that reaps orphans.
 
@@ -31,6 +33,7 @@ finishes even if the task awaiting it is cancelled.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import posixpath
 import threading
@@ -62,13 +65,14 @@ from .docker_stream import (
     PATH_HELPER,
     RUN,
     SHELL,
-    WORKER,
+    WORKER_USER,
     ExecStream,
     Run,
     converse,
     first_line,
     retrieve,
     send_and_close,
+    worker_argv,
 )
 from .settings import SandboxSettings
 
@@ -244,7 +248,7 @@ class DockerSandbox(Sandbox):
                 self._drop_worker()
                 if not out.found and worker.exec_id is not None:
                     status = await asyncio.to_thread(engine.exit_code, worker.exec_id)
-                await self._abort(Run(worker.run.tag))
+                await self._abort(Run(worker.run.tag, snippets=True))
             if status == WorkerRequest.TIMED_OUT:
                 return finish(None, out, err, began=began, timed_out=True, limit=limit)
             oom = status in (137, None) and await asyncio.to_thread(self._oom_happened, engine)
@@ -260,17 +264,18 @@ class DockerSandbox(Sandbox):
                 except (SandboxError, ValueError):  # it did not start: one through exec says why
                     own.close()
                 else:
-                    run = Run(engine.worker_tag, own, group)
+                    run = Run(engine.worker_tag, own, group, snippets=True)
                     self._worker = _Worker(own, run, None, engine.worker_ended)
                     return self._worker
             prefix = new_tag() + "."  # the worker is PREFIX.worker, each call's processes PREFIX.N
-            exec_id, stream = engine.open_exec(WORKER, prefix + "worker", stdin=True)
+            argv = worker_argv(self.settings.user)
+            exec_id, stream = engine.open_exec(argv, prefix + "worker", stdin=True, user=WORKER_USER)
             try:
                 group = int(first_line(stream, "Python worker", "python3"))
             except (SandboxError, ValueError):
                 stream.close()
                 raise
-            self._worker = _Worker(stream, Run(prefix, stream, group), exec_id)
+            self._worker = _Worker(stream, Run(prefix, stream, group, snippets=True), exec_id)
         return self._worker
 
     def _drop_worker(self) -> None:
@@ -318,7 +323,9 @@ class DockerSandbox(Sandbox):
         try:
             engine = self._engine
             if engine is not None:
-                await asyncio.to_thread(engine.kill, run.tag, run.group)
+                await asyncio.to_thread(
+                    functools.partial(engine.kill, run.tag, run.group, snippets=run.snippets)
+                )
         except Exception as exc:  # the container may be gone already: nothing left to kill
             event("sandbox_kill_failed", level=logging.WARNING, session=self.session_id, error=str(exc))
         finally:

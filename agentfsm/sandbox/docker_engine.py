@@ -21,8 +21,16 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import NoSuchFileError, SandboxError
 from ..log import event
-from .base import EXEC_TAG, KILL_TAGGED, WORKER_SOURCE, new_tag
-from .docker_stream import CONTAINER_WORKER, RUN, ExecStream, tar_file, untar_file
+from .base import CODE_GROUP, EXEC_TAG, KILL_TAGGED, WORKER_SOURCE, new_tag
+from .docker_stream import (
+    CONTAINER_WORKER,
+    RUN,
+    WORKER_CAPABILITIES,
+    WORKER_USER,
+    ExecStream,
+    tar_file,
+    untar_file,
+)
 from .settings import DEFAULT_IMAGE, SandboxSettings
 
 if TYPE_CHECKING:
@@ -345,6 +353,7 @@ class Engine:
             nano_cpus=int(s.cpus * 1e9),
             pids_limit=s.pids_limit,
             cap_drop=["ALL"],
+            cap_add=WORKER_CAPABILITIES,  # effective only in the root workers: the user's processes get none
             security_opt=["no-new-privileges"],
             read_only=True,
             mounts=[Mount(s.workspace, self.name, type="volume", labels=labels)],
@@ -356,14 +365,14 @@ class Engine:
             made = api.create_container(
                 s.image,
                 entrypoint=["sh", "-c", CONTAINER_WORKER],
-                command=[self.worker_tag + "worker", self.worker_ended, WORKER_SOURCE],
+                command=[self.worker_tag + "worker", self.worker_ended, WORKER_SOURCE, s.user],
                 name=self.name,
                 # attached, as `docker run -i`: stdin open until the attached stream closes (StdinOnce),
                 # then the worker reads the end of its input and ends
                 detach=False,
                 stdin_open=True,
                 labels=labels,
-                user=s.user,
+                user=WORKER_USER,  # the container's own worker; every other exec runs as `s.user`
                 working_dir=s.workspace,
                 environment={"HOME": s.workspace, "LANG": "C.UTF-8"},
                 host_config=host,
@@ -455,12 +464,20 @@ class Engine:
         except docker.errors.DockerException as exc:
             raise SandboxError(f"the sandbox container {self.name} failed or is gone: {exc}") from None
 
-    def open_exec(self, argv: list[str], tag: str, *, stdin: bool) -> tuple[str, ExecStream]:
-        """Start `argv` with its tag in the environment; the exec id and its stream."""
+    def open_exec(
+        self, argv: list[str], tag: str, *, stdin: bool, user: str | None = None
+    ) -> tuple[str, ExecStream]:
+        """Start `argv` with its tag in the environment, as `user` (None: the sandbox's user); the exec id
+        and its stream."""
         with self.errors() as cid:
             api = self.client.api
             exec_id: str = api.exec_create(
-                cid, argv, stdin=stdin, environment={EXEC_TAG: tag}, workdir=self.settings.workspace
+                cid,
+                argv,
+                stdin=stdin,
+                environment={EXEC_TAG: tag},
+                workdir=self.settings.workspace,
+                user=user or self.settings.user,
             )["Id"]
             return exec_id, ExecStream(api.exec_start(exec_id, socket=True))
 
@@ -469,8 +486,11 @@ class Engine:
             code: int | None = self.client.api.exec_inspect(exec_id).get("ExitCode")
         return code
 
-    def simple(self, argv: list[str], *, wrap: bool = True) -> tuple[int | None, bytes, bytes]:
-        """A short internal command (no tag, no streaming), bounded by the in-container timeout.
+    def simple(
+        self, argv: list[str], *, wrap: bool = True, user: str | None = None
+    ) -> tuple[int | None, bytes, bytes]:
+        """A short internal command (no tag, no streaming), bounded by the in-container timeout, as `user`
+        (None: the sandbox's user).
 
         `wrap=False` runs `argv` as the exec's only process, without the timeout wrapper's two.
         """
@@ -478,12 +498,14 @@ class Engine:
             argv = ["sh", "-c", RUN, str(INTERNAL_TIMEOUT_S), *argv]
         with self.errors() as cid:
             api = self.client.api
-            exec_id = api.exec_create(cid, argv)["Id"]
+            exec_id = api.exec_create(cid, argv, user=user or self.settings.user)["Id"]
             stdout, stderr = api.exec_start(exec_id, demux=True)
         return self.exit_code(exec_id), stdout or b"", stderr or b""
 
-    def kill(self, tag: str, group: int | None = None) -> None:
-        """Kill process group `group` (if known), then every process carrying `tag`.
+    def kill(self, tag: str, group: int | None = None, *, snippets: bool = False) -> None:
+        """Kill process group `group` (if known), then every process carrying `tag`, and with `snippets`
+        every process of the Python worker's snippets (`CODE_GROUP`: the worker's own kill, when the worker
+        itself has to be killed).
 
         Each killer is its exec's only process and never forks: under a fork
         bomb the pids limit leaves no room for more, and the bomb's spinning
@@ -493,7 +515,7 @@ class Engine:
         process; if they never get one, the container is restarted (the
         workspace volume survives; every process in it dies).
         """
-        steps = [["python3", "-I", "-S", "-c", KILL_TAGGED, tag]]
+        steps = [["python3", "-I", "-S", "-c", KILL_TAGGED, tag, *([str(CODE_GROUP)] if snippets else [])]]
         if group is not None:
             steps.insert(0, ["sh", "-c", f"kill -s KILL -- -{group} 2>/dev/null; true"])
         deadline = time.monotonic() + _KILL_PATIENCE_S
@@ -508,8 +530,8 @@ class Engine:
                 time.sleep(0.1)
 
     def _try(self, argv: list[str]) -> bool:
-        with contextlib.suppress(SandboxError):
-            return self.simple(argv, wrap=False)[0] == 0
+        with contextlib.suppress(SandboxError):  # as the workers' user: they are among the processes killed
+            return self.simple(argv, wrap=False, user=WORKER_USER)[0] == 0
         return False
 
     def oom_count(self) -> int:

@@ -26,7 +26,8 @@ __all__ = [
     "PATH_HELPER",
     "RUN",
     "SHELL",
-    "WORKER",
+    "WORKER_CAPABILITIES",
+    "WORKER_USER",
     "ExecStream",
     "Run",
     "converse",
@@ -35,6 +36,7 @@ __all__ = [
     "send_and_close",
     "tar_file",
     "untar_file",
+    "worker_argv",
 ]
 
 RUN = (
@@ -49,26 +51,37 @@ SHELL = ["sh", "-c", 'echo "$$"; exec bash --noprofile --norc']
 """The persistent shell: it first prints its pid, which (as an exec's first process) is also its process
 group, the one its commands run in."""
 
-WORKER = ["python3", "-u", "-c", WORKER_SOURCE, "--announce"]
-"""The Python worker (`agentfsm.sandbox.worker`), its source passed on the command line: the image needs
-nothing of ours. It announces its pid, which as the exec's first process is also its process group."""
+WORKER_USER = "0:0"
+"""The Python workers run as root (holding only `WORKER_CAPABILITIES`), each snippet as the sandbox's user:
+so no snippet can read, trace or signal the worker that answers for the calls after it."""
+WORKER_CAPABILITIES = ["SETUID", "SETGID", "KILL"]
+"""What a worker needs of root: switch each child to the sandbox's user, and kill what the calls left."""
+
+
+def worker_argv(user: str) -> list[str]:
+    """The Python worker (`agentfsm.sandbox.worker`), its source passed on the command line: the image needs
+    nothing of ours. It announces its pid, which as the exec's first process is also its process group, and
+    runs each snippet as `user`."""
+    return ["python3", "-u", "-c", WORKER_SOURCE, "--announce", "--as", user]
+
 
 CONTAINER_WORKER = (
     "trap '' HUP INT QUIT USR1 USR2; exec 3<&0 4>&2 </dev/null 2>/dev/null; "
-    'AGENTFSM_EXEC="$0" python3 -u -c "$2" --announce <&3 2>&4 3<&- 4>&- & exec 3<&-; '
+    'AGENTFSM_EXEC="$0" python3 -u -c "$2" --announce --as "$3" <&3 2>&4 3<&- 4>&- & exec 3<&-; '
     'wait "$!"; rc=$?; printf \'\\n%s %d\\n\' "$1" "$rc"; printf \'\\n%s\\n\' "$1" >&4; '
     "exec sleep infinity >/dev/null 4>&-"
 )
-"""``sh -c CONTAINER_WORKER TAG ENDED SOURCE``: the container's own command. It runs the Python worker
-(`WORKER`'s script, tagged TAG) on the container's stdin and stdout, which the sandbox attaches to before
-the start, so the first ``python_execute`` needs no exec. The shell outlives the worker: once the worker has
-ended (killed, or its stdin closed), it prints ``\\nENDED STATUS\\n`` on stdout and ``\\nENDED\\n`` on
-stderr, since the stream itself stays open (the container's init holds it), and then becomes the container's
-``sleep``, so the container lives on and later workers start through exec. The shell's own stderr is
-/dev/null and the worker runs in the background, waited for (its stdin and stderr passed on explicitly):
-so the shell's report of a killed worker ("Killed") never reaches a call's output. The shell, then its
-sleep, ignore the signals the worker passes on to its parent (`worker._RELAYED`), which would otherwise end
-the container; the worker sets its own handlers for them, and each snippet gets the defaults back."""
+"""``sh -c CONTAINER_WORKER TAG ENDED SOURCE USER``: the container's own command, as root. It runs the
+Python worker (`worker_argv`'s script, tagged TAG, its snippets run as USER) on the container's stdin and
+stdout, which the sandbox attaches to before the start, so the first ``python_execute`` needs no exec.
+The shell outlives the worker: once the worker has ended (killed, or its stdin closed), it prints
+``\\nENDED STATUS\\n`` on stdout and ``\\nENDED\\n`` on stderr, since the stream itself stays open (the
+container's init holds it), and then becomes the container's ``sleep``, so the container lives on and
+later workers start through exec. The shell's own stderr is /dev/null and the worker runs in the
+background, waited for (its stdin and stderr passed on explicitly): so the shell's report of a killed
+worker ("Killed") never reaches a call's output. The shell, then its sleep, ignore the signals the worker
+passes on to its parent (`worker._RELAYED`), which would otherwise end the container; the worker sets its
+own handlers for them, and each snippet gets the defaults back."""
 
 PATH_HELPER = r"""
 import os, sys
@@ -155,11 +168,15 @@ class ExecStream:
 class Run:
     """One command in flight: its tag, and its stream once open, so the watchdog can cut it."""
 
-    def __init__(self, tag: str, stream: ExecStream | None = None, group: int | None = None) -> None:
+    def __init__(
+        self, tag: str, stream: ExecStream | None = None, group: int | None = None, *, snippets: bool = False
+    ) -> None:
         self.tag = tag
         self.stream = stream
         self.group = group
         """Its process group inside the container, when known (the shell session's)."""
+        self.snippets = snippets
+        """Whether it is the Python worker: killing it kills every snippet's process too."""
         self.aborted = False
 
     def attach(self, stream: ExecStream) -> None:

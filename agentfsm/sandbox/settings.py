@@ -73,7 +73,8 @@ class SandboxSettings(BaseModel):
     output_limit: int = Field(default=100_000, ge=1)
     """Characters kept of each of stdout and stderr; the rest is counted and marked."""
     user: str = "65534:65534"
-    """``uid:gid`` the commands run as in the container (nobody:nogroup); never root."""
+    """``uid:gid`` the commands and snippets run as in the container (nobody:nogroup); never root (the
+    Python worker alone is root, to start each snippet as this user: `agentfsm.sandbox.worker`)."""
     tmp_size: str = "64m"
     """Size of the container's /tmp (a tmpfs, counted against nothing else)."""
 
