@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import KeyNotFoundError, WrongPhaseError, WrongValueError
+from pydantic import ValidationError
+
+from ..errors import CheckpointError, KeyNotFoundError, WrongPhaseError, WrongValueError
 from ..messages import ToolCall
 from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
@@ -111,9 +113,8 @@ class DurableRuns:
             if pause:
                 return "paused", None, pause
             return "running", None, {}
-        if status == "SUCCESS" and isinstance(listed.output, dict):
-            result = RunResult.model_validate(listed.output)
-            result = result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
+        if status == "SUCCESS":
+            result = _output(run_id, listed.output)
             return ("finished" if result.state is AgentState.FINISHED else "error"), result, {}
         if status == "CANCELLED":
             cancelled = StopReason.CANCELLED
@@ -235,6 +236,31 @@ class DurableRuns:
         message["pause"] = status.pause
         once = f"agentfsm-decision:{run_id}:{status.pause}:{call_id}:{message.get('key') or ''}"
         await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC, once)
+
+
+def _output(run_id: str, output: Any) -> RunResult:
+    """The result a run that ended as SUCCESS recorded; `CheckpointError` of one line naming the run
+    and what is wrong when its output row was damaged (edited, or written by something else)."""
+    if not isinstance(output, dict):
+        what = "no output" if output is None else f"an output that is not a result object ({output!r:.60})"
+        raise CheckpointError(
+            f"run {run_id!r} ended as SUCCESS but its row in the database holds {what}: its result is "
+            "lost; submit its task again"
+        )
+    try:
+        result = RunResult.model_validate(output)
+        return result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
+    except (ValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            what = f"{where}: {first['msg']}"
+        else:
+            what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(
+            f"run {run_id!r} ended as SUCCESS but its result in the database is damaged ({what}): "
+            "its result cannot be read; submit its task again"
+        ) from None
 
 
 def _ended(run_id: str, reason: StopReason, error: str) -> RunResult:
