@@ -254,3 +254,28 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
     ]
     assert journal.entries[8][2] == {"calls": ["p1", "p3"]}
     assert sorted(effects.read_text().split()) == ["1", "3"]
+    pauses = [value for kind, name, value in journal.entries if name == "pause" and value is not None]
+    assert [(p["pause"], [c["id"] for c in p["calls"]], p["decided"]) for p in pauses] == [
+        (1, ["p1", "p2", "p3"], []),
+        (1, ["p2", "p3"], ["p1"]),
+        (1, ["p3"], ["p1", "p2"]),
+    ]
+
+
+async def test_a_decision_of_another_pause_or_of_none_is_dropped_and_the_pause_waits_on(tmp_path):
+    """Decisions for pause 2, naming no pause, and a second one of a call decided already, while
+    the run is at pause 1: each a receive the run drops; only pause 1's own decision lets it go on."""
+    effects = tmp_path / "effects.txt"
+    decisions = [
+        {"kind": "approve", "call_id": "c1", "pause": 2},
+        {"kind": "approve", "call_id": "c1"},
+        {"kind": "reject", "call_id": "c1", "reason": "no", "pause": 1},
+        {"kind": "approve", "call_id": "c1", "pause": 1},
+    ]
+    journal = ListJournal(decisions=decisions)
+    spec = {"agent": "approval", "options": {"effects": str(effects)}}
+    result = await durable_run(journal, AGENTS, "a", spec)
+    assert result["stop_reason"] == "terminated"
+    assert not effects.exists()  # the first decision of pause 1 was the rejection: nothing ran
+    recvs = [value for kind, _, value in journal.entries if kind == "recv"]
+    assert recvs == decisions[:3]  # the last one was never needed
