@@ -87,7 +87,7 @@ async def test_a_call_s_start_is_carried_by_the_step_just_before_it(tmp_path):
 
 
 async def test_a_call_after_a_decision_has_a_start_record_of_its_own(tmp_path):
-    journal = ListJournal(decisions=[{"kind": "approve", "call_id": "c1"}])
+    journal = ListJournal(decisions=[{"kind": "approve", "call_id": "c1", "pause": 1}])
     spec = {"agent": "approval", "options": {"effects": str(tmp_path / "effects.txt")}}
     result = await durable_run(journal, AGENTS, "record 7", spec)
     assert result["stop_reason"] == "terminated"
@@ -132,7 +132,8 @@ async def test_a_run_recorded_in_another_layout_ends_in_error_saying_so(tmp_path
     result = await durable_run(journal, AGENTS, TASK, spec)
     assert (result["state"], result["stop_reason"]) == ("ERROR", "error")
     assert result["error"] == (
-        "CheckpointError: run 'run-1' was recorded in step layout 1 and this worker replays layout 3 only: "
+        f"CheckpointError: run 'run-1' was recorded in step layout 1 and this worker replays layout {LAYOUT} "
+        "only: "
         "finish it with a worker of the release that started it, or submit its task again"
     )
     assert names(journal) == ["model"] and not (tmp_path / "effects.txt").exists()
@@ -230,9 +231,9 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
     run (together), then their tool steps in call order; the rejected call takes no step."""
     effects = tmp_path / "effects.txt"
     decisions = [
-        {"kind": "approve", "call_id": "p1"},
-        {"kind": "reject", "call_id": "p2", "reason": "not 2"},
-        {"kind": "approve", "call_id": "p3"},
+        {"kind": "approve", "call_id": "p1", "pause": 1},
+        {"kind": "reject", "call_id": "p2", "reason": "not 2", "pause": 1},
+        {"kind": "approve", "call_id": "p3", "pause": 1},
     ]
     journal = ListJournal(decisions=decisions)
     spec = {"agent": "batch", "options": {"effects": str(effects), "approval": True, "together": 2}}
@@ -242,7 +243,8 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
     assert kinds == [
         ("step", "model"),
         ("event", "pause"),
-        *[("recv", DECISION_TOPIC)] * 3,
+        *[("recv", DECISION_TOPIC), ("event", "pause")] * 2,  # the pause again, with what is left
+        ("recv", DECISION_TOPIC),
         ("event", "pause"),
         ("step", "tool_started"),
         ("step", "tool"),
@@ -250,5 +252,30 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
         ("step", "model"),
         ("step", "tool"),
     ]
-    assert journal.entries[6][2] == {"calls": ["p1", "p3"]}
+    assert journal.entries[8][2] == {"calls": ["p1", "p3"]}
     assert sorted(effects.read_text().split()) == ["1", "3"]
+    pauses = [value for kind, name, value in journal.entries if name == "pause" and value is not None]
+    assert [(p["pause"], [c["id"] for c in p["calls"]], p["decided"]) for p in pauses] == [
+        (1, ["p1", "p2", "p3"], []),
+        (1, ["p2", "p3"], ["p1"]),
+        (1, ["p3"], ["p1", "p2"]),
+    ]
+
+
+async def test_a_decision_of_another_pause_or_of_none_is_dropped_and_the_pause_waits_on(tmp_path):
+    """Decisions for pause 2, naming no pause, and a second one of a call decided already, while
+    the run is at pause 1: each a receive the run drops; only pause 1's own decision lets it go on."""
+    effects = tmp_path / "effects.txt"
+    decisions = [
+        {"kind": "approve", "call_id": "c1", "pause": 2},
+        {"kind": "approve", "call_id": "c1"},
+        {"kind": "reject", "call_id": "c1", "reason": "no", "pause": 1},
+        {"kind": "approve", "call_id": "c1", "pause": 1},
+    ]
+    journal = ListJournal(decisions=decisions)
+    spec = {"agent": "approval", "options": {"effects": str(effects)}}
+    result = await durable_run(journal, AGENTS, "a", spec)
+    assert result["stop_reason"] == "terminated"
+    assert not effects.exists()  # the first decision of pause 1 was the rejection: nothing ran
+    recvs = [value for kind, _, value in journal.entries if kind == "recv"]
+    assert recvs == decisions[:3]  # the last one was never needed

@@ -65,9 +65,9 @@ async def _with_runs(args: argparse.Namespace) -> int:
         if args.command == "answer":
             return await _answer(runs, args)
         if args.reject is not None:
-            await runs.reject(args.run_id, args.call_id, args.reject)
+            await runs.reject(args.run_id, args.call_id, args.reject, pause=args.pause)
         else:
-            await runs.approve(args.run_id, args.call_id)
+            await runs.approve(args.run_id, args.call_id, pause=args.pause)
         return EXIT_OK
     finally:
         runs.close()
@@ -92,7 +92,8 @@ def _report(status: RunStatus, as_json: bool) -> int:
         print(json.dumps(status.model_dump(mode="json"), ensure_ascii=False), flush=True)
     else:
         where = f" on {status.worker}" if status.worker and not status.ended else ""
-        print(f"{status.run_id}: {status.state}{where}", flush=True)
+        at = f" (pause {status.pause})" if status.pause is not None else ""
+        print(f"{status.run_id}: {status.state}{at}{where}", flush=True)
         for call in status.pending_approval:
             print(f"  waits for approval: {call.id} {call.name}({call.arguments})", flush=True)
         for call, question in status.pending_input:
@@ -115,7 +116,7 @@ async def _answer(runs: DurableRuns, args: argparse.Namespace) -> int:
             raise WrongValueError(
                 f"--{action} takes no --field; give the fields to accept, or --{action} alone"
             )
-        await runs.answer(args.run_id, args.call_id, action=action, key=args.question)
+        await runs.answer(args.run_id, args.call_id, action=action, key=args.question, pause=args.pause)
         return EXIT_OK
     status = await runs.status(args.run_id)
     asked = [q for call, q in status.pending_input if call.id == args.call_id]
@@ -125,7 +126,8 @@ async def _answer(runs: DurableRuns, args: argparse.Namespace) -> int:
     if len(asked) == 1:  # else there is no such question, or --question must say which: refused below
         url_opened = asked[0].url is not None and not args.fields
         content = None if url_opened else _content(asked[0], args.fields)
-    await runs.answer(args.run_id, args.call_id, content, key=args.question)  # refuses the rest by name
+    # refuses the rest by name
+    await runs.answer(args.run_id, args.call_id, content, key=args.question, pause=args.pause)
     return EXIT_OK
 
 

@@ -300,6 +300,7 @@ def _durable_commands(commands: Any) -> None:
     approve.add_argument("call_id", metavar="CALL", help="the call's id, as `status` lists it")
     _db_option(approve)
     approve.add_argument("--reject", metavar="REASON", help="reject the call instead; the model reads REASON")
+    _pause_option(approve)
 
     answer = commands.add_parser(
         "answer",
@@ -320,9 +321,20 @@ def _durable_commands(commands: Any) -> None:
         help="one field of the answer, typed as the question's schema says (repeatable)",
     )
     answer.add_argument("--question", metavar="KEY", help="which question of the call (when it asks several)")
+    _pause_option(answer)
     refuse = answer.add_mutually_exclusive_group()
     refuse.add_argument("--decline", action="store_true", help="refuse to answer (the tool is told so)")
     refuse.add_argument("--cancel", action="store_true", help="dismiss the question (the tool is told so)")
+
+
+def _pause_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--pause",
+        metavar="N",
+        type=int,
+        help="the pause this decides, as `status` numbers it (default: the run's current pause); "
+        "refused once that pause is over",
+    )
 
 
 def _run_id_command(commands: Any, name: str, text: str) -> argparse.ArgumentParser:

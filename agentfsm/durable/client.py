@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import KeyNotFoundError, WrongPhaseError, WrongValueError
+from pydantic import ValidationError
+
+from ..errors import CheckpointError, KeyNotFoundError, WrongPhaseError, WrongValueError
 from ..messages import ToolCall
 from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
@@ -44,6 +46,10 @@ class RunStatus(Serializable):
     """While paused: the calls waiting for a decision (`DurableRuns.approve`, `reject`)."""
     pending_input: tuple[tuple[ToolCall, Question], ...] = ()
     """While paused: the questions tool calls asked, each with its call (`DurableRuns.answer`)."""
+    pause: int | None = None
+    """While paused: the pause's number in the run (1, 2, ...), the one a decision is bound to."""
+    decided: tuple[str, ...] = ()
+    """While paused: the calls of this pause decided already (a second decision is refused)."""
 
     @property
     def ended(self) -> bool:
@@ -78,6 +84,7 @@ class DurableRuns:
 
     def _status(self, listed: Listed) -> RunStatus:
         state, result, pause = self._where(listed)
+        number = pause.get("pause")
         return RunStatus(
             run_id=listed.run_id,
             state=state,
@@ -91,6 +98,8 @@ class DurableRuns:
                 (ToolCall.model_validate(q["call"]), Question.model_validate(q["question"]))
                 for q in pause.get("questions", ())
             ),
+            pause=number if isinstance(number, int) else None,
+            decided=tuple(str(call_id) for call_id in pause.get("decided", ())),
         )
 
     def _where(self, listed: Listed) -> tuple[RunStatusState, RunResult | None, dict[str, Any]]:
@@ -104,9 +113,8 @@ class DurableRuns:
             if pause:
                 return "paused", None, pause
             return "running", None, {}
-        if status == "SUCCESS" and isinstance(listed.output, dict):
-            result = RunResult.model_validate(listed.output)
-            result = result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
+        if status == "SUCCESS":
+            result = _output(run_id, listed.output)
             return ("finished" if result.state is AgentState.FINISHED else "error"), result, {}
         if status == "CANCELLED":
             cancelled = StopReason.CANCELLED
@@ -139,15 +147,28 @@ class DurableRuns:
         await asyncio.to_thread(self._client.cancel, run_id)
         await asyncio.to_thread(self._client.send, run_id, {"kind": WAKE, "call_id": None}, DECISION_TOPIC)
 
-    async def approve(self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None) -> None:
-        """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given)."""
+    async def approve(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        arguments: dict[str, Any] | None = None,
+        pause: int | None = None,
+    ) -> None:
+        """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given).
+        The approval is bound to one pause: `pause` (its number, `RunStatus.pause`), or the one the
+        run is at now; a later pause never takes it, even for a call of the same id."""
         status = await self.status(run_id)
-        await self._decide(status, call_id, {"kind": "approve", "call_id": call_id, "arguments": arguments})
+        message = {"kind": "approve", "call_id": call_id, "arguments": arguments}
+        await self._decide(status, call_id, message, pause)
 
-    async def reject(self, run_id: str, call_id: str, reason: str | None = None) -> None:
-        """Reject the paused run's call `call_id`; the model reads `reason`."""
+    async def reject(
+        self, run_id: str, call_id: str, reason: str | None = None, *, pause: int | None = None
+    ) -> None:
+        """Reject the paused run's call `call_id`; the model reads `reason`. Bound to one pause, as
+        `approve`'s approval is."""
         status = await self.status(run_id)
-        await self._decide(status, call_id, {"kind": "reject", "call_id": call_id, "reason": reason})
+        await self._decide(status, call_id, {"kind": "reject", "call_id": call_id, "reason": reason}, pause)
 
     async def answer(
         self,
@@ -157,9 +178,11 @@ class DurableRuns:
         *,
         action: AnswerAction = "accept",
         key: str | None = None,
+        pause: int | None = None,
     ) -> None:
         """Answer the question `key` (None: the call's only one) of the paused run's call `call_id`
-        (as `ToolCallAgent.answer`): `content` accepted, or `action` ``decline`` / ``cancel``."""
+        (as `ToolCallAgent.answer`): `content` accepted, or `action` ``decline`` / ``cancel``. Bound
+        to one pause, as `approve`'s approval is."""
         if action != "accept" and content is not None:
             raise WrongValueError(f"a {action!r} answer carries no content; got {content!r}")
         status = await self.status(run_id)
@@ -174,17 +197,32 @@ class DurableRuns:
                 f"call {call_id!r} of run {run_id!r} asked no question {key!r}; it asked {keys!r}"
             )
         answer = Answer(action=action, content=content).model_dump(mode="json")
-        await self._decide(
-            status, call_id, {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
-        )
+        message = {"kind": "answer", "call_id": call_id, "answer": answer, "key": key}
+        await self._decide(status, call_id, message, pause)
 
-    async def _decide(self, status: RunStatus, call_id: str, message: dict[str, Any]) -> None:
-        """Send `message` to the paused run, once its pause says it waits for it (a decision the run
-        cannot apply would only be logged and dropped there)."""
+    async def _decide(
+        self, status: RunStatus, call_id: str, message: dict[str, Any], pause: int | None
+    ) -> None:
+        """Send `message` to the paused run, bound to its pause `pause` (None: the current one), once
+        that pause says it waits for it (a decision the run cannot apply would only be logged and
+        dropped there). Two decisions of one call at one pause sent together are one message in the
+        database (its idempotency key names the pause, the call and the question); the run takes
+        only the first decision of a call at a pause in any case, and none of another pause."""
         run_id = status.run_id
-        if status.state != "paused":
+        if pause is not None and pause != status.pause:
+            now = f"waits at pause {status.pause}" if status.pause is not None else f"is {status.state}"
+            raise WrongPhaseError(
+                f"the decision of call {call_id!r} was for pause {pause} of run {run_id!r}, which is over "
+                f"(the run {now}): see `agentfsm status {run_id}` and decide what it waits for now"
+            )
+        if status.state != "paused" or status.pause is None:
             raise WrongPhaseError(
                 f"run {run_id!r} is {status.state}, not paused: a decision is taken only while it waits"
+            )
+        if call_id in status.decided:
+            raise WrongValueError(
+                f"call {call_id!r} of run {run_id!r} was decided already at pause {status.pause}: "
+                "a pause takes one decision of each call"
             )
         approvals = [call.id for call in status.pending_approval]
         questions = list(dict.fromkeys(call.id for call, _ in status.pending_input))
@@ -195,7 +233,34 @@ class DurableRuns:
                 raise WrongValueError(f"call {call_id!r} of run {run_id!r} waits for {waits}: {use}")
             waiting = approvals + questions
             raise KeyNotFoundError(f"run {run_id!r} waits for no call {call_id!r}; it waits for {waiting!r}")
-        await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC)
+        message["pause"] = status.pause
+        once = f"agentfsm-decision:{run_id}:{status.pause}:{call_id}:{message.get('key') or ''}"
+        await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC, once)
+
+
+def _output(run_id: str, output: Any) -> RunResult:
+    """The result a run that ended as SUCCESS recorded; `CheckpointError` of one line naming the run
+    and what is wrong when its output row was damaged (edited, or written by something else)."""
+    if not isinstance(output, dict):
+        what = "no output" if output is None else f"an output that is not a result object ({output!r:.60})"
+        raise CheckpointError(
+            f"run {run_id!r} ended as SUCCESS but its row in the database holds {what}: its result is "
+            "lost; submit its task again"
+        )
+    try:
+        result = RunResult.model_validate(output)
+        return result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
+    except (ValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            what = f"{where}: {first['msg']}"
+        else:
+            what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(
+            f"run {run_id!r} ended as SUCCESS but its result in the database is damaged ({what}): "
+            "its result cannot be read; submit its task again"
+        ) from None
 
 
 def _ended(run_id: str, reason: StopReason, error: str) -> RunResult:

@@ -305,9 +305,11 @@ class EngineClient:
     def event(self, run_id: str, key: str) -> Any:
         return self._dbos().get_event(run_id, key, timeout_seconds=0)
 
-    def send(self, run_id: str, message: dict[str, Any], topic: str) -> None:
+    def send(self, run_id: str, message: dict[str, Any], topic: str, once: str | None = None) -> None:
+        """Send `message` to the run on `topic`; with `once`, an idempotency key: a second message with
+        the same key is not stored (DBOS keeps the first)."""
         try:
-            self._dbos().send(run_id, message, topic)
+            self._dbos().send(run_id, message, topic, idempotency_key=once)
         except dbos_error.DBOSNonExistentWorkflowError:
             raise KeyNotFoundError(f"no run {run_id!r} in {self.url}") from None
 

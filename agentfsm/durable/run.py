@@ -20,9 +20,19 @@ What is a step, and why (step layout 3, `LAYOUT`):
   checkpoint gives it. A tool marked `idempotent` runs again. So tools run at
   most once, and exactly once unless the crash lands inside the call;
 - each decision on a paused run (``recv``: an approval, an answer), and the
-  pause itself (an event other processes read). A worker has no person at
-  hand, so `ask_human` without a callback is a question the run pauses for
-  (`AskHumanInput`), answered from any process like a tool's.
+  pause itself (an event other processes read, republished after each decision
+  while others are left). A worker has no person at hand, so `ask_human`
+  without a callback is a question the run pauses for (`AskHumanInput`),
+  answered from any process like a tool's.
+
+A decision belongs to one pause. The run numbers its pauses (1, 2, ...: the
+same numbers on a replay), each pause's event carries its number, and a
+decision names the pause it was given for (`DurableRuns` reads it from the
+event). The run applies only the decisions of the pause it is at: one for an
+earlier pause, a second decision of a call decided already, or one naming no
+pause is logged and dropped. Call ids cannot bind a decision: models reuse ids
+such as ``call_1`` from one reply to the next, so a spare approval of the
+first pause would otherwise approve the next pause's call of the same id.
 
 A step's place. The engine matches a recorded step to the step a replay asks
 for by its place in the run (and its name), so two steps of one name that
@@ -72,7 +82,8 @@ ran a reply's calls one after another even with `parallel_tool_calls`. The step
 names of a batch are layout 2's, but not what they mean: a layout-2 worker would
 replay a batch as calls run in turn, running again a call that ran beside the
 one a crash landed in, and this one would replay a layout-2 run of such an
-agent as a batch, reporting interrupted a call that never began. A worker
+agent as a batch, reporting interrupted a call that never began. Layout 3
+bound a decision to its call's id only; layout 4 binds it to its pause. A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.
@@ -94,6 +105,7 @@ from ..errors import (
     KeyNotFoundError,
     LLMError,
     TokenLimitExceeded,
+    WrongPhaseError,
 )
 from ..log import event
 from ..messages import Message, ToolCall
@@ -123,7 +135,7 @@ PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
 TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
-LAYOUT = 3
+LAYOUT = 4
 """The step layout a run records and replays (see the module's docstring); in every model record."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
@@ -392,9 +404,11 @@ async def durable_run(
     trace = os.path.join(folder, "trace.jsonl")
     try:
         result = await agent.run(task, trace=trace)
+        pause = 0
         while result.paused:
-            await entries.publish(PAUSE_EVENT, _pause(result))
-            await _decided(agent, entries)
+            pause += 1
+            await entries.publish(PAUSE_EVENT, _pause(pause, agent))
+            await _decided(agent, entries, pause)
             await entries.publish(PAUSE_EVENT, None)
             result = await agent.resume(trace=trace)
         if model.foreign_layout is None:  # else the recorded entries that follow are another layout's
@@ -418,28 +432,53 @@ def _ask_in_the_run(agent: ToolCallAgent) -> None:
             agent.tools.replace(asking)  # the run starts on a table with AWAITING_INPUT for it
 
 
-def _pause(result: RunResult) -> dict[str, Any]:
+def _pause(pause: int, agent: ToolCallAgent, decided: Sequence[str] = ()) -> dict[str, Any]:
+    """The pause event: the pause's number, what it still waits for, and the calls of it decided
+    already (so a second decision of one is refused by the process that would send it)."""
     return {
-        "reason": str(result.stop_reason),
-        "calls": [call.model_dump(mode="json") for call in result.pending_approval],
+        "pause": pause,
+        "reason": str(StopReason.AWAITING_APPROVAL if agent.pending_approval else StopReason.AWAITING_INPUT),
+        "calls": [call.model_dump(mode="json") for call in agent.pending_approval],
         "questions": [
             {"call": call.model_dump(mode="json"), "question": question.model_dump(mode="json")}
-            for call, question in result.pending_input
+            for call, question in agent.pending_input
         ],
+        "decided": list(decided),
     }
 
 
-async def _decided(agent: ToolCallAgent, journal: _Entries) -> None:
-    """Wait for decisions until nothing the run waits for is left undecided. A decision that does
-    not apply (an unknown call, one decided already) is logged and dropped: a replay drops it too."""
+def _waiting(agent: ToolCallAgent) -> set[str]:
+    return {call.id for call in agent.pending_approval} | {call.id for call, _ in agent.pending_input}
+
+
+async def _decided(agent: ToolCallAgent, journal: _Entries, pause: int) -> None:
+    """Wait for the decisions of pause number `pause` until nothing it waits for is left undecided,
+    republishing the pause after each one that leaves some. A decision that does not apply (another
+    pause's, an unknown call, one decided already) is logged and dropped: a replay drops it too."""
+    asked, decided = _waiting(agent), list[str]()
     while agent.pending_approval or agent.pending_input:
         message = await journal.receive(DECISION_TOPIC, WAIT_S)
         if message is None or (isinstance(message, dict) and message.get("kind") == WAKE):
             continue  # a cancelled run's next receive sees its cancellation and ends it
         try:
+            if not isinstance(message, dict) or message.get("pause") != pause:
+                given = message.get("pause") if isinstance(message, dict) else None
+                raise WrongPhaseError(
+                    f"a decision for pause {given!r} reached pause {pause}: it answers only its own pause"
+                )
             _apply(agent, message)
         except (AgentfsmError, KeyError, TypeError) as exc:
-            event("durable_decision_dropped", run_id=journal.run_id, reason=f"{type(exc).__name__}: {exc}")
+            event(
+                "durable_decision_dropped",
+                run_id=journal.run_id,
+                pause=pause,
+                reason=f"{type(exc).__name__}: {exc}",
+            )
+            continue
+        left = _waiting(agent)
+        decided = [call_id for call_id in asked if call_id not in left]
+        if left:
+            await journal.publish(PAUSE_EVENT, _pause(pause, agent, sorted(decided)))
 
 
 def _apply(agent: ToolCallAgent, message: Mapping[str, Any]) -> None:
