@@ -79,7 +79,13 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     from ..mcp.serve import AgentServer  # the MCP SDK's server side, loaded by this command only
 
     try:
-        server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=package_version())
+        server = AgentServer(
+            build,
+            agents=AGENTS,
+            default_agent=args.agent,
+            pause_timeout=args.pause_timeout,
+            version=package_version(),
+        )
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
