@@ -102,10 +102,20 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+_REMOTE_MODELS: dict[str, Any] = {}
+"""The remote agents' models, one a server, shared by the runs: a run's agent does not close the
+model it was given, and the worker's event loop's end closes their connections."""
+
+
 def remote_agent(spec: AgentSpec) -> ToolCallAgent:
     from agentfsm import OpenAICompatible
 
-    llm = OpenAICompatible(model="openai/bench-model", api_base=spec.options["api_base"], api_key="test")
+    base = spec.options["api_base"]
+    llm = _REMOTE_MODELS.get(base)
+    if llm is None:
+        llm = _REMOTE_MODELS[base] = OpenAICompatible(
+            model="openai/bench-model", api_base=base, api_key="test"
+        )
     return ToolCallAgent(llm=llm, tools=[add, Terminate()], name="remote", max_steps=4)
 
 

@@ -97,39 +97,77 @@ class ClosingModel:
         self.closed += 1
 
 
-async def test_every_agent_is_an_async_context_manager_that_closes_its_model() -> None:
-    llm = ClosingModel(ScriptedLLM([DONE]))
+async def test_every_agent_is_an_async_context_manager_that_leaves_the_model_it_was_given_open() -> None:
+    """Whoever makes a model closes it: the agent did not make it, and other agents may be using it."""
+    llm = ClosingModel(ScriptedLLM([DONE, DONE]))
 
     async with ToolCallAgent(llm=llm) as agent:
         assert isinstance(agent, ToolCallAgent)
         result = await agent.run("go")
-        assert llm.closed == 0
+    async with ToolCallAgent(llm=llm) as other:
+        again = await other.run("go")
 
-    assert llm.closed == 1
-    assert result.stop_reason is StopReason.TERMINATED
+    assert llm.closed == 0
+    assert result.stop_reason is StopReason.TERMINATED and again.stop_reason is StopReason.TERMINATED
 
 
-async def test_async_with_closes_the_native_adapters_session(llmock: Any) -> None:
+async def test_the_native_adapters_session_is_closed_by_its_maker_not_by_the_agent(llmock: Any) -> None:
     llmock.reply("hi")
     llm = OpenAICompatible("openai/llmock-test-model", api_base=llmock.base_url("openai"), api_key="k")
 
     async with ToolCallAgent(llm=llm) as agent:
         await agent.run("hello")
         session = llm._pools[asyncio.get_running_loop()].session
-        assert not session.closed
 
+    assert not session.closed
+    await llm.aclose()
     assert session.closed
     assert asyncio.get_running_loop() not in llm._pools
 
 
+async def test_thirty_runs_sharing_one_native_model_each_in_async_with_all_answer() -> None:
+    """One `OpenAICompatible` shared by 30 concurrent runs, each agent in ``async with``, on a
+    server whose replies end at different times: every run answers (an agent closing the model
+    on its way out cut the others' requests: 22 of 30 ended in `Session is closed`)."""
+    from staggered_model_server import StaggeredModel
+
+    server = StaggeredModel(step=0.02)
+    base = await server.start()
+    llm = OpenAICompatible("openai/staggered", api_base=base, api_key="k")
+
+    async def one(number: int) -> Any:
+        async with ToolCallAgent(llm=llm, max_steps=4) as agent:
+            return await agent.run(f"task {number}")
+
+    try:
+        results = await asyncio.gather(*(one(n) for n in range(30)))
+    finally:
+        await llm.aclose()
+        await server.stop()
+    assert [r.error for r in results if r.error] == []
+    assert [r.output for r in results] == [f"answer {n}" for n in range(30)]
+    assert sorted(server.served) == sorted(list(range(30)) * 2)
+
+
+class ClosingAgent(ToolCallAgent):
+    """A tool-calling agent that counts how often it was closed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
 async def test_async_with_closes_even_when_the_block_raises() -> None:
-    llm = ClosingModel(ScriptedLLM([]))
+    agent = ClosingAgent(llm=ScriptedLLM([]))
 
     with pytest.raises(KeyError):
-        async with ToolCallAgent(llm=llm):
+        async with agent:
             raise KeyError("app")
 
-    assert llm.closed == 1
+    assert agent.closed == 1
 
 
 # -- RunResult.exception ---------------------------------------------------------------

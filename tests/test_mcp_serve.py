@@ -315,15 +315,25 @@ def test_a_configuration_error_stops_the_server_before_it_serves(capfd: pytest.C
     assert "no model configured" in capfd.readouterr().err
 
 
+class _Counted(ToolCallAgent):
+    """A tool-calling agent that counts its releases (`aclose`)."""
+
+    closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+        await super().aclose()
+
+
 class _Built:
     """A factory of tool-calling agents on a scripted model whose `terminate` needs approval."""
 
     def __init__(self) -> None:
-        self.agents: list[ToolCallAgent] = []
+        self.agents: list[_Counted] = []
 
-    def __call__(self, name: str, max_steps: int | None) -> ToolCallAgent:
+    def __call__(self, name: str, max_steps: int | None) -> _Counted:
         script = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
-        agent = ToolCallAgent(llm=script, tools=[Terminate()], require_approval=["terminate"])
+        agent = _Counted(llm=script, tools=[Terminate()], require_approval=["terminate"])
         self.agents.append(agent)
         return agent
 
@@ -332,20 +342,65 @@ async def _approve(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"approve": True})
 
 
-async def test_a_paused_run_that_gets_no_answer_in_time_is_cancelled() -> None:
+async def test_a_paused_run_that_gets_no_answer_in_time_is_cancelled_by_its_own_timer() -> None:
     built = _Built()
     server = AgentServer(built, agents=["toolcall"], default_agent="toolcall", pause_timeout=0.2)
     async with Client(server.server, elicitation_callback=_approve) as client:  # in process
         paused = await client.session.call_tool("run_agent", {"task": "t"}, allow_input_required=True)
         assert isinstance(paused, InputRequiredResult)
-        assert built.agents[0].fsm_state == "AWAITING_APPROVAL"
-        await asyncio.sleep(0.3)
+        (agent,) = built.agents
+        assert agent.fsm_state == "AWAITING_APPROVAL" and agent.closed == 0
+        await asyncio.sleep(0.5)  # no call comes meanwhile: the pause's timer ends the run
+        expired = agent.last_result
+        assert expired is not None and expired.stop_reason == "cancelled"
+        assert agent.closed == 1  # released
         with pytest.raises(MCPError, match="Invalid or expired requestState"):
             await client.session.call_tool("run_agent", {"task": "t"}, request_state=paused.request_state)
-        finished = await client.call_tool("run_agent", {"task": "t"})  # the next call expires it
+        finished = await client.call_tool("run_agent", {"task": "t"})
     assert finished.structured_content["stop_reason"] == "terminated"
-    expired = built.agents[0].last_result
-    assert expired is not None and expired.stop_reason == "cancelled"
+    await server.aclose()
+    assert agent.closed == 1  # released once
+
+
+async def test_a_retry_in_time_stops_the_pauses_timer() -> None:
+    built = _Built()
+    server = AgentServer(built, agents=["toolcall"], default_agent="toolcall", pause_timeout=0.3)
+    async with Client(server.server, elicitation_callback=_approve) as client:
+        finished = await client.call_tool("run_agent", {"task": "t"})  # paused, then retried at once
+        await asyncio.sleep(0.5)  # past the timeout: the ended run is not cancelled again
+    (agent,) = built.agents
+    assert finished.structured_content["stop_reason"] == "terminated"
+    assert agent.last_result is not None and agent.last_result.stop_reason == "terminated"
+    assert agent.closed == 1
+
+
+async def test_on_2025_an_approval_never_answered_cancels_the_run_at_the_timeout() -> None:
+    built = _Built()
+    server = AgentServer(built, agents=["toolcall"], default_agent="toolcall", pause_timeout=0.3)
+    never = asyncio.Event()
+
+    async def silent(context: Any, params: Any) -> ElicitResult:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    async with Client(server.server, mode="legacy", elicitation_callback=silent) as client:
+        started = time.monotonic()
+        result = await asyncio.wait_for(client.call_tool("run_agent", {"task": "t"}), 5)
+        waited = time.monotonic() - started
+    assert 0.25 < waited < 3, waited
+    assert result.is_error and result.structured_content["stop_reason"] == "cancelled"
+    (agent,) = built.agents
+    assert agent.closed == 1
+    last = agent.memory.messages[-1]  # the call that waited was answered, never run
+    assert (
+        last.name == "terminate"
+        and last.content == "Error: the run ended before this tool call produced a result"
+    )
+
+
+def test_a_pause_timeout_that_is_no_positive_number_is_refused() -> None:
+    with pytest.raises(ValueError, match="pause_timeout must be a positive number of seconds, got 0"):
+        AgentServer(_Built(), agents=["toolcall"], default_agent="toolcall", pause_timeout=0)
 
 
 async def test_closing_the_server_cancels_the_runs_still_paused() -> None:

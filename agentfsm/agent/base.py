@@ -198,9 +198,10 @@ class BaseAgent(DrivenModel, ABC):
     ) -> RunResult:
         """`run()` for a script, where no event loop runs: the run on an event loop of its own.
 
-        What the agent opened on that loop (connections, a sandbox, a browser) cannot outlive it,
-        so `aclose()` closes it before the loop ends; memory stays, so the next `run_sync` goes
-        on with the conversation. Inside a running loop (async code, a notebook) this refuses
+        What the agent opened on that loop (MCP servers, a sandbox, a browser) cannot outlive it,
+        so `aclose()` closes it before the loop ends, and the model's connections there end with
+        the loop (`OpenAICompatible`'s session closes at its shutdown); memory stays, so the next
+        `run_sync` goes on with the conversation. Inside a running loop (async code, a notebook) this refuses
         with `RunningLoopError`: ``await agent.run(...)`` there instead.
         """
         self._check_no_loop("run")
@@ -250,8 +251,12 @@ class BaseAgent(DrivenModel, ABC):
         return asyncio.run(run_then_close())
 
     async def aclose(self) -> None:
-        """Close what the agent holds open (subclasses: their model's connections, a sandbox, a
-        browser, MCP servers). The agent can run again afterwards: it opens them anew."""
+        """Close what the agent made and holds open (subclasses: a sandbox, a browser, MCP servers
+        it connected). The agent can run again afterwards: it opens them anew.
+
+        Never its model: a model is given to an agent, often to many at once (one per concurrent
+        run), and whoever made it closes it (`await llm.aclose()`, else its event loop's end
+        does). Closing it here would cut the requests the other runs have in flight."""
 
     async def __aenter__(self) -> Self:
         return self

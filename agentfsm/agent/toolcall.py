@@ -654,13 +654,6 @@ class ToolCallAgent(ReActAgent):
                     f"got {deps!r}: pass `deps=` a {wanted.__qualname__} to the run"
                 )
 
-    async def aclose(self) -> None:
-        """Close the model's connections, if it holds any (`OpenAICompatible`: this event loop's
-        session; a model shared with other agents opens a new one on its next request)."""
-        aclose = getattr(self.llm, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
     def interrupt(self) -> None:
         """The run ends outside its phases: answer its open calls, each with its result when this
         step has one (a call that completed before the interruption keeps what it did), else

@@ -29,6 +29,7 @@ from .parser import PROG
 
 if TYPE_CHECKING:
     from ..durable import AgentFactory, AgentSpec, DurableRuns, RunStatus
+    from ..model.base import ChatModel
 
 __all__ = ["durable_command"]
 
@@ -259,8 +260,12 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
     Settings.load(config)  # a bad configuration stops the worker before it takes a run
+    models: dict[str, ChatModel] = {}
 
     def build(spec: AgentSpec) -> ToolCallAgent:
+        """A new agent for one run, on the model of its settings: one model a set of settings,
+        made here on first use and shared by the worker's runs (a run's end closes nothing of it;
+        the worker's event loop's end closes its connections)."""
         llm_keys, agent_keys = set(LLMSettings.model_fields), set(AgentSettings.model_fields)
         unknown = sorted(set(spec.options) - llm_keys - agent_keys)
         if unknown:
@@ -273,7 +278,13 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
             "agent": {k: v for k, v in spec.options.items() if k in agent_keys},
         }
         settings = Settings.load(config, overrides)
-        llm = build_llm(settings.llm_for(name))
+        llm_settings = settings.llm_for(name)
+        key = json.dumps(
+            {**llm_settings.llm_kwargs(), "client": llm_settings.client}, sort_keys=True, default=str
+        )
+        llm = models.get(key)
+        if llm is None:
+            llm = models[key] = build_llm(llm_settings)
         options = settings.agent.agent_kwargs()
         if name == "manus":
             from ..agent.manus import Manus

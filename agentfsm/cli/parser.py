@@ -120,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve streamable HTTP on http://HOST:PORT/mcp instead of stdio (HOST: 127.0.0.1)",
     )
     serve.add_argument(
+        "--pause-timeout",
+        type=_positive_float,
+        default=600.0,
+        metavar="SECONDS",
+        help="seconds a run paused for the client's approval waits for the answer; then it is "
+        "cancelled and its agent released (default: 600)",
+    )
+    serve.add_argument(
         "--allow-remote",
         action="store_true",
         help="allow --http on a HOST other than a loopback address (anyone who reaches it runs agents)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 from ..agent.toolcall import ToolCallAgent
@@ -49,8 +50,10 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     sandbox: SandboxSettings | None = None
 
     def build(name: str, max_steps: int | None) -> ToolCallAgent:
-        """A new agent for one call; the model of each agent name is built once and shared, and so
-        is Manus's sandbox decision (made, and said, by the first Manus, before its first command)."""
+        """A new agent for one call; the model of each agent name is built once and shared by the
+        concurrent calls (this command made it, and closes it when it stops serving: a call's end
+        closes nothing of it), and so is Manus's sandbox decision (made, and said, by the first
+        Manus, before its first command)."""
         nonlocal sandbox
         if name not in models:
             llm = build_llm(settings.llm_for(name))
@@ -76,7 +79,13 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     from ..mcp.serve import AgentServer  # the MCP SDK's server side, loaded by this command only
 
     try:
-        server = AgentServer(build, agents=AGENTS, default_agent=args.agent, version=package_version())
+        server = AgentServer(
+            build,
+            agents=AGENTS,
+            default_agent=args.agent,
+            pause_timeout=args.pause_timeout,
+            version=package_version(),
+        )
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return usage_error(str(exc))
     secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
@@ -86,19 +95,31 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     with log_setup.configured(args.log_format, secrets=secrets, level=log_level(args)), spans:
         try:
             if http is None:
-                run_async(server.serve_stdio())
+                run_async(_then_close(server.serve_stdio(), models.values()))
             else:
 
                 def ready(url: str) -> None:
                     print(f"{PROG}: serving MCP on {url}", file=sys.stderr, flush=True)
 
                 with contextlib.redirect_stdout(sys.stderr):  # stdout is no output of a server
-                    run_async(server.serve_http(*http, ready=ready))
+                    run_async(_then_close(server.serve_http(*http, ready=ready), models.values()))
         except ConfigError as exc:  # the address cannot be listened on
             return usage_error(str(exc))
         except KeyboardInterrupt:
             return exit_interrupted()
     return 0
+
+
+async def _then_close(serving: Awaitable[None], models: Iterable[ChatModel]) -> None:
+    """Serve, then close the models the command made (their connections on this event loop),
+    once no call uses them any more."""
+    try:
+        await serving
+    finally:
+        for model in list(models):
+            aclose = getattr(model, "aclose", None)  # a model holding connections has one
+            if aclose is not None:
+                await aclose()
 
 
 def is_loopback(host: str) -> bool:

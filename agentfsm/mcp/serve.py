@@ -22,7 +22,12 @@ client as an elicitation, in the way its revision has:
   this tool and these arguments) so a client can neither read nor forge it.
 
 A client that declares no elicitation support, or declines, cancels or fails to answer,
-gets the call rejected; the model reads why in the call's observation.
+gets the call rejected; the model reads why in the call's observation. A client that never
+answers holds nothing for longer than `pause_timeout`: each pause has a timer of its own (not
+the next call's arrival, which may never come), and at its end the run is cancelled and its
+agent released (its MCP servers, sandbox and browser closed). On 2025 the call then answers
+with the cancelled run's result; on 2026-07-28 the paused run is dropped and a late retry is
+told it is gone.
 """
 
 from __future__ import annotations
@@ -33,16 +38,15 @@ import logging
 import secrets
 import signal
 import socket
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigError, MissingExtraError, WrongValueError
+from ..errors import ConfigError, MissingExtraError, PauseRun, WrongValueError
 from ..log import event
 from ..messages import ToolCall
-from ..run.result import AgentState, RunResult
+from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Decision
 
 if TYPE_CHECKING:
@@ -65,7 +69,8 @@ SERVER_NAME = "agentfsm"
 MODERN = "2026-07-28"
 """The first revision that elicits through ``input_required`` results."""
 PAUSE_TIMEOUT = 600.0
-"""Seconds a run paused for approval waits for the client's retry (the `requestState`'s TTL)."""
+"""Seconds a run paused for approval waits for the client's answer (on 2026-07-28 its retry, and
+the `requestState`'s TTL); then the run is cancelled and its agent released."""
 
 Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
 """As `agentfsm.agent.approval.Approver`: the waiting calls in, one `Decision` each out."""
@@ -104,15 +109,18 @@ class _Request:
 
 @dataclass(slots=True)
 class _Paused:
+    """A 2026-07-28 run paused for the client's retry, and the timer that ends it without one."""
+
     agent: ServedAgent
-    deadline: float
+    timer: asyncio.TimerHandle
 
 
 class AgentServer:
     """The MCP server: `run_agent` over the agents `factory` builds, by the names in `agents`.
 
     Serve it with `serve_stdio()` or `serve_http(host, port)`; `aclose()` (done by both on
-    their way out) ends the runs still paused for an answer.
+    their way out) ends the runs still paused for an answer. `pause_timeout`: the seconds a run
+    paused for approval waits for the client's answer before it is cancelled.
     """
 
     def __init__(
@@ -131,6 +139,10 @@ class AgentServer:
             raise MissingExtraError(
                 "agentfsm mcp-serve needs the MCP SDK 2.x: pip install 'agentfsm[mcp]'"
             ) from None
+        if not pause_timeout > 0 or pause_timeout == float("inf"):
+            raise WrongValueError(
+                f"pause_timeout must be a positive number of seconds, got {pause_timeout!r}"
+            )
         if default_agent not in agents:
             raise WrongValueError(
                 f"default_agent {default_agent!r} is not one of the agents {list(agents)!r}"
@@ -140,6 +152,8 @@ class AgentServer:
         self.default_agent = default_agent
         self.pause_timeout = pause_timeout
         self._paused: dict[str, _Paused] = {}
+        self._ending: set[asyncio.Task[None]] = set()
+        """The releases of paused runs whose time ran out, awaited by `aclose()`."""
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version,
@@ -198,10 +212,14 @@ class AgentServer:
             await self.aclose()
 
     async def aclose(self) -> None:
-        """End every run still paused for an answer (`cancelled`), releasing what its agent holds."""
+        """End every run still paused for an answer (`cancelled`), releasing what its agent holds,
+        and wait for the releases of the runs whose time ran out."""
         paused, self._paused = list(self._paused.values()), {}
         for entry in paused:
+            entry.timer.cancel()
             await _end(entry.agent)
+        while self._ending:
+            await asyncio.gather(*self._ending)
 
     # -- the protocol -------------------------------------------------------------
 
@@ -250,10 +268,11 @@ class AgentServer:
     ) -> CallToolResult | InputRequiredResult:
         if params.name != TOOL:
             return _refusal(f"unknown tool {params.name!r}: this server has one tool, `{TOOL}`")
-        await self._expire()
         if params.request_state is not None:  # a 2026-07-28 retry, answering the approvals
             entry = self._paused.pop(params.request_state, None)
-            if entry is None:
+            if entry is not None:
+                entry.timer.cancel()
+            else:
                 return _refusal(
                     f"the run paused for approval is gone (it waits {self.pause_timeout:g} s, and only in "
                     f"the server process that paused it): call `{TOOL}` again"
@@ -268,7 +287,7 @@ class AgentServer:
             agent = self.factory(request.agent, request.max_steps)
         except ValueError as exc:  # ConfigError: this agent cannot be built from the configuration
             return _refusal(f"cannot build the {request.agent} agent: {exc}")
-        agent.approver = _approver_for(ctx)
+        agent.approver = _approver_for(ctx, self.pause_timeout)
         return await self._drive(agent, agent.run(request.task))
 
     def _parse(self, arguments: Mapping[str, Any]) -> _Request:
@@ -302,17 +321,23 @@ class AgentServer:
     async def _drive(
         self, agent: ServedAgent, running: Awaitable[RunResult]
     ) -> CallToolResult | InputRequiredResult:
-        """Await the run; a pause for approval becomes ``input_required`` (the agent kept), any
-        other end the RunResult (the agent released)."""
+        """Await the run; a pause for approval becomes ``input_required`` (the agent kept, until
+        the retry or its timer), any other end the RunResult (the agent released). A 2025 run
+        whose approval got no answer in time is cancelled, and its result is the call's."""
         from mcp.types import InputRequiredResult
 
         kept = False
         try:
             result = await running
+            approver = agent.approver
+            if result.paused and isinstance(approver, _OverTheSession) and approver.expired:
+                self._expired()
+                return _result(await agent.cancel())
             waiting = agent.pending_approval if result.paused else []
             if waiting:
                 token = secrets.token_urlsafe(18)
-                self._paused[token] = _Paused(agent, time.monotonic() + self.pause_timeout)
+                timer = asyncio.get_running_loop().call_later(self.pause_timeout, self._expire, token)
+                self._paused[token] = _Paused(agent, timer)
                 kept = True
                 return InputRequiredResult(
                     input_requests={call.id: _question(call) for call in waiting}, request_state=token
@@ -322,16 +347,23 @@ class AgentServer:
             if not kept:
                 await _close(agent)
 
-    async def _expire(self) -> None:
-        now = time.monotonic()
-        for token in [t for t, entry in self._paused.items() if entry.deadline <= now]:
-            entry = self._paused.pop(token)
-            event(
-                "mcp_serve_pause_expired",
-                level=logging.INFO,
-                message=f"a run paused for approval got no answer within {self.pause_timeout:g} s; cancelled",
-            )
-            await _end(entry.agent)
+    def _expire(self, token: str) -> None:
+        """The timer of the run paused under `token`: no retry came in time, so the run is
+        cancelled and its agent released now, whether or not another call ever arrives."""
+        entry = self._paused.pop(token, None)
+        if entry is None:  # retried, or the server closed, meanwhile
+            return
+        self._expired()
+        ending = asyncio.get_running_loop().create_task(_end(entry.agent))
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
+
+    def _expired(self) -> None:
+        event(
+            "mcp_serve_pause_expired",
+            level=logging.INFO,
+            message=f"a run paused for approval got no answer within {self.pause_timeout:g} s; cancelled",
+        )
 
 
 # -- approvals as elicitations ------------------------------------------------------
@@ -393,32 +425,48 @@ def _apply_answers(agent: ServedAgent, answers: Mapping[str, Any]) -> None:
             agent.reject(call.id, decision.reason)
 
 
-def _approver_for(ctx: ServerRequestContext[Any, Any]) -> Approver | None:
+def _approver_for(ctx: ServerRequestContext[Any, Any], timeout: float) -> Approver | None:
     """How this call's approvals are asked: None (pause, then ``input_required``) on
-    2026-07-28; over the session on the handshake revisions; refused when the client
-    declared no form elicitation."""
+    2026-07-28; over the session on the handshake revisions, within `timeout` seconds a
+    pause; refused when the client declared no form elicitation."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None or (elicitation.form is None and elicitation.url is not None):
         return _refuse_all
     if _is_modern(ctx.protocol_version):
         return None
-    session, request_id = ctx.session, ctx.request_id
+    return _OverTheSession(ctx, timeout)
 
-    async def over_the_session(calls: Sequence[ToolCall]) -> list[Decision]:
-        decisions = []
-        for call in calls:
-            try:
-                answer = await session.elicit_form(
-                    _message(call), _approval_schema(), related_request_id=request_id
-                )
-            except Exception as exc:  # the client refused or failed the request: the call does not run
-                decisions.append(Decision.reject(f"the MCP client could not answer the approval: {exc}"))
-                continue
-            decisions.append(_decision(answer))
-        return decisions
 
-    return over_the_session
+class _OverTheSession:
+    """A 2025 call's approver: each waiting call asked with ``elicitation/create`` over the
+    session, mid-call. The answers to one pause come within `timeout` seconds or not at all: then
+    the questions are withdrawn, the run pauses (`expired` set), and the server cancels it, since
+    a client that does not answer would otherwise hold the run and its agent for ever."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], timeout: float) -> None:
+        self.session, self.request_id, self.timeout = ctx.session, ctx.request_id, timeout
+        self.expired = False
+
+    async def __call__(self, calls: Sequence[ToolCall]) -> list[Decision]:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return [await self._ask(call) for call in calls]
+        except TimeoutError:
+            self.expired = True
+            raise PauseRun(
+                StopReason.AWAITING_APPROVAL.value,
+                f"the MCP client gave no answer to the approval within {self.timeout:g} s",
+            ) from None
+
+    async def _ask(self, call: ToolCall) -> Decision:
+        try:
+            answer = await self.session.elicit_form(
+                _message(call), _approval_schema(), related_request_id=self.request_id
+            )
+        except Exception as exc:  # the client refused or failed the request: the call does not run
+            return Decision.reject(f"the MCP client could not answer the approval: {exc}")
+        return _decision(answer)
 
 
 async def _refuse_all(calls: Sequence[ToolCall]) -> list[Decision]:
@@ -473,9 +521,18 @@ async def _close(agent: ServedAgent) -> None:
 
 
 async def _end(agent: ServedAgent) -> None:
+    """Cancel a paused run and release its agent. A release that fails is logged: it ends a run
+    nobody waits for (a timer's, or the server's way out), so there is nobody to raise it to."""
     with contextlib.suppress(Exception):  # already ended some other way: nothing left to cancel
         await agent.cancel()
-    await _close(agent)
+    try:
+        await _close(agent)
+    except Exception as exc:
+        event(
+            "mcp_serve_release_failed",
+            level=logging.WARNING,
+            message=f"closing the agent of a cancelled run failed: {type(exc).__name__}: {exc}",
+        )
 
 
 def _listen(host: str, port: int) -> socket.socket:
