@@ -1,4 +1,5 @@
-"""One connection to one MCP server: the only module that imports the MCP SDK.
+"""One connection to one MCP server: with `agentfsm.mcp.stdio` (its stdio transport), the
+only module that imports the MCP SDK.
 
 The SDK's `Client` runs in ``mode="auto"``: it asks ``server/discover`` and speaks the
 stateless 2026-07-28 revision to a server that answers, and falls back to the 2025
@@ -180,13 +181,14 @@ class MCPConnection:
         settings = self.settings
         if settings.type == "stdio":
             from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
+
+            from .stdio import stdio_transport
 
             assert settings.command is not None  # checked by the settings
             params = StdioServerParameters(
                 command=settings.command, args=list(settings.args), env=dict(settings.env)
             )
-            return stdio_client(params, errlog=_errlog())
+            return stdio_transport(params, server_id=self.server_id, errlog=_errlog())
         assert settings.url is not None
         if settings.type == "sse":
             from mcp.client.sse import sse_client
