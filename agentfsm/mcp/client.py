@@ -103,6 +103,8 @@ class MCPConnection:
         """On 2026-07-28: when the list's ``ttlMs`` runs out (`time.monotonic`); None: no TTL."""
         self._requests = 0
         """Requests since the list was last read (for `refresh_every`)."""
+        self._skipped: tuple[str, ...] = ()
+        """The tools of the last listing that were skipped (an input schema that is no object's)."""
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
@@ -484,7 +486,19 @@ class MCPConnection:
                 f"its last list stays (asked because {why or 'it was due'})",
             )
 
-    def _listed(self, tools: tuple[ServerTool, ...], ttl_ms: int | None) -> None:
+    def _listed(
+        self, tools: tuple[ServerTool, ...], ttl_ms: int | None, skipped: tuple[str, ...] = ()
+    ) -> None:
+        if skipped and skipped != self._skipped:  # warned once for as long as the list says the same
+            event(
+                "mcp_tools_skipped",
+                level=logging.WARNING,
+                server=self.server_id,
+                tools=list(skipped),
+                message=f"MCP server {self.server_id!r} lists tools that cannot be offered, skipped: "
+                + "; ".join(skipped),
+            )
+        self._skipped = skipped
         self.tools = tools
         self._requests = 0
         self._fresh_until = time.monotonic() + ttl_ms / 1000 if ttl_ms else None
@@ -715,15 +729,27 @@ def _refusal(server_id: str, name: str, methods: Sequence[str]) -> str:
 
 async def _list_tools(
     client: Any, *, modern: bool, refresh: bool = False
-) -> tuple[tuple[ServerTool, ...], int | None]:
+) -> tuple[tuple[ServerTool, ...], int | None, tuple[str, ...]]:
     """Every page of the server's tool list, and on 2026-07-28 its ``ttlMs`` (the shortest of
-    its pages'; None without one). `refresh`: past the SDK's response cache, to the server (the
-    list is read again because it changed or its TTL ran out); the cache keeps what it returns."""
+    its pages'; None without one), and the tools skipped (each with why). `refresh`: past the
+    SDK's response cache, to the server (the list is read again because it changed or its TTL
+    ran out); the cache keeps what it returns.
+
+    The SDK validates a page whole, so one tool it cannot accept (an ``inputSchema`` that is not
+    an object's) would fail the list of every tool of the server: such a page is read again,
+    tool by tool (`_lenient_page`), and only the tools that fail are skipped."""
+    from pydantic import ValidationError
+
     tools: list[ServerTool] = []
+    skipped: list[str] = []
     ttl: int | None = None
     cursor: str | None = None
     while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        try:
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        except ValidationError:
+            page, dropped = await _lenient_page(client, cursor)
+            skipped += dropped
         for tool in page.tools:
             schema = dict(tool.input_schema or {})
             schema.setdefault("type", "object")
@@ -732,7 +758,43 @@ async def _list_tools(
             ttl = page.ttl_ms if ttl is None else min(ttl, page.ttl_ms)
         cursor = page.next_cursor
         if not cursor:
-            return tuple(tools), ttl
+            return tuple(tools), ttl, tuple(skipped)
+
+
+async def _lenient_page(client: Any, cursor: str | None) -> tuple[Any, list[str]]:
+    """One page of ``tools/list`` with the tools the SDK rejects left out, and those tools (each
+    with why). The page is asked for again past the SDK's result validation (the session's raw
+    request, stamped as `ClientSession.send_request` stamps it), each tool is checked on its own
+    against the negotiated revision, and what passes is handed to the session as its listing
+    (the output schemas it checks results with)."""
+    from mcp_types import ListToolsRequest, PaginatedRequestParams
+    from mcp_types.methods import parse_server_result
+    from pydantic import ValidationError
+
+    session = client.session
+    request = ListToolsRequest(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    options: dict[str, Any] = {}
+    session._stamp(data, options)
+    if client.read_timeout_seconds is not None:
+        options["timeout"] = client.read_timeout_seconds
+    raw = await session._dispatcher.send_raw_request("tools/list", data.get("params"), options)
+    version = client.protocol_version
+    kept: list[Any] = []
+    skipped: list[str] = []
+    listed = raw.get("tools") if isinstance(raw, dict) else None
+    for tool in listed if isinstance(listed, list) else ():
+        try:
+            parse_server_result("tools/list", version, {"tools": [tool]})
+        except ValidationError as exc:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            problem = exc.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"][2:]) or "the tool"
+            skipped.append(f"{name!r} ({where}: {problem['msg']})")
+            continue
+        kept.append(tool)
+    page: Any = parse_server_result("tools/list", version, {**raw, "tools": kept})
+    return session._absorb_tool_listing(page, complete=cursor is None and page.next_cursor is None), skipped
 
 
 def _errlog() -> Any:
