@@ -336,3 +336,10 @@ def test_the_telemetry_table_states_the_goal_per_http_model_beside_the_floor_on_
     )
     assert "goal: OpenAICompatible, 20 ms: instrumented / not, HTTP path <= 1.02x: 1.014x, met;" in table
     assert table.count("noise over the goal") == 1
+
+
+def test_the_mcp_section_sets_the_sdk_beside_agentfsm_for_each_size() -> None:
+    data = {"mcp": {"results": {"50 MB": {"sdk_s": 16.5, "agentfsm_s": 1.5, "kept_chars": 200_066}}}}
+    table = bench.report(data)
+    assert table.startswith("An MCP stdio result of one long line")
+    assert "  50 MB       16.50      1.50   11.0x     200,066" in table

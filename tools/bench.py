@@ -14,7 +14,8 @@ the benchmark's own (`bench_http`: CPU per request for each client, 1,000
 concurrent runs, a step with the token check on and off, the first call in a
 fresh process); the cost of OpenTelemetry instrumentation (`bench_otel`: in process and
 on the HTTP path, spans to an in-memory exporter, and none without it); start-up time; the
-sandbox (`bench_sandbox`: start, close, python_execute and bash warm, docker and local).
+sandbox (`bench_sandbox`: start, close, python_execute and bash warm, docker and local); an
+MCP stdio result of 5 to 50 MB in one line (`bench_mcp`: the SDK's stdio client beside agentfsm's).
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -40,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_http
+import bench_mcp
 import bench_otel
 import bench_peers
 import bench_sandbox
@@ -438,6 +440,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "telemetry": bench_otel.lines,
     "startup": _startup_lines,
     "sandbox": bench_sandbox.lines,
+    "mcp": bench_mcp.lines,
 }
 
 
@@ -453,6 +456,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("http", http),
         ("sandbox", bench_sandbox.sandbox),
         ("telemetry", bench_otel.telemetry),
+        ("mcp", bench_mcp.mcp),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -465,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,telemetry,sandbox",
+        default="startup,overhead,history,recording,scale,http,telemetry,sandbox,mcp",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)
