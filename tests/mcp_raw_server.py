@@ -8,6 +8,7 @@ so a test can make it send what the SDK's own server never would. Its tools:
 - ``garble(text)``: first a line of bytes that are not UTF-8, then the answer ``garbled: <text>``;
 - ``latin1(text)``: the answer itself encoded in Latin-1 (not UTF-8): ``café: <text>``;
 - ``stray(text)``: first a line of plain text (a stray print), then ``stray: <text>``;
+- ``malformed()``: an answer whose ``result`` is a string, not an object (no valid JSON-RPC);
 - ``die()``: the process exits in the middle of the call;
 - ``big(mb)``: a text of `mb` megabytes of ``x``;
 - ``flood(mb)``: `mb` megabytes of ``x`` with no newline, then nothing (the process stays).
@@ -30,6 +31,7 @@ _TOOLS: list[dict[str, Any]] = [
     {"name": "garble", "description": "A line that is not UTF-8, then the text.", "inputSchema": _TEXT},
     {"name": "latin1", "description": "The answer in Latin-1.", "inputSchema": _TEXT},
     {"name": "stray", "description": "A stray print, then the text.", "inputSchema": _TEXT},
+    {"name": "malformed", "description": "A result that is no object.", "inputSchema": {"type": "object"}},
     {"name": "die", "description": "Exit mid-call.", "inputSchema": {"type": "object"}},
     {
         "name": "flood",
@@ -74,6 +76,8 @@ def _call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:
     elif name == "stray":
         _write(b"debug: a stray print on stdout")
         _answer(request_id, _text(f"stray: {text}"))
+    elif name == "malformed":
+        _write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": "not an object"}).encode())
     elif name == "die":
         os._exit(3)
     elif name == "flood":

@@ -11,7 +11,9 @@ replaced (U+FFFD), so a stray byte costs one character and never the connection.
 not JSON-RPC (a stray print) is skipped with a warning; a line longer than `MAX_LINE_BYTES` ends
 the connection, with one warning, so its calls fail at once and the server's tools are
 withdrawn (`agentfsm.mcp.client.MCPConnection` sees the end) instead of a call waiting for an
-answer that was thrown away.
+answer that was thrown away. For the same reason a line that is plainly an answer (a JSON object
+with an ``id`` and a ``result`` or an ``error``) but not valid JSON-RPC is handed to the session
+as an error answer to that ``id``: its call fails at once, saying why.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ async def stdio_transport(
         try:
             return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
         except ValueError:
+            answer = _unreadable_answer(line)
+            if answer is not None:  # the answer to a call, malformed: the call fails now
+                return SessionMessage(answer)
             skipped += 1
             if skipped <= _LOGGED_LINES:
                 shown = line if len(line) <= 120 else f"{line[:120]}..."
@@ -151,3 +156,27 @@ async def stdio_transport(
                 await shutdown()
             group.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+def _unreadable_answer(line: str) -> Any:
+    """A JSON-RPC error answering the request `line` answers, when `line` is a JSON object with
+    an ``id`` and a ``result`` or ``error`` that is no valid JSON-RPC message; else None."""
+    import json
+
+    from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError
+
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "method" in data or not ("result" in data or "error" in data):
+        return None
+    request_id = data.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    shown = line if len(line) <= 120 else f"{line[:120]}..."
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(code=INTERNAL_ERROR, message=f"its answer is not valid JSON-RPC: {shown}"),
+    )

@@ -95,3 +95,19 @@ async def test_a_line_that_never_ends_closes_the_connection_and_withdraws_its_to
     (too_long,) = agentfsm_events.named("mcp_stdout_line_too_long")
     assert str(2 * 1024 * 1024) in str(too_long["message"])
     assert len(agentfsm_events.named("mcp_server_gone")) == 1
+
+
+async def test_an_answer_that_is_no_valid_json_rpc_fails_its_call_at_once_naming_it(agentfsm_events):
+    """The same family: the answer to a call, malformed (its ``result`` a string). Skipped like a
+    stray line, its call would wait out the timeout; it fails at once, and the connection lives."""
+    connection = MCPConnection("raw", _settings())
+    await connection.connect()
+    try:
+        took, output, error = await _timed(connection, "malformed")
+        assert output is None and error is not None and took < _AT_ONCE
+        assert "'raw'" in error and "not valid JSON-RPC" in error and "not an object" in error
+        took, output, _ = await _timed(connection, "echo", text="seven")
+        assert output == "echo: seven" and took < _AT_ONCE
+    finally:
+        await connection.aclose()
+    assert agentfsm_events.named("mcp_stdout_line_skipped") == []
