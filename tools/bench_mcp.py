@@ -3,7 +3,7 @@
 One real stdio server (`tests/mcp_raw_server.py`) answers `big(mb)` with a text of `mb` megabytes,
 in one line. The baseline is the SDK's `Client` over its `stdio_client`, whose reader joins each
 chunk to the line so far (time quadratic in the line's length); agentfsm's `MCPConnection` reads
-stdout as bytes (`agentfsm.mcp.stdio`) and keeps at most `MAX_RESULT_CHARS` of the text. Both run
+stdout as bytes (`agentfsm.mcp.client`) and keeps at most `MAX_RESULT_CHARS` of the text. Both run
 in this process, one after the other, on the same server script, so the ratio is like for like.
 """
 
