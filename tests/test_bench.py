@@ -350,3 +350,10 @@ async def test_the_stream_section_reads_every_delta_through_each_client_and_the_
     bench_stream.lines(data, table)
     assert table[0] == "Streaming: one reply of 300 deltas, one call per client"
     assert "over bare litellm (its floor)" in table[-1]
+
+
+def test_the_mcp_section_sets_the_sdk_beside_agentfsm_for_each_size() -> None:
+    data = {"mcp": {"results": {"50 MB": {"sdk_s": 16.5, "agentfsm_s": 1.5, "kept_chars": 200_066}}}}
+    table = bench.report(data)
+    assert table.startswith("An MCP stdio result of one long line")
+    assert "  50 MB       16.50      1.50   11.0x     200,066" in table

@@ -16,7 +16,8 @@ fresh process); one reply of 100,000 stream deltas through each client (`bench_s
 the native adapter, `LLM`, and bare litellm, its floor); the cost of OpenTelemetry
 instrumentation (`bench_otel`: in process and on the HTTP path, spans to an in-memory
 exporter, and none without it); start-up time; the sandbox (`bench_sandbox`: start, close,
-python_execute and bash warm, docker and local).
+python_execute and bash warm, docker and local); an MCP stdio result of 5 to 50 MB in one
+line (`bench_mcp`: the SDK's stdio client beside agentfsm's).
 Medians throughout; frameworks are measured in interleaved rounds, so a
 noisy neighbour slows all of them alike. See BENCHMARKS.md.
 """
@@ -42,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_http
+import bench_mcp
 import bench_otel
 import bench_peers
 import bench_sandbox
@@ -442,6 +444,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "startup": _startup_lines,
     "stream": bench_stream.lines,
     "sandbox": bench_sandbox.lines,
+    "mcp": bench_mcp.lines,
 }
 
 
@@ -458,6 +461,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("stream", bench_stream.stream),
         ("sandbox", bench_sandbox.sandbox),
         ("telemetry", bench_otel.telemetry),
+        ("mcp", bench_mcp.mcp),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -470,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox",
+        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox,mcp",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

@@ -38,6 +38,22 @@ the token, so a retry works from another process). On the 2025 revisions the ser
 the answer comes (`agentfsm.mcp.held.HeldCall`); after a restart the call is made again, and the server's
 questions asked before are answered from the answers given then. Sampling and roots are
 not offered (deprecated in 2026-07-28), so servers are refused them.
+
+A stdio server is reached through `_stdio_transport`: the SDK's process handling, with a reader
+of its own. The SDK's `stdio_client` reads the server's stdout through a strict UTF-8 text
+stream and splits it by joining each chunk to what came before. Two faults follow from a server
+that misbehaves: one line of bytes that are not UTF-8 ends its reader silently (the process
+lives on, and every later call waits out its timeout), and a long line costs time quadratic in
+its length (a 50 MB result took 16-17 s). This transport starts, stops and reaps the server
+exactly as `stdio_client` does (it calls the same functions of the SDK's module, which the
+pinned major keeps), and reads stdout as bytes: lines are cut where a newline arrives, each
+decoded on its own with bad bytes replaced (U+FFFD), so a stray byte costs one character and
+never the connection. A line that is not JSON-RPC (a stray print) is skipped with a warning; a
+line longer than `MAX_LINE_BYTES` ends the connection, with one warning, so its calls fail at
+once and the server's tools are withdrawn (the connection sees the end) instead of a call
+waiting for an answer that was thrown away. For the same reason a line that is plainly an answer
+(a JSON object with an ``id`` and a ``result`` or an ``error``) but not valid JSON-RPC is handed
+to the session as an error answer to that ``id``: its call fails at once, saying why.
 """
 
 from __future__ import annotations
@@ -48,9 +64,9 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from ..errors import MCPServerError, MCPTimeoutError, MissingExtraError
 from ..forms import with_defaults
@@ -61,7 +77,7 @@ from .held import HeldCall
 from .results import to_tool_result
 from .settings import MCPServerSettings
 
-__all__ = ["MCPConnection", "ServerTool"]
+__all__ = ["MAX_LINE_BYTES", "MCPConnection", "ServerTool"]
 
 _INSTALL = "the MCP client needs the MCP SDK 2.x: pip install 'mcp>=2.3,<3'"
 _STAND_IN = "Server returned an error response"
@@ -102,6 +118,8 @@ class MCPConnection:
         """On 2026-07-28: when the list's ``ttlMs`` runs out (`time.monotonic`); None: no TTL."""
         self._requests = 0
         """Requests since the list was last read (for `refresh_every`)."""
+        self._skipped: tuple[str, ...] = ()
+        """The tools of the last listing that were skipped (an input schema that is no object's)."""
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
@@ -180,13 +198,12 @@ class MCPConnection:
         settings = self.settings
         if settings.type == "stdio":
             from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
 
             assert settings.command is not None  # checked by the settings
             params = StdioServerParameters(
                 command=settings.command, args=list(settings.args), env=dict(settings.env)
             )
-            return stdio_client(params, errlog=_errlog())
+            return _stdio_transport(params, server_id=self.server_id, errlog=_errlog())
         assert settings.url is not None
         if settings.type == "sse":
             from mcp.client.sse import sse_client
@@ -482,7 +499,19 @@ class MCPConnection:
                 f"its last list stays (asked because {why or 'it was due'})",
             )
 
-    def _listed(self, tools: tuple[ServerTool, ...], ttl_ms: int | None) -> None:
+    def _listed(
+        self, tools: tuple[ServerTool, ...], ttl_ms: int | None, skipped: tuple[str, ...] = ()
+    ) -> None:
+        if skipped and skipped != self._skipped:  # warned once for as long as the list says the same
+            event(
+                "mcp_tools_skipped",
+                level=logging.WARNING,
+                server=self.server_id,
+                tools=list(skipped),
+                message=f"MCP server {self.server_id!r} lists tools that cannot be offered, skipped: "
+                + "; ".join(skipped),
+            )
+        self._skipped = skipped
         self.tools = tools
         self._requests = 0
         self._fresh_until = time.monotonic() + ttl_ms / 1000 if ttl_ms else None
@@ -713,15 +742,27 @@ def _refusal(server_id: str, name: str, methods: Sequence[str]) -> str:
 
 async def _list_tools(
     client: Any, *, modern: bool, refresh: bool = False
-) -> tuple[tuple[ServerTool, ...], int | None]:
+) -> tuple[tuple[ServerTool, ...], int | None, tuple[str, ...]]:
     """Every page of the server's tool list, and on 2026-07-28 its ``ttlMs`` (the shortest of
-    its pages'; None without one). `refresh`: past the SDK's response cache, to the server (the
-    list is read again because it changed or its TTL ran out); the cache keeps what it returns."""
+    its pages'; None without one), and the tools skipped (each with why). `refresh`: past the
+    SDK's response cache, to the server (the list is read again because it changed or its TTL
+    ran out); the cache keeps what it returns.
+
+    The SDK validates a page whole, so one tool it cannot accept (an ``inputSchema`` that is not
+    an object's) would fail the list of every tool of the server: such a page is read again,
+    tool by tool (`_lenient_page`), and only the tools that fail are skipped."""
+    from pydantic import ValidationError
+
     tools: list[ServerTool] = []
+    skipped: list[str] = []
     ttl: int | None = None
     cursor: str | None = None
     while True:
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        try:
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh" if refresh else "use")
+        except ValidationError:
+            page, dropped = await _lenient_page(client, cursor)
+            skipped += dropped
         for tool in page.tools:
             schema = dict(tool.input_schema or {})
             schema.setdefault("type", "object")
@@ -730,7 +771,43 @@ async def _list_tools(
             ttl = page.ttl_ms if ttl is None else min(ttl, page.ttl_ms)
         cursor = page.next_cursor
         if not cursor:
-            return tuple(tools), ttl
+            return tuple(tools), ttl, tuple(skipped)
+
+
+async def _lenient_page(client: Any, cursor: str | None) -> tuple[Any, list[str]]:
+    """One page of ``tools/list`` with the tools the SDK rejects left out, and those tools (each
+    with why). The page is asked for again past the SDK's result validation (the session's raw
+    request, stamped as `ClientSession.send_request` stamps it), each tool is checked on its own
+    against the negotiated revision, and what passes is handed to the session as its listing
+    (the output schemas it checks results with)."""
+    from mcp_types import ListToolsRequest, PaginatedRequestParams
+    from mcp_types.methods import parse_server_result
+    from pydantic import ValidationError
+
+    session = client.session
+    request = ListToolsRequest(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    options: dict[str, Any] = {}
+    session._stamp(data, options)
+    if client.read_timeout_seconds is not None:
+        options["timeout"] = client.read_timeout_seconds
+    raw = await session._dispatcher.send_raw_request("tools/list", data.get("params"), options)
+    version = client.protocol_version
+    kept: list[Any] = []
+    skipped: list[str] = []
+    listed = raw.get("tools") if isinstance(raw, dict) else None
+    for tool in listed if isinstance(listed, list) else ():
+        try:
+            parse_server_result("tools/list", version, {"tools": [tool]})
+        except ValidationError as exc:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            problem = exc.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"][2:]) or "the tool"
+            skipped.append(f"{name!r} ({where}: {problem['msg']})")
+            continue
+        kept.append(tool)
+    page: Any = parse_server_result("tools/list", version, {**raw, "tools": kept})
+    return session._absorb_tool_listing(page, complete=cursor is None and page.next_cursor is None), skipped
 
 
 def _errlog() -> Any:
@@ -770,3 +847,156 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line kept from a stdio server's stdout; a longer one ends the connection."""
+_LOGGED_LINES = 5
+"""Lines that are not JSON-RPC warned about one by one per connection; after them, one note."""
+
+
+@contextlib.asynccontextmanager
+async def _stdio_transport(
+    params: Any, *, server_id: str, errlog: TextIO, max_line: int | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The read and write streams of the server `params` (a `StdioServerParameters`) describes,
+    while the server runs; its process is stopped and reaped on exit, as `stdio_client` does.
+    `max_line`: the longest line kept (`MAX_LINE_BYTES` as it is when the transport opens)."""
+    import anyio
+    import anyio.lowlevel
+    import mcp_types
+    from mcp.client import stdio as sdk
+    from mcp.shared.message import SessionMessage
+
+    command = await sdk._get_executable_command(params.command)
+    process = await sdk._create_platform_compatible_process(
+        command=command,
+        args=params.args,
+        env=sdk.get_default_environment() | (params.env or {}),
+        errlog=errlog,
+        cwd=params.cwd,
+    )
+    # The spawn succeeded; no awaits until the task group is entered (a cancellation in the gap
+    # would leak the live process).
+    limit = MAX_LINE_BYTES if max_line is None else max_line
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+    skipped = 0
+
+    def message(raw: bytes | bytearray) -> SessionMessage | None:
+        nonlocal skipped
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line:
+            return None
+        try:
+            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError:
+            answer = _unreadable_answer(line)
+            if answer is not None:  # the answer to a call, malformed: the call fails now
+                return SessionMessage(answer)
+            skipped += 1
+            if skipped <= _LOGGED_LINES:
+                shown = line if len(line) <= 120 else f"{line[:120]}..."
+                more = (
+                    f" (further such lines are skipped without a word after {_LOGGED_LINES})"
+                    if skipped == _LOGGED_LINES
+                    else ""
+                )
+                event(
+                    "mcp_stdout_line_skipped",
+                    level=logging.WARNING,
+                    server=server_id,
+                    message=f"MCP server {server_id!r} wrote a line that is not JSON-RPC to stdout, "
+                    f"skipped: {shown!r}{more}",
+                )
+            return None
+
+    async def stdout_reader() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        try:
+            async with read_writer:
+                while True:
+                    try:
+                        chunk = await process.stdout.receive()
+                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+                    buffer += chunk
+                    if b"\n" in chunk:
+                        *lines, rest = buffer.split(b"\n")
+                        buffer = bytearray(rest)
+                        for line in lines:
+                            item = message(line)
+                            if item is not None:
+                                await read_writer.send(item)
+                    if len(buffer) > limit:
+                        event(
+                            "mcp_stdout_line_too_long",
+                            level=logging.WARNING,
+                            server=server_id,
+                            message=f"MCP server {server_id!r} wrote a line longer than {limit} bytes "
+                            "to stdout; the connection is closed",
+                        )
+                        return
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError):
+            return  # the session is gone, or our own shutdown closed stdout under the read
+        finally:
+            buffer.clear()
+            await sdk._drain_stdout(process)
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for session_message in write_reader:
+                    data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((data + "\n").encode())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server may still be alive: end the read side, so the session sees the end.
+            await read_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()  # unblocks the reader into its drain, which lets the server flush
+        write_stream.close()
+        with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT):
+            await writer_done.wait()
+        await sdk._stop_server_process(process)
+        for stream in (read_stream, write_stream, read_writer, write_reader):
+            await stream.aclose()
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stdout_reader)
+        group.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):  # the server must be stopped even when cancelled
+                await shutdown()
+            group.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+def _unreadable_answer(line: str) -> Any:
+    """A JSON-RPC error answering the request `line` answers, when `line` is a JSON object with
+    an ``id`` and a ``result`` or ``error`` that is no valid JSON-RPC message; else None."""
+    from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError
+
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "method" in data or not ("result" in data or "error" in data):
+        return None
+    request_id = data.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    shown = line if len(line) <= 120 else f"{line[:120]}..."
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(code=INTERNAL_ERROR, message=f"its answer is not valid JSON-RPC: {shown}"),
+    )

@@ -4,6 +4,10 @@ The result is read by its fields (`content`, `structured_content`, `is_error`) a
 content block by its ``type``, so this module needs no import of the SDK. Nothing the server
 returned is dropped without a word: what cannot reach the model (audio, a second image,
 binary resources) is described in the text.
+
+The text is capped at `MAX_RESULT_CHARS`: what a server returns beyond it is counted in a
+marker, not kept, so a result of 50 MB costs neither the run's memory nor its trace (nor a
+model's context, which could not hold it anyway).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from typing import Any
 
 from ..toolbox.tool import ToolResult
 
-__all__ = ["to_tool_result"]
+__all__ = ["MAX_RESULT_CHARS", "to_tool_result"]
+
+MAX_RESULT_CHARS = 200_000
+"""The most characters of an MCP tool result's text kept (the rest is counted in a marker)."""
 
 
 def to_tool_result(result: Any) -> ToolResult:
@@ -54,12 +61,23 @@ def to_tool_result(result: Any) -> ToolResult:
     if structured is not None and not _wraps(structured, lines):
         shown = json.dumps(structured, ensure_ascii=False, sort_keys=False)
         lines.append(f"structured content: {shown}" if lines else shown)
-    text = "\n".join(lines)
+    text = _capped("\n".join(lines))
     if getattr(result, "is_error", False):
         return ToolResult(
             error=text or "the MCP tool reported an error without a message", base64_image=image
         )
     return ToolResult(output=text, base64_image=image)
+
+
+def _capped(text: str) -> str:
+    """`text`, cut at `MAX_RESULT_CHARS` with a marker saying how much was left out."""
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    omitted = len(text) - MAX_RESULT_CHARS
+    return (
+        f"{text[:MAX_RESULT_CHARS]}\n... [MCP result cut at {MAX_RESULT_CHARS} characters: "
+        f"{omitted} more not kept]"
+    )
 
 
 def _wraps(structured: Any, lines: list[str]) -> bool:
