@@ -342,7 +342,8 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
         "--db",
         required=True,
         metavar="URL",
-        help="the runs' database: sqlite:///FILE (one machine) or postgresql://... (tools/postgres-env)",
+        help="the runs' database: sqlite:///FILE (one machine) or postgresql://... (tools/postgres-env); "
+        "a server that does not answer within 5 s is an error (?connect_timeout=SECONDS sets another)",
     )
     parser.add_argument("--queue", default="agentfsm", help="the queue (default: agentfsm)")
 
