@@ -247,8 +247,16 @@ def _durable_commands(commands: Any) -> None:
         "--config", metavar="FILE", help="TOML configuration of its agents' models and options"
     )
     worker.add_argument(
+        "--poll-interval",
+        metavar="SECONDS",
+        type=_positive_float,
+        default=0.2,
+        help="how often it looks for new runs on the queue (default: 0.2); longer polls the database less",
+    )
+    worker.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
+    _verbosity_options(worker)
 
     submit = commands.add_parser(
         "submit", help="put a durable run of TASK on a queue", description="Enqueue a run; print its id."
