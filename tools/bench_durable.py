@@ -413,11 +413,17 @@ async def _one_round(
             await asyncio.sleep(0.05)
         took = time.perf_counter() - began
         failed = sum(1 for w in done if w.status != "SUCCESS")
+        steps = len(client.list_workflow_steps(done[0].workflow_id))
     finally:
         client.destroy()
         cpu = _stopped_cpu(children) - started  # idle polling included, on both sides
         _drop(db)
-    return {"runs_per_s": runs_count / took, "cpu_ms_per_run": cpu * 1000 / runs_count, "failed": failed}
+    return {
+        "runs_per_s": runs_count / took,
+        "cpu_ms_per_run": cpu * 1000 / runs_count,
+        "failed": failed,
+        "steps": steps,
+    }
 
 
 async def throughput(server: str, runs_count: int, rounds: int) -> dict[str, Any]:
@@ -434,6 +440,7 @@ async def throughput(server: str, runs_count: int, rounds: int) -> dict[str, Any
             row[f"{kind}_runs_per_s"] = round(statistics.median(m["runs_per_s"] for m in measured), 1)
             row[f"{kind}_cpu_ms_per_run"] = round(statistics.median(m["cpu_ms_per_run"] for m in measured), 2)
             row[f"{kind}_failed"] = sum(m["failed"] for m in measured)
+            row[f"{kind}_steps_per_run"] = measured[0]["steps"]
             row[f"{kind}_rounds_runs_per_s"] = [round(m["runs_per_s"], 1) for m in measured]
         row["ratio"] = round(row["agentfsm_runs_per_s"] / row["bare_runs_per_s"], 3)
         found[f"{workers}x8"] = row
@@ -452,12 +459,14 @@ def _server(given: str | None) -> str:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     server = _server(args.db)
+    runs = args.runs or (120 if args.quick else 400)
+    rate = functools.partial(throughput, server, runs, args.rounds or (1 if args.quick else 3))
     if args.only == "throughput":
-        return {"throughput": await throughput(server, 120 if args.quick else 400, 1 if args.quick else 3)}
+        return {"throughput": await rate()}
     return {
         "per_step": await per_step(server, 3 if args.quick else 10),
         "takeover": await takeover(server),
-        "throughput": await throughput(server, 120 if args.quick else 400, 1 if args.quick else 3),
+        "throughput": await rate(),
     }
 
 
@@ -476,6 +485,8 @@ if __name__ == "__main__":
     parser.add_argument("--json", action="store_true", help="the numbers as one JSON object on stdout")
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--only", choices=("throughput",), help="only this section")
+    parser.add_argument("--runs", type=int, help="throughput: runs a round (default 400, --quick 120)")
+    parser.add_argument("--rounds", type=int, help="throughput: rounds of each side (default 3, --quick 1)")
     numbers = asyncio.run(main(parser.parse_args()))
     if parser.parse_args().json:
         print(json.dumps(numbers))
