@@ -105,3 +105,39 @@ def test_a_table_from_before_claims_is_upgraded_in_place(db, monkeypatch):
     finally:
         first.close()
         second.close()
+
+
+def test_workers_starting_at_once_on_a_new_database_all_get_the_table(pg_url):  # noqa: F811
+    """Four worker processes started together on a new PostgreSQL database each saw no heartbeat
+    table and created it; PostgreSQL refused all but one (a duplicate type name) and those workers
+    died at their start."""
+    import threading
+
+    import psycopg
+
+    from agentfsm.durable.engine import migrate
+
+    migrate(pg_url)  # the database itself, as a worker's launch makes it before its heartbeats
+    for round_ in range(3):
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            db.execute("DROP TABLE IF EXISTS agentfsm_workers")
+        barrier = threading.Barrier(8)
+        made: list[Heartbeats] = []
+        failed: list[BaseException] = []
+
+        def start(barrier: threading.Barrier, made: list[Heartbeats], failed: list[BaseException]) -> None:
+            barrier.wait()
+            try:
+                made.append(Heartbeats(pg_url))
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=start, args=(barrier, made, failed)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for heartbeats in made:
+            heartbeats.close()
+        assert failed == [], (round_, failed[:1])
+        assert len(made) == 8

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +22,9 @@ from durable_agents import AGENTS, TASK
 from postgres_support import postgres_server  # noqa: F401 (fixture)
 from test_durable_cli import WORKER, agentfsm, started_worker, status
 
+from agentfsm.cli.parser import DURABLE_COMMANDS
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
+from agentfsm.durable.engine import CONNECT_TIMEOUT_S
 from agentfsm.errors import ConfigError
 
 LOOKUPS = {
@@ -167,3 +170,122 @@ def test_the_lookups_cover_every_client_side_durable_command():
     from agentfsm.cli.parser import DURABLE_COMMANDS
 
     assert set(DURABLE_COMMANDS) == {"worker", "submit"} | {words[0] for words in LOOKUPS.values()}
+
+
+class _Listener:
+    """A TCP server on 127.0.0.1 that accepts every connection and then, as `speak` says, never
+    answers (holding the socket open) or answers with bytes that are not PostgreSQL's protocol."""
+
+    def __init__(self, speak: bytes | None = None) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.port = int(self._server.getsockname()[1])
+        self.accepted = 0
+        self._speak = speak
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            if self._speak is not None:
+                conn.sendall(self._speak)
+            self._held.append(conn)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for conn in self._held:
+            conn.close()
+        self._server.close()
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[_Listener]:
+    listener = _Listener()
+    yield listener
+    listener.close()
+
+
+def _each(argvs: dict[str, list[str]]) -> dict[str, tuple[float, subprocess.CompletedProcess[str]]]:
+    """Each command line run in turn; its time (from the interpreter's start) and outcome."""
+    done = {}
+    for name, argv in argvs.items():
+        began = time.monotonic()
+        outcome = agentfsm(*argv, timeout=120)
+        done[name] = (time.monotonic() - began, outcome)
+    return done
+
+
+EVERY_COMMAND = {
+    "worker": WORKER[3:],
+    "submit": ["submit", "hello"],
+    **{name: list(words) for name, words in LOOKUPS.items() if name in ("status", "result", "cancel")},
+}
+"""The commands the issue found hanging, each once (`approve` and `answer` open the database the same
+way, through `EngineClient`: the quick cases below run them too)."""
+QUICK_COMMANDS = {
+    **EVERY_COMMAND,
+    **{name: list(words) for name, words in LOOKUPS.items() if name in ("approve", "answer")},
+}
+
+
+def test_a_server_that_accepts_and_never_answers_is_one_line_within_the_connect_timeout(silent_listener):
+    db = f"postgresql://agentfsm@127.0.0.1:{silent_listener.port}/runs"
+    done = _each({name: [*argv, "--db", db] for name, argv in EVERY_COMMAND.items()})
+    for name, (took, outcome) in done.items():
+        assert outcome.returncode == 2, (name, outcome.stderr)
+        line = one_line(outcome)
+        assert line.startswith(f"agentfsm: error: cannot open the database --db {db!r} "), line
+        assert f"(no answer within {CONNECT_TIMEOUT_S} s)" in line and "connect_timeout=SECONDS" in line, line
+        # The stated timeout, plus the interpreter's start on a busy machine: never DBOS's minutes.
+        assert took < CONNECT_TIMEOUT_S + 8, (name, took)
+    assert silent_listener.accepted >= len(EVERY_COMMAND)
+
+
+def test_the_connect_timeout_in_the_url_is_the_one_waited_for(silent_listener):
+    db = f"postgresql://agentfsm@127.0.0.1:{silent_listener.port}/runs?connect_timeout=1"
+    began = time.monotonic()
+    with pytest.raises(ConfigError, match=r"\(no answer within 1 s\)"):
+        asyncio.run(DurableRuns(db).status("r1"))
+    assert time.monotonic() - began < CONNECT_TIMEOUT_S
+
+
+def test_a_server_that_answers_with_something_else_is_one_line_at_once():
+    listener = _Listener(speak=b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    try:
+        db = f"postgresql://agentfsm@127.0.0.1:{listener.port}/runs"
+        done = _each({name: [*argv, "--db", db] for name, argv in QUICK_COMMANDS.items()})
+    finally:
+        listener.close()
+    for name, (took, outcome) in done.items():
+        assert outcome.returncode == 2, (name, outcome.stderr)
+        assert one_line(outcome).startswith(f"agentfsm: error: cannot open the database --db {db!r} ("), name
+        assert took < CONNECT_TIMEOUT_S + 8, (name, took)
+
+
+def test_a_login_the_server_refuses_is_one_line(postgres_server):  # noqa: F811
+    server = postgres_server  # the server, no database
+    db = server.replace("://agentfsm@", "://nobody:wrong@", 1) + "/runs"
+    assert db != server + "/runs"
+    done = _each({name: [*argv, "--db", db] for name, argv in QUICK_COMMANDS.items()})
+    for name, (took, outcome) in done.items():
+        assert outcome.returncode == 2, (name, outcome.stderr)
+        line = one_line(outcome)
+        assert line.startswith(f"agentfsm: error: cannot open the database --db {db!r} ("), line
+        assert '"nobody"' in line and "fix the URL or its password" in line, line
+        assert took < CONNECT_TIMEOUT_S + 8, (name, took)
+
+
+def test_the_connect_timeout_is_stated_in_every_durable_commands_help():
+    for name in DURABLE_COMMANDS:
+        done = agentfsm(name, "--help")
+        text = " ".join(done.stdout.split())
+        assert f"does not answer within {CONNECT_TIMEOUT_S} s is an error" in text, (name, text)
+        assert "?connect_timeout=SECONDS" in text, name

@@ -14,6 +14,11 @@
   each, default heartbeat 1 s and dead after 5 s), four runs spread over both,
   one worker SIGKILLed; the time until each of its runs is held by the other
   worker again. Goal: at most 15 s.
+- throughput: runs/s of one-tool runs across worker processes on one database
+  (1 worker x 8 and 4 workers x 8, the same queue settings and polling), agentfsm's
+  workers (the agent of `one_tool`, its model a function) side by side with bare
+  DBOS workflows of as many steps on the same settings, taken in turns, and the CPU
+  each worker process spent a run. Goal: agentfsm at least 0.9x of bare at 4 workers.
 
 Without ``--db`` it uses AGENTFSM_POSTGRES_URL, else starts tools/postgres-env's
 server. Each measurement uses a database of its own, dropped after.
@@ -47,6 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS = 20
 GOAL_STEP_MS = 5.0
 GOAL_TAKEOVER_S = 15.0
+GOAL_THROUGHPUT = 0.9
+THROUGHPUT_QUEUE = "bench-throughput"
+THROUGHPUT_POLLING_S = 0.2
 
 
 @tool
@@ -75,6 +83,17 @@ def stepping(spec: AgentSpec, marks: list[float] | None = None) -> ToolCallAgent
     steps = int(spec.options.get("steps", STEPS))
     tools = [noop if name == "noop" else pause, Terminate()]
     return ToolCallAgent(llm=FunctionLLM(script), tools=tools, max_steps=steps, name="bench")
+
+
+def one_tool(spec: AgentSpec) -> ToolCallAgent:
+    """One tool call, then the answer: the run the throughput section counts."""
+
+    def script(request: ModelRequest) -> LLMResponse:
+        if not any(m.role is Role.TOOL for m in request.messages):
+            return reply(None, [ToolCall.create("c1", "noop", {"n": 1})])
+        return reply(None, [ToolCall.create("c2", "terminate", {"status": "success"})])
+
+    return ToolCallAgent(llm=FunctionLLM(script), tools=[noop, Terminate()], max_steps=4, name="one")
 
 
 class _Unrecorded:
@@ -254,6 +273,181 @@ async def _serve(db: str, worker_id: str) -> None:
         await stop.wait()
 
 
+BARE_WORKFLOW = "bench.bare_run"
+
+
+async def _serve_bare(db: str, worker_id: str, concurrency: int, steps: int) -> None:
+    """A bare DBOS executor on the throughput queue: workflows of `steps` no-op steps, with the
+    configuration agentfsm's engine gives DBOS (serializer, pool, polling)."""
+    from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def nothing() -> int:
+        return 0
+
+    @DBOS.workflow(name=BARE_WORKFLOW)
+    async def bare(task: str, spec: dict[str, Any]) -> dict[str, Any]:
+        for _ in range(steps):
+            await DBOS.run_step_async({"name": "bare"}, nothing)
+        return {"output": task}
+
+    config: DBOSConfig = {
+        "name": "agentfsm",
+        "system_database_url": db,
+        "executor_id": worker_id,
+        "application_version": "bench-bare",
+        "serializer": DBOSPortableJSONSerializer(),
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": 0.2,
+        "db_engine_kwargs": {"pool_pre_ping": False, "pool_use_lifo": True},
+    }
+    DBOS(config=config)
+    DBOS.listen_queues([THROUGHPUT_QUEUE])
+    await asyncio.to_thread(DBOS.launch)
+    await DBOS.register_queue_async(
+        THROUGHPUT_QUEUE,
+        worker_concurrency=concurrency,
+        polling_interval_sec=THROUGHPUT_POLLING_S,
+        on_conflict="always_update",
+    )
+    _report_cpu("ready")
+    await stop.wait()
+    _report_cpu("cpu")
+    await asyncio.to_thread(DBOS.destroy, destroy_registry=True)
+
+
+async def _serve_agentfsm(db: str, worker_id: str, concurrency: int) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with Worker(
+        db,
+        agents={"one": one_tool},
+        queue=THROUGHPUT_QUEUE,
+        worker_id=worker_id,
+        concurrency=concurrency,
+        polling_s=THROUGHPUT_POLLING_S,
+    ):
+        _report_cpu("ready")
+        await stop.wait()
+        _report_cpu("cpu")
+
+
+def _report_cpu(word: str) -> None:
+    """`word` and the process's CPU seconds so far, on stdout, for the parent: once ready (its start,
+    not counted) and once stopped."""
+    times = os.times()
+    print(f"{word} {times.user + times.system}", flush=True)
+
+
+def _throughput_workers(
+    kind: str, db: str, count: int, concurrency: int
+) -> tuple[list[subprocess.Popen[str]], float]:
+    """`count` worker processes of `kind`, each ready; and the CPU seconds their starts took."""
+    children = []
+    for n in range(count):
+        child = subprocess.Popen(
+            [sys.executable, __file__, f"throughput-{kind}", db, f"{kind}-{n}", str(concurrency)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        children.append(child)
+    started = 0.0
+    for child in children:
+        assert child.stdout is not None
+        word, _, cpu = child.stdout.readline().partition(" ")
+        if word != "ready":
+            for other in children:
+                other.kill()
+            raise RuntimeError(f"a {kind} worker did not start")
+        started += float(cpu)
+    return children, started
+
+
+def _stopped_cpu(children: list[subprocess.Popen[str]]) -> float:
+    """Stop the workers; the CPU seconds they spent in all."""
+    total = 0.0
+    for child in children:
+        child.send_signal(signal.SIGTERM)
+    for child in children:
+        out, _ = child.communicate(timeout=60)
+        for line in out.splitlines():
+            if line.startswith("cpu "):
+                total += float(line.split()[1])
+    return total
+
+
+def _steps_of_one_tool_run() -> int:
+    """How many steps DBOS records for one `one_tool` run: the bare workflow takes as many."""
+    return 5
+
+
+async def _one_round(
+    kind: str, server: str, runs_count: int, workers: int, concurrency: int
+) -> dict[str, Any]:
+    from dbos import DBOSClient, DBOSPortableJSONSerializer
+
+    from agentfsm.durable.engine import WORKFLOW, migrate
+
+    db = _database(server)
+    migrate(db)
+    children, started = _throughput_workers(kind, db, workers, concurrency)
+    client = DBOSClient(
+        system_database_url=db, serializer=DBOSPortableJSONSerializer(), application_name="agentfsm"
+    )
+    try:
+        name = WORKFLOW if kind == "agentfsm" else BARE_WORKFLOW
+        spec = AgentSpec(agent="one").to_json()
+        began = time.perf_counter()
+        options: Any = {"workflow_name": name, "queue_name": THROUGHPUT_QUEUE}
+        for n in range(runs_count):
+            client.enqueue(options, f"run {n}", spec)
+        while True:
+            done = client.list_workflows(
+                status=["SUCCESS", "ERROR"], name=name, load_input=False, load_output=False
+            )
+            if len(done) >= runs_count:
+                break
+            await asyncio.sleep(0.05)
+        took = time.perf_counter() - began
+        failed = sum(1 for w in done if w.status != "SUCCESS")
+        steps = len(client.list_workflow_steps(done[0].workflow_id))
+    finally:
+        client.destroy()
+        cpu = _stopped_cpu(children) - started  # idle polling included, on both sides
+        _drop(db)
+    return {
+        "runs_per_s": runs_count / took,
+        "cpu_ms_per_run": cpu * 1000 / runs_count,
+        "failed": failed,
+        "steps": steps,
+    }
+
+
+async def throughput(server: str, runs_count: int, rounds: int) -> dict[str, Any]:
+    """Runs/s of agentfsm's workers and of bare DBOS's, at 1 x 8 and 4 x 8, in alternating rounds
+    (the machine is shared: a round of each kind, then again); the median of each."""
+    found: dict[str, Any] = {}
+    for workers in (1, 4):
+        seen: dict[str, list[dict[str, Any]]] = {"bare": [], "agentfsm": []}
+        for _ in range(rounds):
+            for kind in ("bare", "agentfsm"):
+                seen[kind].append(await _one_round(kind, server, runs_count, workers, 8))
+        row: dict[str, Any] = {}
+        for kind, measured in seen.items():
+            row[f"{kind}_runs_per_s"] = round(statistics.median(m["runs_per_s"] for m in measured), 1)
+            row[f"{kind}_cpu_ms_per_run"] = round(statistics.median(m["cpu_ms_per_run"] for m in measured), 2)
+            row[f"{kind}_failed"] = sum(m["failed"] for m in measured)
+            row[f"{kind}_steps_per_run"] = measured[0]["steps"]
+            row[f"{kind}_rounds_runs_per_s"] = [round(m["runs_per_s"], 1) for m in measured]
+        row["ratio"] = round(row["agentfsm_runs_per_s"] / row["bare_runs_per_s"], 3)
+        found[f"{workers}x8"] = row
+    found.update(runs=runs_count, rounds=rounds, bare_steps=_steps_of_one_tool_run(), goal=GOAL_THROUGHPUT)
+    return found
+
+
 def _server(given: str | None) -> str:
     url = given or os.environ.get("AGENTFSM_POSTGRES_URL")
     if not url:
@@ -265,9 +459,14 @@ def _server(given: str | None) -> str:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     server = _server(args.db)
+    runs = args.runs or (120 if args.quick else 400)
+    rate = functools.partial(throughput, server, runs, args.rounds or (1 if args.quick else 3))
+    if args.only == "throughput":
+        return {"throughput": await rate()}
     return {
         "per_step": await per_step(server, 3 if args.quick else 10),
         "takeover": await takeover(server),
+        "throughput": await rate(),
     }
 
 
@@ -275,26 +474,52 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
         asyncio.run(_serve(sys.argv[2], sys.argv[3]))
         sys.exit(0)
+    if sys.argv[1:2] == ["throughput-agentfsm"]:
+        asyncio.run(_serve_agentfsm(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit(0)
+    if sys.argv[1:2] == ["throughput-bare"]:
+        asyncio.run(_serve_bare(sys.argv[2], sys.argv[3], int(sys.argv[4]), _steps_of_one_tool_run()))
+        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", help="a PostgreSQL URL (its database part is ignored)")
     parser.add_argument("--json", action="store_true", help="the numbers as one JSON object on stdout")
     parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--only", choices=("throughput",), help="only this section")
+    parser.add_argument("--runs", type=int, help="throughput: runs a round (default 400, --quick 120)")
+    parser.add_argument("--rounds", type=int, help="throughput: rounds of each side (default 3, --quick 1)")
     numbers = asyncio.run(main(parser.parse_args()))
     if parser.parse_args().json:
         print(json.dumps(numbers))
     else:
-        step, moved = numbers["per_step"], numbers["takeover"]
+        step, moved = numbers.get("per_step"), numbers.get("takeover")
+        if step is not None:
+            print(
+                f"per step: plain {step['plain_step_ms']} ms, durable {step['durable_step_ms']} ms "
+                f"(p90 {step['durable_step_p90_ms']}), overhead {step['overhead_ms']} ms "
+                f"(goal <= {GOAL_STEP_MS} ms, {step['steps_measured']} steps); without the database "
+                f"{step['unrecorded_step_ms']} ms"
+            )
+            print(
+                f"floor: a bare DBOS step {step['bare_dbos_step_ms']} ms on this database; an agent step "
+                f"with one call records {step['dbos_steps_per_step']}"
+            )
+        if moved is not None:
+            print(
+                f"takeover: {moved['runs_held']} runs of the killed worker held again after "
+                f"{moved['resumed_after_s']} s (goal <= {GOAL_TAKEOVER_S} s)"
+            )
+        rate = numbers["throughput"]
         print(
-            f"per step: plain {step['plain_step_ms']} ms, durable {step['durable_step_ms']} ms "
-            f"(p90 {step['durable_step_p90_ms']}), overhead {step['overhead_ms']} ms "
-            f"(goal <= {GOAL_STEP_MS} ms, {step['steps_measured']} steps); without the database "
-            f"{step['unrecorded_step_ms']} ms"
+            f"throughput: {rate['runs']} one-tool runs, {rate['rounds']} round(s) each, "
+            f"bare DBOS runs {rate['bare_steps']} steps (goal >= {GOAL_THROUGHPUT}x of bare at 4x8)"
         )
         print(
-            f"floor: a bare DBOS step {step['bare_dbos_step_ms']} ms on this database; an agent step "
-            f"with one call records {step['dbos_steps_per_step']}"
+            f"{'workers':>8} {'agentfsm/s':>11} {'bare/s':>8} {'ratio':>6} "
+            f"{'cpu ms/run agentfsm':>20} {'bare':>6}"
         )
-        print(
-            f"takeover: {moved['runs_held']} runs of the killed worker held again after "
-            f"{moved['resumed_after_s']} s (goal <= {GOAL_TAKEOVER_S} s)"
-        )
+        for label in ("1x8", "4x8"):
+            row = rate[label]
+            print(
+                f"{label:>8} {row['agentfsm_runs_per_s']:>11} {row['bare_runs_per_s']:>8} {row['ratio']:>6} "
+                f"{row['agentfsm_cpu_ms_per_run']:>20} {row['bare_cpu_ms_per_run']:>6}"
+            )

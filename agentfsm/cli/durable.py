@@ -218,7 +218,9 @@ def _worker(args: argparse.Namespace) -> int:
         rate_limit=args.rate_limit,
         worker_id=args.worker_id,
         app_version=args.app_version,
+        polling_s=args.poll_interval,
     )
+    level = log_setup.level_of(args.quiet, args.verbose)
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -226,15 +228,17 @@ def _worker(args: argparse.Namespace) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         async with worker:
-            print(
-                f"{PROG}: worker {worker.worker_id} runs queue {worker.queue!r} "
-                f"(version {worker.app_version}, {args.concurrency} at a time); Ctrl-C stops it",
-                file=sys.stderr,
-                flush=True,
-            )
+            if not args.quiet:  # -q: warnings and errors only, as `run -q`
+                print(
+                    f"{PROG}: worker {worker.worker_id} runs queue {worker.queue!r} "
+                    f"(version {worker.app_version}, {args.concurrency} at a time, polling every "
+                    f"{args.poll_interval:g} s); Ctrl-C stops it",
+                    file=sys.stderr,
+                    flush=True,
+                )
             await stop.wait()
 
-    with log_setup.configured(args.log_format):
+    with log_setup.configured(args.log_format, level=level):
         asyncio.run(serve())
     return EXIT_OK
 

@@ -255,8 +255,16 @@ def _durable_commands(commands: Any) -> None:
         "--config", metavar="FILE", help="TOML configuration of its agents' models and options"
     )
     worker.add_argument(
+        "--poll-interval",
+        metavar="SECONDS",
+        type=_positive_float,
+        default=0.2,
+        help="how often it looks for new runs on the queue (default: 0.2); longer polls the database less",
+    )
+    worker.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
+    _verbosity_options(worker)
 
     submit = commands.add_parser(
         "submit", help="put a durable run of TASK on a queue", description="Enqueue a run; print its id."
@@ -362,7 +370,8 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
         "--db",
         required=True,
         metavar="URL",
-        help="the runs' database: sqlite:///FILE (one machine) or postgresql://... (tools/postgres-env)",
+        help="the runs' database: sqlite:///FILE (one machine) or postgresql://... (tools/postgres-env); "
+        "a server that does not answer within 5 s is an error (?connect_timeout=SECONDS sets another)",
     )
     parser.add_argument("--queue", default="agentfsm", help="the queue (default: agentfsm)")
 

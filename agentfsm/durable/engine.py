@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer, StepReservation
 from dbos import error as dbos_error
@@ -39,12 +41,16 @@ from .fence import Fence
 from .run import durable_run
 from .spec import AgentFactory
 
-__all__ = ["WORKFLOW", "Engine", "EngineClient", "Listed", "check_url", "migrate"]
+__all__ = ["CONNECT_TIMEOUT_S", "WORKFLOW", "Engine", "EngineClient", "Listed", "check_url", "migrate"]
 
 WORKFLOW = "agentfsm.run"
 """The workflow's registered name: what a queue entry names (the same in every release)."""
 APP_NAME = "agentfsm"
 _ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
+CONNECT_TIMEOUT_S = 5
+"""Seconds a PostgreSQL server has to answer a connection before the command gives up (a
+``connect_timeout=N`` in the URL's query sets another): DBOS's own calls wait with no limit on a
+server that accepts and never answers, and retry a refused one for minutes."""
 
 
 def check_url(url: str) -> str:
@@ -68,6 +74,8 @@ def migrate(url: str) -> None:
     there) is a `ConfigError` of one line, at once: DBOS's client would retry its calls for minutes.
     DBOS's log lines of a failed migration are dropped, the error says it all; a successful one's
     are logged as DBOS logged them."""
+    if not url.startswith("sqlite:"):
+        _reach(url)
     with _held_logs(logging.getLogger("dbos")) as held:
         try:
             DBOS.migrate(url)
@@ -79,6 +87,38 @@ def migrate(url: str) -> None:
             else:
                 fix = "start the server (tools/postgres-env starts one) or fix the URL"
             raise ConfigError(f"cannot open the database --db {url!r} ({reason}): {fix}") from None
+
+
+def _reach(url: str) -> None:
+    """Return once the PostgreSQL server of `url` accepted a login, within its connect timeout
+    (`CONNECT_TIMEOUT_S` unless the URL sets ``connect_timeout``); else `ConfigError` naming the
+    database and the cause. A database the server lacks is no error here: DBOS's migration
+    creates it."""
+    import psycopg
+
+    parsed = urlsplit(url)
+    conninfo = urlunsplit(("postgresql", *parsed[1:]))
+    options = dict(parse_qsl(parsed.query))
+    timeout = options.get("connect_timeout", str(CONNECT_TIMEOUT_S))
+    try:
+        seconds = int(timeout)
+    except ValueError:
+        raise ConfigError(f"--db {url!r}: connect_timeout={timeout!r} is not whole seconds") from None
+    keywords = {} if "connect_timeout" in options else {"connect_timeout": seconds}
+    try:
+        psycopg.connect(conninfo, **keywords).close()  # type: ignore[arg-type]
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if re.search(r'database "[^"]*" does not exist', reason):
+            return
+        if "timeout expired" in reason:
+            reason = f"no answer within {seconds} s"
+        raise ConfigError(
+            f"cannot open the database --db {url!r} ({reason}): start the server (tools/postgres-env "
+            "starts one), fix the URL or its password, or give it longer with ?connect_timeout=SECONDS"
+        ) from None
+    except psycopg.Error as exc:  # a malformed URL: psycopg names what it could not read
+        raise ConfigError(f"--db {url!r} cannot be used ({exc}): fix the URL") from None
 
 
 @contextmanager

@@ -75,7 +75,13 @@ class Heartbeats:
             sa.Column("count", sa.BigInteger, nullable=False),
             sa.Column("claimed_by", sa.String(200), nullable=True),
         )
-        meta.create_all(self._engine, checkfirst=True)
+        try:
+            meta.create_all(self._engine, checkfirst=True)
+        except sa.exc.DBAPIError:
+            # Workers started at once on a new database: each saw no table, one created it, and
+            # PostgreSQL refused the others' CREATE TABLE (a duplicate type name). Then it is there.
+            if not sa.inspect(self._engine).has_table(_TABLE):
+                raise
         self._add_claimed_by()
 
     def _add_claimed_by(self) -> None:
