@@ -38,8 +38,8 @@ class Serializable:
         data: dict[str, Any] = _adapter(type(self)).dump_python(self, mode=mode, exclude_none=exclude_none)
         return data
 
-    def model_dump_json(self, *, exclude_none: bool = False) -> str:
-        raw: bytes = _adapter(type(self)).dump_json(self, exclude_none=exclude_none)
+    def model_dump_json(self, *, exclude_none: bool = False, exclude: set[str] | None = None) -> str:
+        raw: bytes = _adapter(type(self)).dump_json(self, exclude_none=exclude_none, exclude=exclude)
         return raw.decode()
 
     @classmethod

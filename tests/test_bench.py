@@ -100,11 +100,26 @@ def test_the_report_reads_every_runner_and_any_subset_of_sections() -> None:
     data["recording"]["concurrent"] = {
         "runs": 50,
         "steps": 5,
-        "plain": {"wall_s": 0.015, "worst_stall_ms": 1.5},
-        "checkpointed": {"wall_s": 0.4, "worst_stall_ms": 20.0},
+        "rounds": 7,
+        "plain": {"wall_s": 0.015, "worst_stall_ms": 9.5, "worst_round_stall_ms": 12.0},
+        "checkpointed": {"wall_s": 0.4, "worst_stall_ms": 20.0, "worst_round_stall_ms": 31.0},
     }
     table = bench.report(data)
-    assert "50 concurrent runs of 5 steps" in table and "  checkpointed       0.400 s      20.0 ms" in table
+    assert "50 concurrent runs of 5 steps in one event loop, 7 rounds alternating" in table
+    assert "  checkpointed       0.400 s      20.0 ms      31.0 ms" in table
+    assert "goal: checkpointed stall <= 10 ms: 20.0 ms, not met (plain runs beside it: 9.5 ms)" in table
+
+
+async def test_the_concurrent_rounds_alternate_plain_and_checkpointed_runs(tmp_path: Path) -> None:
+    from agentfsm import Terminate, ToolCollection, tool
+
+    tools = ToolCollection(tool(bench_peers.add), Terminate())
+    figures = await bench.concurrent_rounds(tools, 2, tmp_path)
+    assert figures["rounds"] == 2 and figures["runs"] == 50
+    for name in ("plain", "checkpointed"):
+        assert 0 < figures[name]["worst_stall_ms"] <= figures[name]["worst_round_stall_ms"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0", "1"]
+    assert len(list((tmp_path / "0").glob("concurrent-*.checkpoint"))) == 50
 
 
 async def test_the_recording_section_times_whole_recorded_steps_and_sizes_growing_runs(
