@@ -731,8 +731,11 @@ def test_cli_resume_of_a_leased_checkpoint_is_one_line_and_status_2(
 # -- the file system off the event loop: a run's lease, and the lease's check before each append
 
 
-def _blocking_acquire(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> list[str]:
-    """`Lease.acquire`, made to wait for `release` (set from the loop) and to say where it ran."""
+def _blocking_acquire(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event, taken: threading.Event | None = None
+) -> list[str]:
+    """`Lease.acquire`, made to wait for `release` (set from the loop) and to say where it ran
+    (`taken`: set once it has taken the lease)."""
     acquire = Lease.acquire
     threads: list[str] = []
 
@@ -740,7 +743,10 @@ def _blocking_acquire(monkeypatch: pytest.MonkeyPatch, release: threading.Event)
         threads.append(threading.current_thread().name)
         if not release.wait(5):  # on the loop it would wait out the timeout: the loop is what sets it
             raise AssertionError("the lease was taken on the event loop: the loop could not go on")
-        return acquire(path)
+        lease = acquire(path)
+        if taken is not None:
+            taken.set()
+        return lease
 
     monkeypatch.setattr(Lease, "acquire", staticmethod(waiting))
     return threads
@@ -766,17 +772,19 @@ async def test_a_run_cancelled_while_it_leases_its_checkpoint_leaves_it_free(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "run.json"
-    release = threading.Event()
-    _blocking_acquire(monkeypatch, release)
+    release, taken = threading.Event(), threading.Event()
+    threads = _blocking_acquire(monkeypatch, release, taken)
     tools = Tools()
     run = asyncio.create_task(tools.agent().run("go", checkpoint=path))
-    await asyncio.sleep(0.05)
+    while not threads:  # the run is waiting for its lease
+        await asyncio.sleep(0.01)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
     release.set()  # the lease is taken after its run was cancelled: it is released, not kept
+    assert await asyncio.to_thread(taken.wait, 10)
     monkeypatch.undo()
-    for _ in range(500):
+    for _ in range(500):  # released by the job's callback, in the writers' thread, right after
         if not (tmp_path / "run.json.lease").exists():
             break
         await asyncio.sleep(0.01)
