@@ -87,9 +87,10 @@ class MemoryWatch:
         return changes
 
     def close(self) -> None:
-        self.memory._unwatch(self)
+        self.memory.unwatch(self)
 
-    def _note(self, change: MemoryChange) -> None:
+    def note(self, change: MemoryChange) -> None:
+        """Keep `change` for the next `take()`: what the watched memory calls at each change."""
         changes = self._changes
         last = changes[-1] if changes else None
         if change.kind == "drop" and last is not None and last.kind == "drop" and last.at == change.at:
@@ -297,12 +298,13 @@ class Memory:
         self._watches = (*self._watches, watch)
         return watch
 
-    def _unwatch(self, watch: MemoryWatch) -> None:
+    def unwatch(self, watch: MemoryWatch) -> None:
+        """Stop recording into `watch` (what `MemoryWatch.close` does)."""
         self._watches = tuple(w for w in self._watches if w is not watch)
 
     def _changed(self, change: MemoryChange) -> None:
         for watch in self._watches:
-            watch._note(change)
+            watch.note(change)
 
     # -- snapshots ------------------------------------------------------------
 

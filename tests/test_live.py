@@ -38,7 +38,7 @@ async def test_live_view_shows_tool_calls_and_status(toolbox):
     console = Console(file=out, force_terminal=True, width=120, color_system=None)
     view = LiveView(agent, console=console)
     statuses = []
-    agent.on_event(after_each_transition(lambda: statuses.append(timeless(view._status()))))
+    agent.on_event(after_each_transition(lambda: statuses.append(timeless(view.status_line()))))
     with view:
         await agent.run("add")
     text = out.getvalue()
@@ -101,7 +101,7 @@ async def test_a_flow_s_view_shows_its_plan_and_its_agents_tool_calls():
         flow, console=Console(file=out, force_terminal=True, width=120, color_system=None), steps=[coder]
     )
     statuses = []
-    flow.on_event(after_each_transition(lambda: statuses.append(timeless(view._status()))))
+    flow.on_event(after_each_transition(lambda: statuses.append(timeless(view.status_line()))))
     with view:
         await flow.execute("task")
     assert '→ terminate({"status": "success"})' in out.getvalue()

@@ -147,8 +147,8 @@ async def test_the_live_view_shows_the_model_s_text_as_it_arrives(toolbox) -> No
     view = LiveView(agent, console=Console(file=io.StringIO(), force_terminal=True, width=120))
     while_streaming: list[str] = []
     after_edges: list[str] = []
-    agent.on_event(lambda e: while_streaming.append(view._status()) if isinstance(e, TextDelta) else None)
-    agent.on_event(lambda e: after_edges.append(view._status()) if isinstance(e, Transition) else None)
+    agent.on_event(lambda e: while_streaming.append(view.status_line()) if isinstance(e, TextDelta) else None)
+    agent.on_event(lambda e: after_edges.append(view.status_line()) if isinstance(e, Transition) else None)
 
     with view:
         await agent.run("add")

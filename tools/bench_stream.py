@@ -71,7 +71,7 @@ async def serve(deltas: int) -> None:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     print("ready", port, flush=True)
     await asyncio.Event().wait()
 

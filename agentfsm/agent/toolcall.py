@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
@@ -470,7 +471,7 @@ class ToolCallAgent(ReActAgent):
         if (
             special is not None
             and not done[len(to_run) - 1].is_error
-            and self._should_finish_execution(special)
+            and self.should_finish_execution(special)
         ):
             run.terminated_by = special.name
             if special.name == self.output_name:
@@ -676,9 +677,22 @@ class ToolCallAgent(ReActAgent):
             answers.append(Message.tool_message(content, name=name, tool_call_id=call_id, base64_image=image))
         memory.add_messages(answers)
 
-    def _should_finish_execution(self, call: ToolCall) -> bool:
-        """Whether a special tool that ran should end the run (subclasses may refine)."""
+    def should_finish_execution(self, call: ToolCall) -> bool:
+        """Whether `call`, a special tool that ran without error, ends the run. True: override it
+        to let, say, `terminate` end a run only once a condition of the agent's own holds."""
         return True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass written for the hook's old private name keeps working, with a warning."""
+        super().__init_subclass__(**kwargs)
+        old = cls.__dict__.get("_should_finish_execution")
+        if old is not None:
+            warnings.warn(
+                f"{cls.__name__}._should_finish_execution is deprecated: rename it should_finish_execution",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.should_finish_execution = old  # type: ignore[method-assign]
 
 
 async def _exits_held(

@@ -149,7 +149,7 @@ class LiveView:
         spec = table.by_name.get(state)
         return spec is not None and spec.pause
 
-    def _status(self) -> str:
+    def status_line(self) -> str:
         """The status line (rich markup): state, step of max, elapsed, tokens, cost, tool calls;
         a flow's plan under it."""
         agent, run = self.agent, self.agent.run_state
@@ -211,7 +211,7 @@ class _Status:
         from rich.table import Table
         from rich.text import Text
 
-        text = Text.from_markup(self.view._status())
+        text = Text.from_markup(self.view.status_line())
         if not self.view.doing():
             return text
         row = Table.grid(padding=(0, 1))

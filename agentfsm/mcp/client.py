@@ -788,10 +788,12 @@ async def _lenient_page(client: Any, cursor: str | None) -> tuple[Any, list[str]
     request = ListToolsRequest(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
     options: dict[str, Any] = {}
-    session._stamp(data, options)
+    session._stamp(data, options)  # noqa: SLF001 - the SDK stamps requests only inside send_request
     if client.read_timeout_seconds is not None:
         options["timeout"] = client.read_timeout_seconds
-    raw = await session._dispatcher.send_raw_request("tools/list", data.get("params"), options)
+    raw = await session._dispatcher.send_raw_request(  # noqa: SLF001 - raw listing, checked per tool
+        "tools/list", data.get("params"), options
+    )
     version = client.protocol_version
     kept: list[Any] = []
     skipped: list[str] = []
@@ -807,7 +809,9 @@ async def _lenient_page(client: Any, cursor: str | None) -> tuple[Any, list[str]
             continue
         kept.append(tool)
     page: Any = parse_server_result("tools/list", version, {**raw, "tools": kept})
-    return session._absorb_tool_listing(page, complete=cursor is None and page.next_cursor is None), skipped
+    complete = cursor is None and page.next_cursor is None
+    # The SDK offers no public way to hand a session a listing checked outside it
+    return session._absorb_tool_listing(page, complete=complete), skipped  # noqa: SLF001
 
 
 def _errlog() -> Any:
@@ -868,8 +872,9 @@ async def _stdio_transport(
     from mcp.client import stdio as sdk
     from mcp.shared.message import SessionMessage
 
-    command = await sdk._get_executable_command(params.command)
-    process = await sdk._create_platform_compatible_process(
+    # The SDK's own process start (stdio_client's), reused so this transport behaves as its does.
+    command = await sdk._get_executable_command(params.command)  # noqa: SLF001
+    process = await sdk._create_platform_compatible_process(  # noqa: SLF001
         command=command,
         args=params.args,
         env=sdk.get_default_environment() | (params.env or {}),
@@ -943,7 +948,7 @@ async def _stdio_transport(
             return  # the session is gone, or our own shutdown closed stdout under the read
         finally:
             buffer.clear()
-            await sdk._drain_stdout(process)
+            await sdk._drain_stdout(process)  # noqa: SLF001 - the SDK's own drain, as stdio_client's
 
     async def stdin_writer() -> None:
         assert process.stdin is not None
@@ -961,9 +966,9 @@ async def _stdio_transport(
     async def shutdown() -> None:
         read_stream.close()  # unblocks the reader into its drain, which lets the server flush
         write_stream.close()
-        with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT):
+        with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT):  # noqa: SLF001 - stdio_client's own bound
             await writer_done.wait()
-        await sdk._stop_server_process(process)
+        await sdk._stop_server_process(process)  # noqa: SLF001 - stdio_client's stop and reap
         for stream in (read_stream, write_stream, read_writer, write_reader):
             await stream.aclose()
         await anyio.lowlevel.checkpoint()

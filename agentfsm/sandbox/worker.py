@@ -320,10 +320,10 @@ def _run(source: bytes) -> None:
         code = 1
     try:
         if "threading" in sys.modules:  # as at the interpreter's exit: wait for non-daemon threads
-            sys.modules["threading"]._shutdown()
+            sys.modules["threading"]._shutdown()  # noqa: SLF001 - what the interpreter calls at exit
         import atexit
 
-        atexit._run_exitfuncs()
+        atexit._run_exitfuncs()  # noqa: SLF001 - as the interpreter does at exit, without exiting
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:

@@ -40,7 +40,7 @@ class AskHuman(Tool):
         super().__init__()
         self.ask = ask
 
-    async def execute(self, inquire: str) -> ToolResult:  # type: ignore[override]
+    async def execute(self, inquire: str) -> ToolResult:
         if self.ask is None:
             return ToolResult(error=_no_human(inquire, "this agent was started without a way to reach one"))
         try:
@@ -67,7 +67,7 @@ class AskHumanInput(AskHuman):
 
     asks_for_input = True
 
-    async def execute(self, inquire: str) -> ToolResult:  # type: ignore[override]
+    async def execute(self, inquire: str) -> ToolResult:
         question = Question(key=_QUESTION_KEY, message=inquire, schema=dict(_SCHEMA))
         return ToolResult(input_required=InputRequired(questions=(question,), token=inquire))
 

@@ -56,7 +56,7 @@ class Bash(Tool):
         self.timeout = timeout
         self.max_output = max_output
 
-    async def execute(self, command: str) -> ToolResult:  # type: ignore[override]
+    async def execute(self, command: str) -> ToolResult:
         sandbox = await self.provider.get()
         seconds = self.timeout or sandbox.default_timeout
         result = await sandbox.bash(command, timeout=seconds)

@@ -126,7 +126,7 @@ class StrReplaceEditor(Tool):
         self._history_of: Sandbox | None = None
         self._lock = asyncio.Lock()  # read-modify-write of parallel calls must not interleave
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self,
         command: Command,
         path: str,

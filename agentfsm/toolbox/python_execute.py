@@ -68,7 +68,7 @@ class PythonExecute(Tool):
         self.python = python
         self.max_output = max_output
 
-    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:  # type: ignore[override]
+    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:
         sandbox = await self.provider.get()
         seconds = timeout or self.timeout or sandbox.default_timeout
         if self.python is None:

@@ -36,5 +36,5 @@ class Terminate(Tool):
         "required": ["status"],
     }
 
-    async def execute(self, status: str) -> str:  # type: ignore[override]
+    async def execute(self, status: str) -> str:
         return f"The interaction has been completed with status: {status}"

@@ -112,7 +112,11 @@ class Tool:
             )
         self._validator: Any = None
 
-    async def execute(self, **kwargs: Any) -> Any:
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """Run one call with its validated arguments (always passed by keyword).
+
+        A subclass declares the arguments it takes (`async def execute(self, command: str)`); the
+        base takes anything, so that such a typed override is a valid one to the type checker."""
         raise NotImplementedError(f"{type(self).__name__} must implement `async def execute(self, **kwargs)`")
 
     async def resume(self, asked: InputRequired, answers: Mapping[str, Answer], **kwargs: Any) -> Any:
