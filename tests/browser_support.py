@@ -243,6 +243,7 @@ class Pages:
 
             def _socket(self) -> None:
                 site.sockets += 1
+                self.protocol_version = "HTTP/1.1"  # a 101 answer in HTTP/1.0 is no handshake
                 key = self.headers.get("sec-websocket-key", "") + _WEBSOCKET_GUID
                 self.send_response(101)
                 self.send_header("upgrade", "websocket")

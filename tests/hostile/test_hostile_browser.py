@@ -10,6 +10,7 @@ between the page and the secret the server holds, and the server must see no con
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -58,6 +59,8 @@ def tool(session: BrowserSession) -> BrowserUseTool:
 
 @pytest.fixture(autouse=True)
 def _the_blocked_servers_are_never_reached(secret: Counter, bare: Counter) -> Iterator[None]:
+    for server in (secret, bare):  # each test counts its own (a failed one's count stays its own)
+        server.connections, server.requests = 0, []
     yield
     assert (secret.connections, secret.requests) == (0, [])
     assert (bare.connections, bare.requests) == (0, [])
@@ -191,3 +194,131 @@ async def test_a_shared_workers_requests_never_leave(
     await tool(action="go_to_url", url=site.url("/shared"))
     await asyncio.sleep(1.5)
     assert await tool.session.text() == "no shared worker"
+
+
+# -- sockets a script opens: routed in the page, not in a worker (Chromium's policy holds both) --------
+
+_PROBE = (
+    "const probe = (urls) => Promise.all(urls.map(u => new Promise(done => {"
+    " setTimeout(() => done('timeout'), 3000);"
+    " try { const s = new WebSocket(u); s.onmessage = e => done('said ' + e.data);"
+    " s.onerror = () => done('error'); s.onclose = () => done('closed'); }"
+    " catch (e) { done('refused'); } })))"
+    ".then(r => r.join(' '));"
+)
+"""`probe(urls)`: a WebSocket to each of `urls`; what each did, in one line."""
+
+
+_SPAWN = (
+    "const spawn = (url, tell) => { try { const w = new Worker(url);"
+    " w.onmessage = e => tell(e.data); w.onerror = () => tell('worker refused'); }"
+    " catch (e) { tell('worker refused'); } };"
+)
+"""`spawn(url, tell)`: a worker from `url`, whose one message (or refusal) goes to `tell`."""
+
+
+def _worker_script(urls: list[str]) -> str:
+    return f"{_PROBE} probe({urls!r}).then(r => postMessage(r));"
+
+
+def _blob(script: str) -> str:
+    """A JavaScript expression: a ``blob:`` URL holding `script`."""
+    return f"URL.createObjectURL(new Blob([{script!r}]))"
+
+
+def _reporting(opener: str) -> str:
+    """A page that runs `opener` (which must call `report(text)` once) and shows what it reported."""
+    return (
+        "<title>Sockets</title><p id=out>waiting</p><script>"
+        "const report = (t) => { document.getElementById('out').textContent = 'done ' + t; };"
+        f"{_PROBE}{_SPAWN}{opener}</script>"
+    )
+
+
+def _places(urls: list[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Each place a script can open a socket from: its page (and the headers it is served with)."""
+    script = _worker_script(urls)
+    # A worker a blob worker starts from a URL: its script is not routed, so it would run without
+    # the route's policy.
+    outer = f"{_SPAWN} spawn(ORIGIN + '/probe.js', postMessage);"
+    data = f"'data:text/javascript,' + encodeURIComponent({script!r})"
+    srcdoc = f"<script>{_SPAWN} spawn({data}, t => parent.postMessage(t, '*'));</script>"
+    return {
+        "page": (_reporting(f"probe({urls!r}).then(report);"), {}),
+        "worker": (_reporting("spawn('/probe.js', report);"), {}),
+        "nested-worker": (_reporting("spawn('/outer.js', report);"), {}),
+        "worker-blob-worker": (_reporting("spawn('/blob-outer.js', report);"), {}),
+        "blob-worker": (_reporting(f"spawn({_blob(script)}, report);"), {}),
+        "blob-worker-nesting": (
+            _reporting(
+                f"spawn(URL.createObjectURL(new Blob([{outer!r}.replace('ORIGIN', "
+                "JSON.stringify(location.origin))])), report);"
+            ),
+            {},
+        ),
+        "data-worker": (
+            _reporting(f"spawn({data}, report);"),
+            {},
+        ),
+        "iframe-srcdoc": (
+            _reporting("onmessage = e => report(e.data);")
+            + f"<iframe srcdoc='{html.escape(srcdoc, quote=True)}'></iframe>",
+            {},
+        ),
+        "own-policy": (
+            _reporting("spawn('/wide.js', report);"),
+            {"content-security-policy": "connect-src *; worker-src * blob: data:"},
+        ),
+        "forged-meta": (
+            '<meta http-equiv="Content-Security-Policy" content="connect-src *; worker-src * blob: data:">'
+            + _reporting(f"spawn({data}, report);"),
+            {},
+        ),
+    }
+
+
+async def _reported(tool: BrowserUseTool, site: Pages, path: str) -> str:
+    result = await tool(action="go_to_url", url=site.url(path))
+    assert result.error is None, result.error
+    for _ in range(100):
+        text = await tool.session.text()
+        if text.startswith("done"):
+            return text
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the page at {path} never reported: {text!r}")
+
+
+def _serve_places(site: Pages, urls: list[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    places = _places(urls)
+    site.pages["/probe.js"] = _worker_script(urls)
+    site.pages["/outer.js"] = f"{_SPAWN} spawn('/probe.js', postMessage);"
+    site.pages["/blob-outer.js"] = f"{_SPAWN} spawn({_blob(_worker_script(urls))}, postMessage);"
+    site.pages["/wide.js"] = _worker_script(urls)
+    site.headers["/wide.js"] = {"content-security-policy": "connect-src *; worker-src * blob: data:"}
+    return places
+
+
+_PLACES = list(_places([]))
+
+
+@pytest.mark.parametrize("place", _PLACES)
+async def test_a_websocket_to_a_blocked_host_never_connects(
+    tool: BrowserUseTool, site: Pages, secret: Counter, bare: Counter, place: str
+) -> None:
+    """To the blocked name (which `resolve` maps, so Chromium's resolver would let it through) and
+    to a bare loopback address: whatever opens the socket, the blocked servers see no connection."""
+    urls = [f"ws://{BLOCKED_HOST}:{secret.port}/secret", f"ws://127.0.0.2:{bare.port}/secret"]
+    page, headers = _serve_places(site, urls)[place]
+    site.pages[f"/{place}"], site.headers[f"/{place}"] = page, headers
+    text = await _reported(tool, site, f"/{place}")
+    assert "said" not in text and "timeout" not in text, text
+
+
+@pytest.mark.parametrize("place", ["page", "worker", "worker-blob-worker", "data-worker", "own-policy"])
+async def test_a_websocket_to_an_allowed_host_still_works(
+    tool: BrowserUseTool, site: Pages, place: str
+) -> None:
+    urls = [f"ws://127.0.0.1:{site.port}/socket"]
+    page, headers = _serve_places(site, urls)[place]
+    site.pages[f"/ok-{place}"], site.headers[f"/ok-{place}"] = page, headers
+    assert await _reported(tool, site, f"/ok-{place}") == "done said hello"
