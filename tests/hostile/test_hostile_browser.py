@@ -322,3 +322,23 @@ async def test_a_websocket_to_an_allowed_host_still_works(
     page, headers = _serve_places(site, urls)[place]
     site.pages[f"/ok-{place}"], site.headers[f"/ok-{place}"] = page, headers
     assert await _reported(tool, site, f"/ok-{place}") == "done said hello"
+
+
+async def test_webtransport_to_a_blocked_host_sends_no_packet(tool: BrowserUseTool, site: Pages) -> None:
+    """WebTransport is QUIC over UDP, which no route sees: from the page and from a worker, to the
+    blocked name (mapped to 127.0.0.1) and to bare loopback addresses, not one packet is sent."""
+    with listeners("127.0.0.1", "127.0.0.2", "::1") as (mapped, v4, v6):
+        targets = [f"https://{BLOCKED_HOST}:{mapped.port}/", f"https://127.0.0.2:{v4.port}/"]
+        targets.append(f"https://[::1]:{v6.port}/")
+        opener = (
+            f"const tried = {targets!r}.map(u => {{ try {{ return new WebTransport(u).ready"
+            ".then(() => 'open', () => 'refused'); } catch (e) { return 'refused'; } });"
+            "Promise.all(tried).then(r => tell(r.join(' ')));"
+        )
+        site.pages["/transport.js"] = f"const tell = postMessage; {opener}"
+        site.pages["/transport"] = _reporting(
+            f"const tell = (t) => spawn('/transport.js', w => report(t + ' ' + w)); {opener}"
+        )
+        assert await _reported(tool, site, "/transport") == "done " + " ".join(["refused"] * 6)
+        await asyncio.sleep(1.0)  # QUIC would retry its first packet within a second
+        assert (mapped.packets, v4.packets, v6.packets) == (0, 0, 0)
