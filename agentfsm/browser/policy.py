@@ -30,18 +30,22 @@ def content_policy(settings: BrowserSettings, *, document: bool) -> str | None:
     """The policy for an answer under `settings`' allowlist (None when every host is allowed).
 
     ``connect-src`` lists each allowed host under every scheme a script may connect with, on any
-    port (a ``*.example.com`` entry is the same wildcard in CSP's own syntax, an IPv6 address is
-    written in brackets). ``worker-src`` keeps every worker under a policy: Playwright routes the
-    script of a worker a page starts from a URL (so its answer carries this policy too), but not
-    that of a worker another worker starts from a URL, which would run with none. So a worker
-    (an answer that is not a `document`) may start only ``blob:`` and ``data:`` workers, which
-    inherit its policy; and a page may start workers from allowed URLs and ``data:`` ones (whose
-    origin is opaque, so they cannot start a URL worker), but no ``blob:`` worker, which would
-    share the page's origin and could.
+    port (a ``*.example.com`` entry is the same wildcard in CSP's own syntax). CSP has no form for
+    an IPv6 address (Chromium ignores ``http://[::1]:*``), so an allowed IPv6 address is left out:
+    pages and their subresources still load from it, but scripts cannot connect to it (a name
+    mapped to it with `resolve` can be listed).
+
+    ``worker-src`` keeps every worker under a policy: Playwright routes the script of a worker
+    a page starts from a URL (so its answer carries this policy too), but not that of a worker
+    another worker starts from a URL, which would run with none. So a worker (an answer that is
+    not a `document`) may start only ``blob:`` and ``data:`` workers, which inherit its policy;
+    and a page may start workers from allowed URLs and ``data:`` ones (whose origin is opaque,
+    so they cannot start a URL worker), but no ``blob:`` worker, which would share the page's
+    origin and could.
     """
     if settings.any_host:
         return None
-    written = [f"[{host}]" if ":" in host else host for host in settings.allowed_hosts]
+    written = [host for host in settings.allowed_hosts if ":" not in host]
     connect = [f"{scheme}://{host}:*" for host in written for scheme in _SCHEMES]
     scripts = [f"{scheme}://{host}:*" for host in written for scheme in ("http", "https")]
     workers = [*scripts, "data:"] if document else ["blob:", "data:"]
