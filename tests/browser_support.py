@@ -1,10 +1,11 @@
-"""Pages for the browser tests, served on 127.0.0.1, and a second server that counts what reaches it.
+"""Servers for the browser tests, all on loopback: pages, a server that counts what reaches it, UDP listeners.
 
 `Site` serves the pages (links, a form, a dropdown, a long page, a link opening a new tab, a page
 that navigates on a key press, a 7 MB one, one loading subresources from the blocked host, redirects out and
-in). `Counter` stands for a host outside the allowlist: the tests map the name `BLOCKED_HOST` to
-it through the session's own `resolve`, so a request that got past the allowlist would reach it
-and be counted (nothing else could: it binds 127.0.0.1 and the name exists nowhere else).
+in). `Pages` is a site a test fills in itself (pages, headers, redirects, a WebSocket). `Counter` stands
+for a host outside the allowlist: the tests map the name `BLOCKED_HOST` to it through the session's own
+`resolve`, so a request that got past the allowlist would reach it and be counted (nothing else could: it
+binds loopback and the name exists nowhere else). `Listener` counts the UDP datagrams sent to an address.
 
 `require_chromium()` skips a test without Chromium or Playwright, or fails it under
 AGENTFSM_REQUIRE_BROWSER=1 (CI). `browser_leftovers()` lists the browser processes and the
@@ -13,8 +14,11 @@ temporary directories of browsers still present (for the suite's final check).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import os
+import socket
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -101,8 +105,8 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[_Server]:
-    server = _Server(("127.0.0.1", 0), handler)
+def _serving(handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> Iterator[_Server]:
+    server = _Server((host, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -113,10 +117,16 @@ def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[_Server]:
         thread.join(5)
 
 
-class Counter:
-    """The server behind `BLOCKED_HOST`: counts every connection and request that reaches it."""
+_OUTSIDE = b"<title>Outside</title><p>you reached the blocked host</p>"
 
-    def __init__(self) -> None:
+
+class Counter:
+    """A server standing for a host outside the allowlist: it counts every connection and request
+    that reaches it, and answers each with `body`."""
+
+    def __init__(self, body: bytes = _OUTSIDE, host: str = "127.0.0.1") -> None:
+        self.body = body
+        self.host = host
         self.requests: list[str] = []
         self.connections = 0
         self.port = 0
@@ -134,10 +144,116 @@ class Counter:
                 counter.requests.append(self.path)
                 self.send_response(200)
                 self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(counter.body)))
                 self.end_headers()
-                self.wfile.write(b"<title>Outside</title><p>you reached the blocked host</p>")
+                self.wfile.write(counter.body)
 
             do_POST = do_GET
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        with _serving(Handler, self.host) as server:
+            self.port = server.server_address[1]
+            yield self
+
+
+class Listener:
+    """A UDP socket on `host` that counts the datagrams it receives."""
+
+    def __init__(self, host: str) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        self.sock.bind((host, 0))
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.packets = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._count, daemon=True)
+        self._thread.start()
+
+    def _count(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sock.recvfrom(65536)
+            except OSError:
+                continue
+            self.packets += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+@contextmanager
+def listeners(*hosts: str) -> Iterator[list[Listener]]:
+    """One `Listener` on each of `hosts`, closed on leaving."""
+    opened: list[Listener] = []
+    try:
+        for host in hosts:
+            opened.append(Listener(host))
+        yield opened
+    finally:
+        for listener in opened:
+            listener.close()
+
+
+_WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+class Pages:
+    """An allowed site the test fills in: pages by path (with extra headers by path), redirects by
+    path (``path -> Location``), and a WebSocket at ``/socket`` that says ``hello`` and closes."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, str] = {"/": "<title>Start</title><p>start</p>"}
+        self.headers: dict[str, dict[str, str]] = {}
+        self.redirects: dict[str, str] = {}
+        self.sockets = 0
+        self.port = 0
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    @contextmanager
+    def serving(self) -> Iterator[Pages]:
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/socket" and self.headers.get("upgrade", "").lower() == "websocket":
+                    return self._socket()
+                location = site.redirects.get(self.path)
+                if location is not None:
+                    self.send_response(302)
+                    self.send_header("location", location)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                body = site.pages.get(self.path, "<title>Missing</title>").encode()
+                self.send_response(200 if self.path in site.pages else 404)
+                kind = "text/javascript" if self.path.endswith(".js") else "text/html"
+                self.send_header("content-type", kind)
+                for name, value in site.headers.get(self.path, {}).items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _socket(self) -> None:
+                site.sockets += 1
+                self.protocol_version = "HTTP/1.1"  # a 101 answer in HTTP/1.0 is no handshake
+                key = self.headers.get("sec-websocket-key", "") + _WEBSOCKET_GUID
+                self.send_response(101)
+                self.send_header("upgrade", "websocket")
+                self.send_header("connection", "Upgrade")
+                accept = base64.b64encode(hashlib.sha1(key.encode()).digest()).decode()
+                self.send_header("sec-websocket-accept", accept)
+                self.end_headers()
+                self.wfile.write(b"\x81\x05hello\x88\x02\x03\xe8")  # a text frame, then close (1000)
+                self.wfile.flush()
+                self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass

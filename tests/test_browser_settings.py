@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentfsm.browser import BrowserSettings, PageState, Tab
+from agentfsm.browser.policy import content_policy, with_policy
 from agentfsm.browser.session import launch_args
 from agentfsm.browser.state import find_lines, refs_in
 from agentfsm.cli.config import Settings
@@ -82,6 +83,34 @@ def test_the_flags_resolve_only_the_allowed_names(tmp_path: Path) -> None:
 def test_any_host_resolves_every_name(tmp_path: Path) -> None:
     args = launch_args(BrowserSettings(allowed_hosts=("*",)), tmp_path, {})
     assert not any(a.startswith("--host-resolver-rules=") for a in args)
+
+
+def test_the_policy_lists_exactly_the_allowed_hosts_for_every_scheme() -> None:
+    settings = BrowserSettings(allowed_hosts=["app.test", "*.example.com", "::1"])
+    document = content_policy(settings, document=True)
+    assert document == (
+        "connect-src http://app.test:* https://app.test:* ws://app.test:* wss://app.test:*"
+        " http://*.example.com:* https://*.example.com:* ws://*.example.com:* wss://*.example.com:*"
+        "; worker-src http://app.test:* https://app.test:* http://*.example.com:* https://*.example.com:*"
+        " data:"
+    )  # CSP has no form for an IPv6 address: Chromium would ignore one and warn
+    worker = content_policy(settings, document=False)
+    assert worker is not None and worker.endswith("; worker-src blob: data:")
+    assert content_policy(BrowserSettings(allowed_hosts=[]), document=True) == (
+        "connect-src 'none'; worker-src data:"
+    )
+    assert content_policy(BrowserSettings(allowed_hosts=["*"]), document=True) is None
+
+
+def test_a_pages_own_policy_is_kept_beside_ours_never_replaced() -> None:
+    ours = "connect-src http://app.test:*"
+    headers = {"Content-Type": "text/html", "Content-Security-Policy": "connect-src *"}
+    assert with_policy(headers, ours) == {
+        "Content-Type": "text/html",
+        "content-security-policy": f"connect-src *, {ours}",  # two policies: both are enforced
+    }
+    assert with_policy({"Content-Security-Policy": " "}, ours) == {"content-security-policy": ours}
+    assert with_policy(headers, None) == headers
 
 
 def test_the_browser_section_of_the_configuration(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:

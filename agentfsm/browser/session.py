@@ -16,7 +16,10 @@ is fetched without following redirects, so a redirect to a host outside the
 list is refused too. Playwright does not route the later hops of a redirect
 it follows, so Chromium also resolves only the allowed names (its
 ``--host-resolver-rules``): any other name or address, whatever asks for it,
-does not resolve. The launch flags add what keeps Chromium from sending
+does not resolve. Every answer the route hands Chromium carries a policy
+(`content_policy`) whose ``connect-src`` lists the allowed hosts, so Chromium
+itself refuses the connections no route sees: a worker's WebSockets and
+WebTransport sessions. The launch flags add what keeps Chromium from sending
 anything the page did not ask for (no background networking, updates,
 safe-browsing, translation, sign-in, QUIC or pings).
 """
@@ -30,6 +33,7 @@ import html
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -40,6 +44,7 @@ from urllib.parse import urljoin, urlsplit
 from ..errors import BrowserError, MissingExtraError
 from ..log import event
 from ..sandbox.base import finish_despite_cancellation
+from .policy import content_policy, with_policy
 from .settings import BrowserSettings, host_of, redirect_target
 from .state import PageState, Tab, find_lines, refs_in
 
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     from playwright.async_api import (
         APIResponse,
         BrowserContext,
+        ConsoleMessage,
         Locator,
         Page,
         Playwright,
@@ -93,6 +99,8 @@ _BLOCKED_KEPT = 50
 """Refused requests remembered until the next state reads them."""
 _STATE_ATTEMPTS = 4
 """Reads of a page that is navigating meanwhile (a key press that loads another page) before giving up."""
+_POLICY_REFUSAL = re.compile(r"^Connecting to '([^']+)' violates the following Content Security Policy")
+"""Chromium's console line for a connection `content_policy` refused (the address in quotes)."""
 
 
 def launch_args(settings: BrowserSettings, workdir: Path, resolve: Mapping[str, str]) -> list[str]:
@@ -101,6 +109,12 @@ def launch_args(settings: BrowserSettings, workdir: Path, resolve: Mapping[str, 
     if not settings.any_host:
         rules.append("MAP * ~NOTFOUND")
         rules += [f"EXCLUDE {f'[{h}]' if ':' in h else h}" for h in settings.allowed_hosts]
+    features: tuple[str, ...] = _DISABLED_FEATURES
+    if not settings.any_host:
+        # Chromium takes a page the route answered for one on a public address, so its checks
+        # would refuse every WebSocket to an allowed loopback or private host. With a list, the
+        # route and the page's policy decide what a socket may reach; with "*", the checks stay.
+        features = (*features, "LocalNetworkAccessChecksWebSockets")
     args = [
         "--disable-gpu",
         "--disable-quic",
@@ -109,7 +123,7 @@ def launch_args(settings: BrowserSettings, workdir: Path, resolve: Mapping[str, 
         "--disable-client-side-phishing-detection",
         f"--optimization-guide-manifest-override={workdir / 'empty'}",
         "--gaia-url=http://127.0.0.1:9",
-        f"--disable-features={','.join(_DISABLED_FEATURES)}",
+        f"--disable-features={','.join(features)}",
         # WebRTC's STUN/TURN/ICE packets leave from the network service straight to any address a
         # page names (no route sees them, and an address needs no resolving): with no proxy, this
         # policy gives WebRTC no UDP at all and no address of its own to offer.
@@ -229,6 +243,7 @@ class BrowserSession:
         context.set_default_navigation_timeout(settings.navigation_timeout * 1000)
         context.on("close", self._on_context_closed)
         context.on("page", self._on_page)
+        context.on("console", self._on_console)
         await context.route("**/*", self._guard)  # every host: a document is cut at max_page_bytes
         if not settings.any_host or self.resolve:
             await context.route_web_socket("**/*", self._guard_socket)
@@ -295,6 +310,13 @@ class BrowserSession:
         if not self._closing:
             self._lost = True
 
+    def _on_console(self, message: ConsoleMessage) -> None:
+        """Note a connection the page's policy refused (Chromium says so on the console only, and
+        the route never sees it) among the refused requests, when the allowlist refused it."""
+        found = _POLICY_REFUSAL.match(message.text)
+        if found is not None and not self.settings.allows(found.group(1)):
+            self._blocked = [*self._blocked[-(_BLOCKED_KEPT - 1) :], found.group(1)]
+
     def _on_page(self, page: Page) -> None:
         """A new tab (a link opening one, `window.open`, `open_tab`) becomes the current tab."""
         if page in self._tabs:
@@ -358,13 +380,16 @@ class BrowserSession:
             top = document and _top_level(request)
             body = await response.body() if document else None
             limit = self.settings.max_page_bytes
+            policy = content_policy(self.settings, document=document)
             if hop == url and (body is None or len(body) <= limit):
-                await route.fulfill(response=response)
+                own = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+                await route.fulfill(response=response, headers=with_policy(own, policy))
                 return
             # Its cookies are in the context already (the fetch kept them for their own address).
             kept = {
                 k: v for k, v in response.headers.items() if k.lower() not in ("set-cookie", "content-length")
             }
+            kept = with_policy(kept, policy)
             if body is None:
                 body = await response.body()
             elif len(body) > limit:

@@ -10,15 +10,12 @@ between the page and the secret the server holds, and the server must see no con
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
+import html
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import pytest_asyncio
-from browser_support import BLOCKED_HOST, _serving, require_chromium
+from browser_support import BLOCKED_HOST, Counter, Pages, listeners, require_chromium
 
 from agentfsm.browser import BrowserSession, BrowserUseTool
 
@@ -29,132 +26,28 @@ _LISTEN = 3.0
 """Seconds the UDP listeners wait for a packet after the page has loaded (ICE retries within 1 s)."""
 
 
-class Listener:
-    """A UDP socket on `host` that counts the datagrams it receives."""
-
-    def __init__(self, host: str) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_DGRAM)
-        self.sock.bind((host, 0))
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.packets = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._count, daemon=True)
-        self._thread.start()
-
-    def _count(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sock.recvfrom(65536)
-            except OSError:
-                continue
-            self.packets += 1
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.sock.close()
-
-
-@contextmanager
-def listeners() -> Iterator[tuple[Listener, Listener]]:
-    v4, v6 = Listener("127.0.0.2"), Listener("::1")
-    try:
-        yield v4, v6
-    finally:
-        v4.close()
-        v6.close()
-
-
-class Secret:
-    """The server behind `BLOCKED_HOST`: it answers every request with the secret, and counts."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.requests: list[str] = []
-        self.port = 0
-
-    @contextmanager
-    def serving(self) -> Iterator[Secret]:
-        secret = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def setup(self) -> None:
-                secret.connections += 1
-                super().setup()
-
-            def do_GET(self) -> None:
-                secret.requests.append(self.path)
-                body = f"<title>Secret</title><p>{SECRET}</p>".encode()
-                self.send_response(200)
-                self.send_header("content-type", "text/html")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        with _serving(Handler) as server:
-            self.port = server.server_address[1]
-            yield self
-
-
-class Hostile:
-    """The allowed site: pages by path, and redirects by path (``path -> Location``)."""
-
-    def __init__(self) -> None:
-        self.pages: dict[str, str] = {"/": "<title>Start</title><p>start</p>"}
-        self.redirects: dict[str, str] = {}
-        self.port = 0
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    @contextmanager
-    def serving(self) -> Iterator[Hostile]:
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                location = site.redirects.get(self.path)
-                if location is not None:
-                    self.send_response(302)
-                    self.send_header("location", location)
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return
-                body = site.pages.get(self.path, "<title>Missing</title>").encode()
-                self.send_response(200 if self.path in site.pages else 404)
-                self.send_header("content-type", "text/html")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        with _serving(Handler) as server:
-            self.port = server.server_address[1]
-            yield self
-
-
 @pytest.fixture(scope="module")
-def secret() -> Iterator[Secret]:
+def secret() -> Iterator[Counter]:
     require_chromium()
-    with Secret().serving() as served:
+    with Counter(f"<title>Secret</title><p>{SECRET}</p>".encode()).serving() as served:
         yield served
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[Hostile]:
-    with Hostile().serving() as served:
+def bare() -> Iterator[Counter]:
+    """A blocked server on a bare loopback address no name leads to (no resolver rule applies)."""
+    with Counter(host="127.0.0.2").serving() as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Pages]:
+    with Pages().serving() as served:
         yield served
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def session(secret: Secret, site: Hostile) -> AsyncIterator[BrowserSession]:
+async def session(secret: Counter, site: Pages) -> AsyncIterator[BrowserSession]:
     async with BrowserSession(resolve={BLOCKED_HOST: "127.0.0.1"}) as opened:
         yield opened
 
@@ -165,52 +58,65 @@ def tool(session: BrowserSession) -> BrowserUseTool:
 
 
 @pytest.fixture(autouse=True)
-def _the_secret_server_is_never_reached(secret: Secret) -> Iterator[None]:
+def _the_blocked_servers_are_never_reached(secret: Counter, bare: Counter) -> Iterator[None]:
+    for server in (secret, bare):  # each test counts its own (a failed one's count stays its own)
+        server.connections, server.requests = 0, []
     yield
     assert (secret.connections, secret.requests) == (0, [])
+    assert (bare.connections, bare.requests) == (0, [])
 
 
-async def _packets_after(tool: BrowserUseTool, url: str, v4: Listener, v6: Listener) -> tuple[int, int]:
-    result = await tool(action="go_to_url", url=url)
-    assert result.error is None, result.error
-    await asyncio.sleep(_LISTEN)
-    return v4.packets, v6.packets
+async def _no_packets(tool: BrowserUseTool, site: Pages, path: str, page: Callable[[int, int], str]) -> None:
+    """Serve `page(v4_port, v6_port)` at `path`, load it, and check that UDP listeners on 127.0.0.2
+    and ::1 receive nothing while it runs."""
+    with listeners("127.0.0.2", "::1") as (v4, v6):
+        site.pages[path] = page(v4.port, v6.port)
+        result = await tool(action="go_to_url", url=site.url(path))
+        assert result.error is None, result.error
+        await asyncio.sleep(_LISTEN)
+        assert (v4.packets, v6.packets) == (0, 0)
 
 
-async def test_webrtc_ice_servers_on_loopback_get_no_packet(tool: BrowserUseTool, site: Hostile) -> None:
-    with listeners() as (v4, v6):
-        site.pages["/stun"] = (
+async def test_webrtc_ice_servers_on_loopback_get_no_packet(tool: BrowserUseTool, site: Pages) -> None:
+    await _no_packets(
+        tool,
+        site,
+        "/stun",
+        lambda v4, v6: (
             "<title>Call</title><script>"
             "const pc = new RTCPeerConnection({iceServers: ["
-            f"{{urls: 'stun:127.0.0.2:{v4.port}'}},"
-            f"{{urls: 'turn:[::1]:{v6.port}', username: 'u', credential: 'p'}}]}});"
+            f"{{urls: 'stun:127.0.0.2:{v4}'}},"
+            f"{{urls: 'turn:[::1]:{v6}', username: 'u', credential: 'p'}}]}});"
             "pc.createDataChannel('d'); pc.createOffer().then(o => pc.setLocalDescription(o));"
             "</script>"
-        )
-        assert await _packets_after(tool, site.url("/stun"), v4, v6) == (0, 0)
+        ),
+    )
 
 
 async def test_webrtc_remote_candidates_on_loopback_get_no_connectivity_check(
-    tool: BrowserUseTool, site: Hostile
+    tool: BrowserUseTool, site: Pages
 ) -> None:
     """No ICE server at all: the page hands its connection a made-up answer whose candidates are
     the loopback addresses, and ICE would send its connectivity checks there."""
-    with listeners() as (v4, v6):
-        site.pages["/candidates"] = (
+    await _no_packets(
+        tool,
+        site,
+        "/candidates",
+        lambda v4, v6: (
             "<title>Peer</title><script>(async () => {"
             "const pc = new RTCPeerConnection(); pc.createDataChannel('d');"
             "const offer = await pc.createOffer(); await pc.setLocalDescription(offer);"
             "await pc.setRemoteDescription({type: 'answer',"
             " sdp: offer.sdp.replace('a=setup:actpass', 'a=setup:active')});"
-            f"for (const [n, address, port] of [[1, '127.0.0.2', {v4.port}], [2, '::1', {v6.port}]])"
+            f"for (const [n, address, port] of [[1, '127.0.0.2', {v4}], [2, '::1', {v6}]])"
             "  await pc.addIceCandidate({sdpMid: '0', candidate:"
             "    `candidate:${n} 1 udp 2122260223 ${address} ${port} typ host`});"
             "})().catch(() => {});</script>"
-        )
-        assert await _packets_after(tool, site.url("/candidates"), v4, v6) == (0, 0)
+        ),
+    )
 
 
-def _blocked(secret: Secret, path: str = "/secret") -> str:
+def _blocked(secret: Counter, path: str = "/secret") -> str:
     return f"http://{BLOCKED_HOST}:{secret.port}{path}"
 
 
@@ -225,7 +131,7 @@ async def _refused_navigation(tool: BrowserUseTool, url: str) -> str:
 
 
 async def test_the_second_hop_of_a_redirect_is_checked(
-    tool: BrowserUseTool, site: Hostile, secret: Secret
+    tool: BrowserUseTool, site: Pages, secret: Counter
 ) -> None:
     site.redirects["/one"] = "/two"
     site.redirects["/two"] = _blocked(secret)
@@ -234,7 +140,7 @@ async def test_the_second_hop_of_a_redirect_is_checked(
 
 
 async def test_a_location_chromium_reads_as_another_host_is_checked_as_that_host(
-    tool: BrowserUseTool, site: Hostile, secret: Secret
+    tool: BrowserUseTool, site: Pages, secret: Counter
 ) -> None:
     site.redirects["/backslash"] = f"/\\{BLOCKED_HOST}:{secret.port}/secret"
     error = await _refused_navigation(tool, site.url("/backslash"))
@@ -246,7 +152,7 @@ async def test_a_location_chromium_reads_as_another_host_is_checked_as_that_host
 
 
 async def test_a_scripts_fetch_through_a_redirect_chain_is_checked_at_every_hop(
-    tool: BrowserUseTool, site: Hostile, secret: Secret
+    tool: BrowserUseTool, site: Pages, secret: Counter
 ) -> None:
     """Not a navigation: a fetch from the page, whose answer the page would read and show."""
     site.redirects["/api"] = "/api-2"
@@ -266,7 +172,7 @@ async def test_a_scripts_fetch_through_a_redirect_chain_is_checked_at_every_hop(
     assert text == "failed"
 
 
-async def test_an_allowed_redirect_chain_is_followed_to_its_end(tool: BrowserUseTool, site: Hostile) -> None:
+async def test_an_allowed_redirect_chain_is_followed_to_its_end(tool: BrowserUseTool, site: Pages) -> None:
     site.pages["/end"] = "<title>End</title><p>the end of the chain</p>"
     site.redirects["/start-1"] = "/start-2"
     site.redirects["/start-2"] = "\\end"
@@ -276,7 +182,7 @@ async def test_an_allowed_redirect_chain_is_followed_to_its_end(tool: BrowserUse
 
 
 async def test_a_shared_workers_requests_never_leave(
-    tool: BrowserUseTool, site: Hostile, secret: Secret
+    tool: BrowserUseTool, site: Pages, secret: Counter
 ) -> None:
     """A shared worker is not routed: Chromium gives pages none, so its fetch cannot be made."""
     script = f"fetch('{_blocked(secret)}').catch(() => {{}});"
@@ -288,3 +194,151 @@ async def test_a_shared_workers_requests_never_leave(
     await tool(action="go_to_url", url=site.url("/shared"))
     await asyncio.sleep(1.5)
     assert await tool.session.text() == "no shared worker"
+
+
+# -- sockets a script opens: routed in the page, not in a worker (Chromium's policy holds both) --------
+
+_PROBE = (
+    "const probe = (urls) => Promise.all(urls.map(u => new Promise(done => {"
+    " setTimeout(() => done('timeout'), 3000);"
+    " try { const s = new WebSocket(u); s.onmessage = e => done('said ' + e.data);"
+    " s.onerror = () => done('error'); s.onclose = () => done('closed'); }"
+    " catch (e) { done('refused'); } })))"
+    ".then(r => r.join(' '));"
+)
+"""`probe(urls)`: a WebSocket to each of `urls`; what each did, in one line."""
+
+
+_SPAWN = (
+    "const spawn = (url, tell) => { try { const w = new Worker(url);"
+    " w.onmessage = e => tell(e.data); w.onerror = () => tell('worker refused'); }"
+    " catch (e) { tell('worker refused'); } };"
+)
+"""`spawn(url, tell)`: a worker from `url`, whose one message (or refusal) goes to `tell`."""
+
+
+def _worker_script(urls: list[str]) -> str:
+    return f"{_PROBE} probe({urls!r}).then(r => postMessage(r));"
+
+
+def _blob(script: str) -> str:
+    """A JavaScript expression: a ``blob:`` URL holding `script`."""
+    return f"URL.createObjectURL(new Blob([{script!r}]))"
+
+
+def _reporting(opener: str) -> str:
+    """A page that runs `opener` (which must call `report(text)` once) and shows what it reported."""
+    return (
+        "<title>Sockets</title><p id=out>waiting</p><script>"
+        "const report = (t) => { document.getElementById('out').textContent = 'done ' + t; };"
+        f"{_PROBE}{_SPAWN}{opener}</script>"
+    )
+
+
+def _places(urls: list[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Each place a script can open a socket from: its page (and the headers it is served with)."""
+    script = _worker_script(urls)
+    # A worker a blob worker starts from a URL: its script is not routed, so it would run without
+    # the route's policy.
+    outer = f"{_SPAWN} spawn(ORIGIN + '/probe.js', postMessage);"
+    data = f"'data:text/javascript,' + encodeURIComponent({script!r})"
+    srcdoc = f"<script>{_SPAWN} spawn({data}, t => parent.postMessage(t, '*'));</script>"
+    return {
+        "page": (_reporting(f"probe({urls!r}).then(report);"), {}),
+        "worker": (_reporting("spawn('/probe.js', report);"), {}),
+        "nested-worker": (_reporting("spawn('/outer.js', report);"), {}),
+        "worker-blob-worker": (_reporting("spawn('/blob-outer.js', report);"), {}),
+        "blob-worker": (_reporting(f"spawn({_blob(script)}, report);"), {}),
+        "blob-worker-nesting": (
+            _reporting(
+                f"spawn(URL.createObjectURL(new Blob([{outer!r}.replace('ORIGIN', "
+                "JSON.stringify(location.origin))])), report);"
+            ),
+            {},
+        ),
+        "data-worker": (
+            _reporting(f"spawn({data}, report);"),
+            {},
+        ),
+        "iframe-srcdoc": (
+            _reporting("onmessage = e => report(e.data);")
+            + f"<iframe srcdoc='{html.escape(srcdoc, quote=True)}'></iframe>",
+            {},
+        ),
+        "own-policy": (
+            _reporting("spawn('/wide.js', report);"),
+            {"content-security-policy": "connect-src *; worker-src * blob: data:"},
+        ),
+        "forged-meta": (
+            '<meta http-equiv="Content-Security-Policy" content="connect-src *; worker-src * blob: data:">'
+            + _reporting(f"spawn({data}, report);"),
+            {},
+        ),
+    }
+
+
+async def _reported(tool: BrowserUseTool, site: Pages, path: str) -> str:
+    result = await tool(action="go_to_url", url=site.url(path))
+    assert result.error is None, result.error
+    for _ in range(100):
+        text = await tool.session.text()
+        if text.startswith("done"):
+            return text
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the page at {path} never reported: {text!r}")
+
+
+def _serve_places(site: Pages, urls: list[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    places = _places(urls)
+    site.pages["/probe.js"] = _worker_script(urls)
+    site.pages["/outer.js"] = f"{_SPAWN} spawn('/probe.js', postMessage);"
+    site.pages["/blob-outer.js"] = f"{_SPAWN} spawn({_blob(_worker_script(urls))}, postMessage);"
+    site.pages["/wide.js"] = _worker_script(urls)
+    site.headers["/wide.js"] = {"content-security-policy": "connect-src *; worker-src * blob: data:"}
+    return places
+
+
+_PLACES = list(_places([]))
+
+
+@pytest.mark.parametrize("place", _PLACES)
+async def test_a_websocket_to_a_blocked_host_never_connects(
+    tool: BrowserUseTool, site: Pages, secret: Counter, bare: Counter, place: str
+) -> None:
+    """To the blocked name (which `resolve` maps, so Chromium's resolver would let it through) and
+    to a bare loopback address: whatever opens the socket, the blocked servers see no connection."""
+    urls = [f"ws://{BLOCKED_HOST}:{secret.port}/secret", f"ws://127.0.0.2:{bare.port}/secret"]
+    page, headers = _serve_places(site, urls)[place]
+    site.pages[f"/{place}"], site.headers[f"/{place}"] = page, headers
+    text = await _reported(tool, site, f"/{place}")
+    assert "said" not in text and "timeout" not in text, text
+
+
+@pytest.mark.parametrize("place", ["page", "worker", "worker-blob-worker", "data-worker", "own-policy"])
+async def test_a_websocket_to_an_allowed_host_still_works(
+    tool: BrowserUseTool, site: Pages, place: str
+) -> None:
+    urls = [f"ws://127.0.0.1:{site.port}/socket"]
+    page, headers = _serve_places(site, urls)[place]
+    site.pages[f"/ok-{place}"], site.headers[f"/ok-{place}"] = page, headers
+    assert await _reported(tool, site, f"/ok-{place}") == "done said hello"
+
+
+async def test_webtransport_to_a_blocked_host_sends_no_packet(tool: BrowserUseTool, site: Pages) -> None:
+    """WebTransport is QUIC over UDP, which no route sees: from the page and from a worker, to the
+    blocked name (mapped to 127.0.0.1) and to bare loopback addresses, not one packet is sent."""
+    with listeners("127.0.0.1", "127.0.0.2", "::1") as (mapped, v4, v6):
+        targets = [f"https://{BLOCKED_HOST}:{mapped.port}/", f"https://127.0.0.2:{v4.port}/"]
+        targets.append(f"https://[::1]:{v6.port}/")
+        opener = (
+            f"const tried = {targets!r}.map(u => {{ try {{ return new WebTransport(u).ready"
+            ".then(() => 'open', () => 'refused'); } catch (e) { return 'refused'; } });"
+            "Promise.all(tried).then(r => tell(r.join(' ')));"
+        )
+        site.pages["/transport.js"] = f"const tell = postMessage; {opener}"
+        site.pages["/transport"] = _reporting(
+            f"const tell = (t) => spawn('/transport.js', w => report(t + ' ' + w)); {opener}"
+        )
+        assert await _reported(tool, site, "/transport") == "done " + " ".join(["refused"] * 6)
+        await asyncio.sleep(1.0)  # QUIC would retry its first packet within a second
+        assert (mapped.packets, v4.packets, v6.packets) == (0, 0, 0)
