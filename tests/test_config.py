@@ -170,6 +170,11 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
         ('[sandbox]\nmode = "vm"', ["[sandbox] mode = 'vm'", "'docker', 'local' or 'auto'"]),
         ('[sandbox]\nmemory = "lots"', ["[sandbox] memory = 'lots'", "use a number with b, k, m or g"]),
         ('[sandbox]\nuser = "0:0"', ["[sandbox] user = '0:0'", "never runs as root"]),
+        ('[sandbox]\nshell_user = "0:1"', ["[sandbox] shell_user = '0:1'", "never runs as root"]),
+        (
+            '[sandbox]\nuser = "1000:1000"\nshell_user = "1000:1001"',
+            ["[sandbox]", "shell_user '1000:1001' has the uid of user '1000:1000'", "another uid"],
+        ),
         ("[sandbox]\npids_limit = 2", ["[sandbox] pids_limit = 2", "greater than or equal to 8"]),
         ("[sandbox]\nimage_name = 'x'", ["unknown key 'image_name' in [sandbox]", "allowed: mode, image"]),
     ],
@@ -243,6 +248,13 @@ def test_sandbox_settings_from_file_and_environment(tmp_path: Path, monkeypatch:
     sandbox = Settings.load(config).sandbox
     assert (sandbox.mode, sandbox.memory, sandbox.timeout, sandbox.network) == ("docker", "1g", 5.0, True)
     assert sandbox.pids_limit == 128 and sandbox.user == "65534:65534"  # the rest keeps the defaults
+    assert sandbox.shell_identity == "65533:65534"  # the bash tool's shell: another uid, the same group
+
+
+def test_the_shells_default_user_keeps_apart_from_the_snippets_and_in_their_group() -> None:
+    assert SandboxSettings(user="1000:1000").shell_identity == "65533:1000"
+    assert SandboxSettings(user="65533:7").shell_identity == "65532:7"
+    assert SandboxSettings(shell_user="2000:65534").shell_identity == "2000:65534"
 
 
 # -- which adapter ---------------------------------------------------------------

@@ -86,7 +86,7 @@ async def test_write_run_read_terminate_in_a_container_that_is_gone_after_the_ru
     created, ran, read, listed, _ = [m.content or "" for m in agent.memory if m.role is Role.TOOL]
     assert created.endswith("File created successfully at: /workspace/square.py")
     assert ran.endswith("executed:\n144")
-    assert read.endswith("executed:\nprint(12 ** 2)\nnobody")
+    assert read.endswith("executed:\nprint(12 ** 2)\nshell")  # the shell's own user, named by the image
     assert listed.endswith("excluding hidden items:\n/workspace\n/workspace/square.py\n")
     prompt = llm.requests[0].system_msgs[0].content or ""
     assert prompt.endswith("The initial directory is: /workspace")  # known before the container exists

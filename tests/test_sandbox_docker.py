@@ -131,7 +131,7 @@ async def test_files_in_and_out_of_the_workspace(box: DockerSandbox) -> None:
     await box.write_file("deep/er/f.bin", b"\x00\xffdata")
     assert await box.read_file("/workspace/deep/er/f.bin") == b"\x00\xffdata"
     listing = await box.exec(["stat", "-c", "%U %a", "deep", "deep/er/f.bin"])
-    assert listing.stdout == "nobody 755\nnobody 644\n"  # owned by the sandbox user, so it can edit them
+    assert listing.stdout == "nobody 2775\nnobody 664\n"  # the sandbox user's, and its group's (the shell)
     assert (await box.exec(["sh", "-c", "echo more >> deep/er/f.bin"])).exit_code == 0
     with pytest.raises(FileNotFoundError):
         await box.read_file("missing.txt")

@@ -58,9 +58,12 @@ debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR" >
 rm -f "$root.log"
 
 # `python` as well as `python3`, like the python images; an empty workspace owned by the
-# sandbox's default user (nobody), so a fresh volume mounted there inherits that owner.
+# sandbox's default user (nobody) and writable by its group (the bash tool's user is another uid in
+# it), setgid so what either makes stays in the group: a fresh volume mounted there inherits all that.
 ln -sf /usr/bin/python3 "$root/usr/local/bin/python"
-install -d -m 0755 -o 65534 -g 65534 "$root/workspace"
+install -d -m 2775 -o 65534 -g 65534 "$root/workspace"
+echo 'shell:x:65533:65534:the bash tool of agentfsm:/nonexistent:/usr/sbin/nologin' >>"$root/etc/passwd"
+echo 'shell:*:20000:0:99999:7:::' >>"$root/etc/shadow"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* \
        "$root"/usr/share/man/* "$root"/usr/share/locale/*
 

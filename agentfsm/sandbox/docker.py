@@ -5,7 +5,8 @@ settings): no network (loopback only) unless `network`; a memory limit with
 swap limited to the same value; a CPU quota; a pids limit; every capability
 dropped; no-new-privileges; a non-root user for every command and snippet (the Python worker alone
 runs as root, holding only what it needs to start each snippet as that user and kill what the snippet
-left: see `agentfsm.sandbox.worker`); a read-only root filesystem
+left: see `agentfsm.sandbox.worker`), and another for the ``bash`` tool's shell, so that no snippet can
+reach into the shell and forge its results (`SandboxSettings.shell_user`); a read-only root filesystem
 whose only writable places are the workspace (a labelled volume) and a small
 /tmp tmpfs; an init process that reaps orphans.
 
@@ -286,7 +287,7 @@ class DockerSandbox(Sandbox):
     def _ensure_shell(self, engine: Engine) -> tuple[ExecStream, str, Run]:
         if self._shell is None:
             tag = new_tag()
-            exec_id, stream = engine.open_exec(SHELL, tag, stdin=True)
+            exec_id, stream = engine.open_exec(SHELL, tag, stdin=True, user=self.settings.shell_identity)
             try:
                 group = int(first_line(stream))
             except (SandboxError, ValueError):

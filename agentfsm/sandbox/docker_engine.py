@@ -71,7 +71,7 @@ _API_VERSIONS: dict[str, str] = {}
 _IMAGE_IDS: dict[tuple[str, str], str] = {}
 """(engine, image name) -> the image's id, once seen on that engine."""
 _WRITABLE: set[tuple[str, str, str, str]] = set()
-"""(engine, image id, workspace, user) whose fresh volume the user can already write to.
+"""(engine, image id, workspace, users) whose fresh volume the users can already write to.
 
 Process-wide, like the sweep: they are facts about an engine and its images,
 true for every sandbox this process starts there, learned by the first one.
@@ -391,37 +391,46 @@ class Engine:
             ) from None
 
     def _own_workspace(self, image: str) -> None:
-        """Make the workspace writable by the sandbox user.
+        """Make the workspace writable by the sandbox user and by the shell's, its group.
 
-        A new volume takes the owner of the image's directory, so images that
-        ship the workspace (ours does) need nothing, and once one sandbox has
-        seen it so, the others of this process need not check. Otherwise a
-        one-off root container holding only CAP_CHOWN hands the volume to the user.
+        A new volume takes the owner and mode of the image's directory, so
+        images that ship the workspace so (ours does: nobody's, mode 2775) need
+        nothing, and once one sandbox has seen it so, the others of this
+        process need not check. Otherwise a one-off root container holding only
+        CAP_CHOWN and CAP_FOWNER hands the volume to the user and opens it to
+        the group.
         """
-        key = (_engine_key(), image, self.settings.workspace, self.settings.user)
+        s = self.settings
+        key = (_engine_key(), image, s.workspace, f"{s.user} {s.shell_identity}")
         if key in _WRITABLE:
             return
-        if self.simple(["test", "-w", self.settings.workspace])[0] == 0:
+        if self._writable():
             with _KNOWN_LOCK:
                 _WRITABLE.add(key)
             return
         self.client.containers.run(
-            self.settings.image,
-            entrypoint=["chown"],
-            command=[self.settings.user, self.settings.workspace],
+            s.image,
+            entrypoint=["sh", "-c", 'chown "$0" "$1" && chmod 2775 "$1"'],
+            command=[s.user, s.workspace],
             user="0:0",
             remove=True,
             labels=owner_labels(self.session),
             network_mode="none",
             cap_drop=["ALL"],
-            cap_add=["CHOWN"],
+            cap_add=["CHOWN", "FOWNER"],
             security_opt=["no-new-privileges"],
-            volumes={self.name: {"bind": self.settings.workspace, "mode": "rw"}},
+            volumes={self.name: {"bind": s.workspace, "mode": "rw"}},
         )
-        if self.simple(["test", "-w", self.settings.workspace])[0] != 0:
+        if not self._writable():
             raise SandboxError(
-                f"the workspace {self.settings.workspace} is not writable by user {self.settings.user}"
+                f"the workspace {s.workspace} is not writable by user {s.user} and shell_user "
+                f"{s.shell_identity}: give shell_user the group of user (its default does)"
             )
+
+    def _writable(self) -> bool:
+        """Whether the snippets' user and the shell's can both write to the workspace."""
+        s, probe = self.settings, ["test", "-w", self.settings.workspace]
+        return all(self.simple(probe, user=user)[0] == 0 for user in (s.user, s.shell_identity))
 
     def take_worker(self) -> ExecStream | None:
         """The attached stream of the container's own worker, once (then None: later workers are exec'd)."""

@@ -47,9 +47,11 @@ RUN = (
 its own and kills that group at the timeout; when ARGV ends, whatever it left running in the group is
 killed too (a fork bomb's survivors would otherwise keep the pids limit exhausted)."""
 
-SHELL = ["sh", "-c", 'echo "$$"; exec bash --noprofile --norc']
-"""The persistent shell: it first prints its pid, which (as an exec's first process) is also its process
-group, the one its commands run in."""
+SHELL = ["sh", "-c", 'umask 002; echo "$$"; exec bash --noprofile --norc']
+"""The persistent shell, run as the sandbox's `shell_identity` (a uid of its own, so no snippet can write into
+its input or signal it): it first prints its pid, which (as an exec's first process) is also its process
+group, the one its commands run in. Its files are group-writable, as the snippets' are, so both users
+share the workspace through their group."""
 
 WORKER_USER = "0:0"
 """The Python workers run as root (holding only `WORKER_CAPABILITIES`), each snippet as the sandbox's user:
@@ -91,13 +93,14 @@ real = os.path.realpath(os.path.join(ws, path))
 if not inside(real): sys.exit(3)
 if mode == "w":
     if real == ws: sys.exit(4)
+    os.umask(0o002)
     os.makedirs(os.path.dirname(real), exist_ok=True)
     if not inside(os.path.realpath(os.path.dirname(real))): sys.exit(3)
 sys.stdout.write(real)
 """
 """``python3 -c PATH_HELPER WORKSPACE PATH r|w``: print PATH's real path inside the container (symlinks
 followed there, where they point), exit 3 if it leaves WORKSPACE; ``w`` also creates the parents as the
-sandbox user, and exits 4 for the workspace itself."""
+sandbox user, writable by its group (the shell's user), and exits 4 for the workspace itself."""
 
 
 class ExecStream:
@@ -232,7 +235,7 @@ def tar_file(real: str, data: bytes, user: str) -> bytes:
     """A one-file archive for `put_archive`, owned by the sandbox user (the engine extracts as root)."""
     uid, _, gid = user.partition(":")
     info = tarfile.TarInfo(posixpath.basename(real))
-    info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+    info.size, info.mode, info.mtime = len(data), 0o664, int(time.time())  # the shell's group writes too
     info.uid, info.gid = int(uid), int(gid or uid)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import ConfigError
 
@@ -26,6 +26,10 @@ Upstream's ``python:3.12-slim`` works too, once pulled: set ``image`` to it."""
 
 _MEMORY = re.compile(r"^(\d+)([bkmg]?)$")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _uid(user: str) -> int:
+    return int(user.partition(":")[0])
 
 
 def memory_bytes(size: str) -> int:
@@ -75,6 +79,11 @@ class SandboxSettings(BaseModel):
     user: str = "65534:65534"
     """``uid:gid`` the commands and snippets run as in the container (nobody:nogroup); never root (the
     Python worker alone is root, to start each snippet as this user: `agentfsm.sandbox.worker`)."""
+    shell_user: str | None = None
+    """``uid:gid`` the ``bash`` tool's persistent shell runs as in the container. It must not be `user`:
+    a snippet of that user could write into the shell's input, signal it or read its memory, and so
+    forge the next ``bash`` result. None: uid 65533 (65532 if `user` is 65533) in `user`'s group, so the
+    two share the workspace (group-writable, umask 002 in both)."""
     tmp_size: str = "64m"
     """Size of the container's /tmp (a tmpfs, counted against nothing else)."""
 
@@ -85,15 +94,34 @@ class SandboxSettings(BaseModel):
             raise ConfigError(f"{value!r} is too small: Docker needs at least 4m")
         return value.strip().lower()
 
-    @field_validator("user")
+    @field_validator("user", "shell_user")
     @classmethod
-    def _not_root(cls, value: str) -> str:
+    def _not_root(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         uid, _, gid = value.partition(":")
         if not uid.isdigit() or (gid and not gid.isdigit()):
             raise ConfigError(f"{value!r} is not numeric 'uid:gid' (e.g. '65534:65534')")
         if int(uid) == 0:
             raise ConfigError("the sandbox never runs as root (uid 0): use e.g. '65534:65534'")
         return value
+
+    @model_validator(mode="after")
+    def _shell_apart(self) -> SandboxSettings:
+        if self.shell_user is not None and _uid(self.shell_user) == _uid(self.user):
+            raise ConfigError(
+                f"shell_user {self.shell_user!r} has the uid of user {self.user!r}: snippets could "
+                "then forge the shell's results; give the shell another uid (e.g. '65533:65534') or unset"
+            )
+        return self
+
+    @property
+    def shell_identity(self) -> str:
+        """The ``uid:gid`` the shell runs as: `shell_user`, or the default beside `user`."""
+        if self.shell_user is not None:
+            return self.shell_user
+        uid, _, gid = self.user.partition(":")
+        return f"{65532 if uid == '65533' else 65533}:{gid or uid}"
 
     @field_validator("workspace")
     @classmethod

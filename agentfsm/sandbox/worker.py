@@ -296,6 +296,7 @@ def _child(request: int, out: int, err: int, identity: Identity | None) -> None:
         os.setgroups([CODE_GROUP])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
+        os.umask(0o002)  # the shell's user shares the workspace through the group
     chunks = []
     while chunk := os.read(3, _CHUNK):
         chunks.append(chunk)

@@ -84,9 +84,17 @@ time.sleep(0.3)
 print("FORGED")
 """
 
-TOUCH_WORKER = r"""
+TOUCH = r"""
 import os, signal
-worker = os.getppid()
+def find(comm):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{{pid}}/comm").read().strip() == comm:
+                return int(pid)
+        except OSError:
+            pass
+    raise SystemExit(f"no {{comm}} process")
+target = {target}
 def attempt(name, action):
     try:
         action()
@@ -94,13 +102,36 @@ def attempt(name, action):
         print(name, "denied")
     else:
         print(name, "allowed")
-attempt("stop", lambda: os.kill(worker, signal.SIGSTOP))
-attempt("kill", lambda: os.kill(worker, signal.SIGKILL))
-attempt("stdin", lambda: os.open(f"/proc/{worker}/fd/0", os.O_RDONLY))
-attempt("stdout", lambda: os.open(f"/proc/{worker}/fd/1", os.O_WRONLY))
-attempt("memory", lambda: open(f"/proc/{worker}/mem", "rb").read(1))
-attempt("environ", lambda: open(f"/proc/{worker}/environ", "rb").read())
+attempt("stdin", lambda: os.write(os.open(f"/proc/{{target}}/fd/0", os.O_WRONLY), {planted!r}))
+attempt("stdout", lambda: os.open(f"/proc/{{target}}/fd/1", os.O_WRONLY))
+attempt("memory", lambda: open(f"/proc/{{target}}/mem", "rb").read(1))
+attempt("environ", lambda: open(f"/proc/{{target}}/environ", "rb").read())
+attempt("stop", lambda: os.kill(target, signal.SIGSTOP))
+attempt("kill", lambda: os.kill(target, signal.SIGKILL))
 """
+TOUCH_WORKER = TOUCH.format(target="os.getppid()", planted=b"")
+TOUCH_SHELL = TOUCH.format(target='find("bash")', planted=b"echo() { builtin echo FORGED; }\n")
+"""A snippet at the bash tool's shell: a function planted in its input would answer the next command."""
+DENIED = [f"{name} denied" for name in ("stdin", "stdout", "memory", "environ", "stop", "kill")]
+
+INJECT = r"""
+import os
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        comm = open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        continue
+    if comm in ("bash", "sleep"):  # the shell, and the command it runs now: both write to its output
+        try:
+            out = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)
+        except PermissionError:
+            print(comm, "denied")
+        else:
+            os.write(out, b"FORGED\n")
+            print(comm, "written")
+"""
+"""A snippet run while a ``bash`` command is running (the two tools do not wait for each other) writing
+into that command's output."""
 
 ESCAPES = {"same-group": "pass", "setsid": "os.setsid()"}
 
@@ -163,10 +194,41 @@ async def test_the_end_marker_is_not_in_the_snippets_memory(box: DockerSandbox) 
 @pytest.mark.docker
 async def test_a_snippet_can_neither_stop_trace_nor_write_to_its_worker(box: DockerSandbox) -> None:
     touched = await box.run_python(TOUCH_WORKER)
-    assert touched.stdout.split("\n")[:-1] == [
-        f"{name} denied" for name in ("stop", "kill", "stdin", "stdout", "memory", "environ")
-    ]
+    assert touched.stdout.split("\n")[:-1] == DENIED
     await exactly_four(box)
+
+
+@pytest.mark.docker
+async def test_a_snippet_cannot_plant_a_command_in_the_bash_shell(box: DockerSandbox) -> None:
+    """The shell runs as a uid of its own: a snippet can neither write into its input nor stop, kill or
+    read it, so the next ``bash`` result is that command's own."""
+    assert (await box.bash("echo ready")).stdout == "ready\n"
+    touched = await box.run_python(TOUCH_SHELL)
+    assert touched.stdout.split("\n")[:-1] == DENIED, touched
+    real = await box.bash("echo real; id -u")
+    assert (real.stdout, real.exit_code) == (f"real\n{box.settings.shell_identity.split(':')[0]}\n", 0)
+
+
+@pytest.mark.docker
+async def test_a_snippet_cannot_write_into_a_running_bash_commands_output(box: DockerSandbox) -> None:
+    command = asyncio.ensure_future(box.bash("sleep 1.5; echo real"))
+    await asyncio.sleep(0.5)
+    injected = await box.run_python(INJECT)
+    assert sorted(injected.stdout.splitlines()) == ["bash denied", "sleep denied"], injected
+    assert (await command).stdout == "real\n"
+
+
+@pytest.mark.docker
+async def test_the_shell_and_the_snippets_share_the_workspace(box: DockerSandbox) -> None:
+    """Two users, one group: what either makes the other can change, and what the sandbox writes too."""
+    await box.run_python("open('by_snippet.txt', 'w').write('a')")
+    await box.write_file("by_sandbox.txt", b"b")
+    shell = await box.bash("echo c >> by_snippet.txt && echo d >> by_sandbox.txt && echo e > by_shell.txt")
+    assert shell.exit_code == 0, shell
+    names = ("by_snippet.txt", "by_sandbox.txt", "by_shell.txt")
+    code = f"open('by_shell.txt', 'a').write('f')\nprint(*(open(n).read() for n in {names!r}))"
+    seen = await box.run_python(code)
+    assert seen.stdout == "ac\n bd\n e\nf\n", seen
 
 
 @pytest.mark.docker
