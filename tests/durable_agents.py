@@ -122,6 +122,26 @@ def remote_agent(spec: AgentSpec) -> ToolCallAgent:
 AGENTS = {"record": record_agent, "approval": approval_agent, "remote": remote_agent}
 
 
+def repeat_agent(spec: AgentSpec) -> ToolCallAgent:
+    """``options["calls"]`` replies (default 2) that each call ``record`` as ``call_1`` (models reuse
+    ids), needing approval unless ``options["approval"]`` is false, then `terminate`."""
+    calls = int(spec.options.get("calls", 2))
+    approval = bool(spec.options.get("approval", True))
+    record = _recorder(Path(spec.options["effects"]), "none", needs_approval=approval)
+
+    def repeat_script(request: ModelRequest) -> object:
+        done = sum(1 for m in request.messages if m.role is Role.TOOL)
+        if done < calls:
+            return reply(f"recording {done + 1}", [ToolCall.create("call_1", "record", {"n": done + 1})])
+        return reply("done", [ToolCall.create("call_2", "terminate", {"status": "success"})])
+
+    tools = [record, Terminate()]
+    return ToolCallAgent(llm=FunctionLLM(repeat_script), tools=tools, name="repeat", max_steps=8)
+
+
+AGENTS["repeat"] = repeat_agent
+
+
 def slow_agent(spec: AgentSpec) -> ToolCallAgent:
     """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out.
     ``options["pids"]``: each call also appends its number and its process id to ``.pids`` beside."""

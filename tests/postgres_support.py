@@ -86,3 +86,12 @@ def pg_url(postgres_server: str) -> Iterator[str]:
 
     with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def either_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database URL of each kind in turn: a SQLite file, then a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url

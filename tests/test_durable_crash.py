@@ -161,15 +161,15 @@ async def test_a_call_run_after_its_approval_has_a_start_record_of_its_own_that_
     pg_url,  # noqa: F811 (the fixture)
     tmp_path,
 ):
-    """The approval agent's run records: the model call (1), then, after the pause and the decision,
-    the call's own start (2), the call (3), the model call (4), `terminate` (5). Killed right after step
-    1 the call has not started: it runs once, after its approval. Killed right after step 2 it has: the
-    worker that goes on reports it interrupted and never runs it."""
+    """The approval agent's run records: the model call (1), the parking setting at the pause (2), then,
+    after the decision, the call's own start (3), the call (4), the model call (5), `terminate` (6).
+    Killed right after step 1 the call has not started: it runs once, after its approval. Killed right
+    after step 3 it has: the worker that goes on reports it interrupted and never runs it."""
     runs = DurableRuns(pg_url)
     worker = await asyncio.to_thread(start_worker, pg_url, "wa", "--concurrency", "1", "--queue", "wa")
     outcomes = {}
     try:
-        for kill, effects_expected in ((1, ["7"]), (2, [])):
+        for kill, effects_expected in ((1, ["7"]), (3, [])):
             effects = tmp_path / f"approved-{kill}.txt"
             options = {"effects": str(effects), "kill": f"step:{kill}"}
             run_id = await runs.submit("record 7", AgentSpec(agent="approval", options=options), queue="wa")
@@ -192,11 +192,11 @@ async def test_a_call_run_after_its_approval_has_a_start_record_of_its_own_that_
             outcomes[kill] = (str(result.stop_reason), result.steps)
             assert (effects.read_text().split() if effects.exists() else []) == effects_expected, kill
             interrupted = "the run was interrupted while `record` ran" in (await runs.trace(run_id) or "")
-            assert interrupted == (kill == 2), kill
+            assert interrupted == (kill == 3), kill
     finally:
         stop_worker(worker)
         runs.close()
-    assert outcomes == {1: ("terminated", 2), 2: ("terminated", 2)}
+    assert outcomes == {1: ("terminated", 2), 3: ("terminated", 2)}
 
 
 BATCH_STEPS = 6

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import pytest
 from durable_agents import AGENTS, BATCH_TASK, TASK
 
 from agentfsm import Terminate, ToolCallAgent, tool
@@ -61,6 +62,18 @@ class ListJournal:
         index, _, _ = self._draw("event", key)
         self.places[index] = ("event", key, value)
 
+    marks: list[int | None]
+
+    async def mark_parked(self, pause: int | None) -> None:
+        self.__dict__.setdefault("marks", []).append(pause)
+
+    async def leave(self) -> NoReturn:
+        raise Left
+
+
+class Left(Exception):
+    """The execution left: the run parked."""
+
 
 class ListStep:
     def __init__(self, journal: ListJournal, name: str, index: int, found: bool, output: Any) -> None:
@@ -94,6 +107,7 @@ async def test_a_call_after_a_decision_has_a_start_record_of_its_own(tmp_path):
     kinds = [(kind, name) for kind, name, _ in journal.entries if name != "trace"]
     assert kinds == [
         ("step", "model"),
+        ("step", "park_after"),
         ("event", "pause"),
         ("recv", DECISION_TOPIC),
         ("event", "pause"),
@@ -103,6 +117,45 @@ async def test_a_call_after_a_decision_has_a_start_record_of_its_own(tmp_path):
         ("step", "tool"),
     ]
     assert (tmp_path / "effects.txt").read_text().split() == ["7"]
+
+
+async def test_a_pause_without_a_decision_parks_and_its_replay_waits_where_it_parked(tmp_path):
+    """No decision within `park_after_s`: a ``park`` step, the mark, one last look, and the execution
+    leaves. The next execution reads all of that back, clears the mark, waits instead of leaving, and
+    takes the decision; the approved call runs once."""
+    effects = tmp_path / "effects.txt"
+    spec = {"agent": "approval", "options": {"effects": str(effects)}}
+    first = ListJournal()
+    with pytest.raises(Left):
+        await durable_run(first, AGENTS, "record 7", spec, park_after_s=0.5)
+    assert [(kind, name, value) for kind, name, value in first.entries if name != "pause"] == [
+        ("step", "model", first.entries[0][2]),
+        ("step", "park_after", {"park_after_s": 0.5}),
+        ("recv", DECISION_TOPIC, None),
+        ("step", "park", True),
+        ("recv", DECISION_TOPIC, None),  # the last look, after the mark
+    ]
+    assert first.marks == [1] and not effects.exists()
+
+    second = ListJournal(recorded=first.places, decisions=[{"kind": "approve", "call_id": "c1", "pause": 1}])
+    result = await durable_run(second, AGENTS, "record 7", spec, park_after_s=60.0)
+    assert result["stop_reason"] == "terminated"
+    assert second.marks == [None]  # cleared by the execution that goes on; it did not leave again
+    assert effects.read_text().split() == ["7"]
+    # the recorded setting of the first pause rules the replay, not this worker's 60 s
+    assert second.entries[1] == ("step", "park_after", {"park_after_s": 0.5})
+
+
+async def test_a_decision_seen_in_the_last_look_keeps_the_run_on_its_worker(tmp_path):
+    """A decision sent while the run was being marked parked is taken in the last look: the run stays,
+    the mark is cleared, and nothing leaves."""
+    effects = tmp_path / "effects.txt"
+    spec = {"agent": "approval", "options": {"effects": str(effects)}}
+    journal = ListJournal(decisions=[None, {"kind": "approve", "call_id": "c1", "pause": 1}])
+    result = await durable_run(journal, AGENTS, "record 7", spec, park_after_s=0.1)
+    assert result["stop_reason"] == "terminated"
+    assert journal.marks == [1, None]
+    assert effects.read_text().split() == ["7"]
 
 
 async def test_a_start_read_back_without_its_call_s_record_is_an_interrupted_call(tmp_path):
@@ -242,6 +295,7 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
     kinds = [(kind, name) for kind, name, _ in journal.entries if name != "trace"]
     assert kinds == [
         ("step", "model"),
+        ("step", "park_after"),
         ("event", "pause"),
         *[("recv", DECISION_TOPIC), ("event", "pause")] * 2,  # the pause again, with what is left
         ("recv", DECISION_TOPIC),
@@ -252,7 +306,7 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
         ("step", "model"),
         ("step", "tool"),
     ]
-    assert journal.entries[8][2] == {"calls": ["p1", "p3"]}
+    assert journal.entries[9][2] == {"calls": ["p1", "p3"]}
     assert sorted(effects.read_text().split()) == ["1", "3"]
     pauses = [value for kind, name, value in journal.entries if name == "pause" and value is not None]
     assert [(p["pause"], [c["id"] for c in p["calls"]], p["decided"]) for p in pauses] == [

@@ -1,5 +1,6 @@
 """`agentfsm worker --poll-interval SECONDS` and `-q`: how often the worker looks at its queue (the queue's
-polling interval, as `Worker(polling_s=)` sets it), and a worker that writes only warnings and errors."""
+polling interval, as `Worker(polling_s=)` sets it), and a worker that writes only warnings and errors; and
+a worker's flag of seconds that is not seconds, refused."""
 
 from __future__ import annotations
 
@@ -27,17 +28,23 @@ def test_the_worker_parses_a_poll_interval_and_quiet():
     assert (default.poll_interval, default.quiet) == (0.2, 0)
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
-def test_a_poll_interval_that_is_not_a_positive_number_is_refused(value):
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        *(("--poll-interval", value, "a positive number of seconds") for value in ("0", "-1", "soon", "inf")),
+        *(("--park-after", value, "0 or more seconds, or never") for value in ("-1", "soon", "inf")),
+    ],
+)
+def test_a_worker_flag_that_is_not_seconds_is_refused(flag, value, expected):
     done = subprocess.run(
-        [sys.executable, "-m", "agentfsm", "worker", "--db", "sqlite:///r.db", "--poll-interval", value],
+        [sys.executable, "-m", "agentfsm", "worker", "--db", "sqlite:///r.db", flag, value],
         capture_output=True,
         text=True,
         env=ENV,
         timeout=60,
     )
     assert done.returncode == 2
-    assert f"--poll-interval: expected a positive number of seconds, got {value!r}" in done.stderr
+    assert f"{flag}: expected {expected}, got {value!r}" in done.stderr
 
 
 def _queue_polling(db: str, queue: str) -> float | None:

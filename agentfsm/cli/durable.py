@@ -93,7 +93,8 @@ def _report(status: RunStatus, as_json: bool) -> int:
         print(json.dumps(status.model_dump(mode="json"), ensure_ascii=False), flush=True)
     else:
         where = f" on {status.worker}" if status.worker and not status.ended else ""
-        at = f" (pause {status.pause})" if status.pause is not None else ""
+        parked = ", parked" if status.parked else ""
+        at = f" (pause {status.pause}{parked})" if status.pause is not None else ""
         print(f"{status.run_id}: {status.state}{at}{where}", flush=True)
         for call in status.pending_approval:
             print(f"  waits for approval: {call.id} {call.name}({call.arguments})", flush=True)
@@ -219,6 +220,7 @@ def _worker(args: argparse.Namespace) -> int:
         worker_id=args.worker_id,
         app_version=args.app_version,
         polling_s=args.poll_interval,
+        park_after_s=args.park_after,
     )
     level = log_setup.level_of(args.quiet, args.verbose)
 

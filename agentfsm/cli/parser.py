@@ -262,6 +262,14 @@ def _durable_commands(commands: Any) -> None:
         help="how often it looks for new runs on the queue (default: 0.2); longer polls the database less",
     )
     worker.add_argument(
+        "--park-after",
+        metavar="SECONDS",
+        type=_park_after,
+        default=30.0,
+        help="a run paused this long for a decision leaves its place to other runs until a decision "
+        "comes (default: 30; 0: at once; never: it keeps its place)",
+    )
+    worker.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
     _verbosity_options(worker)
@@ -531,6 +539,18 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _park_after(text: str) -> float | None:
+    if text == "never":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, or never, got {text!r}")
     return value
 
 

@@ -27,6 +27,9 @@ __all__ = ["DurableRuns", "RunStatus", "RunStatusState"]
 
 RunStatusState = Literal["queued", "running", "paused", "finished", "error", "cancelled"]
 _CANCELLED = "CancelledError: the run was cancelled"
+PARKING_WAIT_S = 5.0
+"""How long a decision waits for a run that is leaving its worker at that moment to be parked, to put
+it back on its queue (it takes milliseconds)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +53,9 @@ class RunStatus(Serializable):
     """While paused: the pause's number in the run (1, 2, ...), the one a decision is bound to."""
     decided: tuple[str, ...] = ()
     """While paused: the calls of this pause decided already (a second decision is refused)."""
+    parked: bool = False
+    """While paused: whether it has left its worker (`Worker(park_after_s=)`), holding no place there;
+    a decision puts it back on its queue."""
 
     @property
     def ended(self) -> bool:
@@ -100,6 +106,7 @@ class DurableRuns:
             ),
             pause=number if isinstance(number, int) else None,
             decided=tuple(str(call_id) for call_id in pause.get("decided", ())),
+            parked=state == "paused" and listed.status == "CANCELLED",
         )
 
     def _where(self, listed: Listed) -> tuple[RunStatusState, RunResult | None, dict[str, Any]]:
@@ -116,6 +123,10 @@ class DurableRuns:
         if status == "SUCCESS":
             result = _output(run_id, listed.output)
             return ("finished" if result.state is AgentState.FINISHED else "error"), result, {}
+        if status == "CANCELLED" and listed.parked is not None:
+            pause = self._client.event(run_id, PAUSE_EVENT)
+            if pause:
+                return "paused", None, pause
         if status == "CANCELLED":
             cancelled = StopReason.CANCELLED
             return "cancelled", _ended(run_id, cancelled, _CANCELLED), {}
@@ -143,7 +154,8 @@ class DurableRuns:
     async def cancel(self, run_id: str) -> None:
         """End the run wherever it runs: it stops at its next step (a tool call in progress ends first).
         A paused run is woken too, so its worker ends the wait for a decision now rather than at
-        the wait's end (`WAIT_S`), and the run's place on the worker is free at once."""
+        the wait's end (`WAIT_S`), and the run's place on the worker is free at once. A parked run
+        is marked cancelled, so no decision puts it back on its queue."""
         await asyncio.to_thread(self._client.cancel, run_id)
         await asyncio.to_thread(self._client.send, run_id, {"kind": WAKE, "call_id": None}, DECISION_TOPIC)
 
@@ -236,6 +248,24 @@ class DurableRuns:
         message["pause"] = status.pause
         once = f"agentfsm-decision:{run_id}:{status.pause}:{call_id}:{message.get('key') or ''}"
         await asyncio.to_thread(self._client.send, run_id, message, DECISION_TOPIC, once)
+        await self._wake(run_id)
+
+    async def _wake(self, run_id: str) -> None:
+        """Put the run back on its queue when it is parked (the decision just sent waits for it
+        there). A run seen leaving its worker at this moment (marked parked, not yet cancelled) is
+        waited for, up to `PARKING_WAIT_S`: its last look for a decision may have come just before
+        this one was sent. A run that is running or queued takes the decision itself."""
+        deadline = time.monotonic() + PARKING_WAIT_S
+        while True:
+            listed = await asyncio.to_thread(self._client.get, run_id)
+            if listed.parked is None or listed.status not in ("PENDING", "CANCELLED"):
+                return
+            if listed.status == "CANCELLED":
+                await asyncio.to_thread(self._client.wake, run_id)
+                return
+            if time.monotonic() >= deadline:  # a resumed run replaying: it clears the mark itself
+                return
+            await asyncio.sleep(0.02)
 
 
 def _output(run_id: str, output: Any) -> RunResult:

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from dbos import DBOS, DBOSClient, DBOSConfig, DBOSPortableJSONSerializer, StepReservation
@@ -41,12 +41,29 @@ from .fence import Fence
 from .run import durable_run
 from .spec import AgentFactory
 
-__all__ = ["CONNECT_TIMEOUT_S", "WORKFLOW", "Engine", "EngineClient", "Listed", "check_url", "migrate"]
+__all__ = [
+    "CANCELLED_MARK",
+    "CONNECT_TIMEOUT_S",
+    "PARKED_MARK",
+    "WORKFLOW",
+    "Engine",
+    "EngineClient",
+    "Listed",
+    "check_url",
+    "migrate",
+]
 
 WORKFLOW = "agentfsm.run"
 """The workflow's registered name: what a queue entry names (the same in every release)."""
 APP_NAME = "agentfsm"
 _ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
+PARKED_MARK = "agentfsm_parked"
+"""The workflow attribute of a parked run (`agentfsm.durable.run`): ``{"pause": N, "queue": Q}``, the
+pause it left its worker at and the queue it goes back to. DBOS sees a parked run as CANCELLED (and on
+no queue); the mark says it waits for a decision, which resumes it. None once it goes on."""
+CANCELLED_MARK = "agentfsm_cancelled"
+"""The workflow attribute `DurableRuns.cancel` sets before cancelling: a parked run so marked is cancelled,
+and no decision resumes it."""
 CONNECT_TIMEOUT_S = 5
 """Seconds a PostgreSQL server has to answer a connection before the command gives up (a
 ``connect_timeout=N`` in the URL's query sets another): DBOS's own calls wait with no limit on a
@@ -143,15 +160,27 @@ def _held_logs(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
             logger.handle(record)
 
 
+async def _outside(call: Callable[[], None]) -> None:
+    """Run `call` in a thread outside the running workflow's context: DBOS's calls made there are plain
+    database writes, not steps of the workflow (a step would be replayed, not made, on the run's next
+    execution, and would take a place among the run's own steps)."""
+    await asyncio.get_running_loop().run_in_executor(None, call)  # no context copied, unlike to_thread
+
+
 class _Journal:
     """The running workflow's steps, messages and events, as `agentfsm.durable.run.Journal`.
     With a `fence`, a step starts only while the worker's heartbeat holds (`agentfsm.durable.fence`);
-    an execution whose run another worker claimed ends there, as DBOS ends one that lost its run."""
+    an execution whose run another worker claimed ends there, as DBOS ends one that lost its run.
+    `parked`: the ids of the runs this process parked, whose cancellation DBOS logs are dropped."""
 
-    def __init__(self, run_id: str, fence: Fence | None = None) -> None:
+    def __init__(
+        self, run_id: str, queue: str, fence: Fence | None = None, parked: set[str] | None = None
+    ) -> None:
         self._run_id = run_id
+        self._queue = queue
         self._fence = fence
         self._ticket = fence.ticket() if fence is not None else 0.0
+        self._parked = parked if parked is not None else set()
 
     @property
     def run_id(self) -> str:
@@ -172,6 +201,19 @@ class _Journal:
     async def publish(self, key: str, value: Any) -> None:
         await DBOS.set_event_async(key, value)
 
+    async def mark_parked(self, pause: int | None) -> None:
+        run_id = self._run_id
+        mark = None if pause is None else {"pause": pause, "queue": self._queue}
+        await _outside(lambda: DBOS.update_workflow_attributes(run_id, {PARKED_MARK: mark}, merge=True))
+
+    async def leave(self) -> NoReturn:
+        # DBOS's own way out of an execution: the run is CANCELLED (its slot on the worker free at
+        # once), and `resume_workflows` puts it back on its queue, to be replayed from its steps.
+        run_id = self._run_id
+        self._parked.add(run_id)
+        await _outside(lambda: DBOS.cancel_workflow(run_id))
+        raise dbos_error.DBOSWorkflowCancelledError(run_id)
+
 
 class _Step:
     """A step at the id DBOS drew for it (`DBOS.reserve_step`), as `agentfsm.durable.run.Step`."""
@@ -184,6 +226,25 @@ class _Step:
     async def run(self, body: Callable[[], Awaitable[Any]]) -> Any:
         await self.journal.admit()
         return await self._reservation.run_async({"name": self.name}, body)
+
+
+class _ParkedLogs(logging.Filter):
+    """Drops what DBOS logs when an execution this process parked ends: to DBOS a parked run was
+    cancelled while it ran, and it says so in a warning and a traceback, for an end that is planned."""
+
+    def __init__(self, parked: set[str]) -> None:
+        super().__init__()
+        self.parked = parked
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, dbos_error.DBOSAwaitedWorkflowCancelledError):
+            if error.workflow_id in self.parked:
+                self.parked.discard(error.workflow_id)  # the last word of that execution
+                return False
+            return True
+        message = record.getMessage()
+        return not any(f"Workflow {run_id} was cancelled" in message for run_id in self.parked)
 
 
 class Engine:
@@ -204,6 +265,7 @@ class Engine:
         self.agents = dict(agents)
         self.fence = fence
         self._launched = False
+        self._parked = _ParkedLogs(set())
 
     async def launch(
         self,
@@ -213,8 +275,10 @@ class Engine:
         global_concurrency: int | None,
         rate_limit: tuple[int, float] | None,
         polling_s: float,
+        park_after_s: float | None = None,
     ) -> None:
-        """Start DBOS (recovering this worker id's own unfinished runs) and listen to `queue`."""
+        """Start DBOS (recovering this worker id's own unfinished runs) and listen to `queue`; a run
+        paused for `park_after_s` parks (`agentfsm.durable.run`), None: it keeps its place."""
         config: DBOSConfig = {
             "name": APP_NAME,
             "system_database_url": self.url,
@@ -230,15 +294,17 @@ class Engine:
             # statements psycopg has already prepared, instead of cycling through all 20.
             "db_engine_kwargs": {"pool_pre_ping": False, "pool_use_lifo": True},
         }
-        agents, fence = self.agents, self.fence
+        agents, fence, parked = self.agents, self.fence, self._parked.parked
         await asyncio.to_thread(migrate, self.url)  # a bad URL in one line, before DBOS is set up
 
         @DBOS.workflow(name=WORKFLOW)
         async def run(task: str, spec: dict[str, Any]) -> dict[str, Any]:
             run_id = DBOS.workflow_id
             assert run_id is not None  # inside a workflow
-            return await durable_run(_Journal(run_id, fence), agents, task, spec)
+            journal = _Journal(run_id, queue, fence, parked)
+            return await durable_run(journal, agents, task, spec, park_after_s=park_after_s)
 
+        logging.getLogger("dbos").addFilter(self._parked)
         DBOS(config=config)
         try:
             DBOS.listen_queues([queue])  # else it takes runs from every queue the database knows
@@ -254,6 +320,7 @@ class Engine:
             )
         except BaseException:
             DBOS.destroy(destroy_registry=True)
+            logging.getLogger("dbos").removeFilter(self._parked)
             raise
         self._launched = True
 
@@ -262,6 +329,7 @@ class Engine:
         if self._launched:
             self._launched = False
             await asyncio.to_thread(DBOS.destroy, destroy_registry=True)
+            logging.getLogger("dbos").removeFilter(self._parked)
             # DBOS made its thread pool the loop's default executor, and has shut it down now: the
             # loop gets a pool of its own again, or every later `asyncio.to_thread` in it fails.
             from concurrent.futures import ThreadPoolExecutor
@@ -282,6 +350,8 @@ class Listed:
     app_version: str | None
     queue: str | None
     task: str | None
+    parked: int | None = None
+    """A parked run's pause (DBOS lists it CANCELLED); None for every other run, a cancelled one too."""
 
 
 class EngineClient:
@@ -342,6 +412,15 @@ class EngineClient:
         if run_ids:
             self._dbos().resume_workflows(run_ids, queue_name=queue)
 
+    def wake(self, run_id: str) -> bool:
+        """Put the parked run `run_id` back on its queue, to go on from its steps; whether it was
+        parked (a run that is not, cancelled ones included, is left alone)."""
+        listed = self.get(run_id)
+        if listed.parked is None or listed.status != "CANCELLED" or listed.queue is None:
+            return False
+        self._dbos().resume_workflows([run_id], queue_name=listed.queue)
+        return True
+
     def event(self, run_id: str, key: str) -> Any:
         return self._dbos().get_event(run_id, key, timeout_seconds=0)
 
@@ -354,7 +433,10 @@ class EngineClient:
             raise KeyNotFoundError(f"no run {run_id!r} in {self.url}") from None
 
     def cancel(self, run_id: str) -> None:
+        """Cancel the run; marked first, so that a parked run (CANCELLED already) stays cancelled
+        whatever decision comes later."""
         self.get(run_id)  # an unknown id is an error, not a silent no-op
+        self._dbos().update_workflow_attributes(run_id, {CANCELLED_MARK: True}, merge=True)
         self._dbos().cancel_workflow(run_id)
 
 
@@ -362,6 +444,13 @@ def _listed(status: Any) -> Listed:
     inputs = status.input or {}
     args = inputs.get("args") if isinstance(inputs, dict) else None
     error = status.error
+    marks = status.attributes if isinstance(status.attributes, dict) else {}
+    mark = marks.get(PARKED_MARK)
+    pause = mark.get("pause") if isinstance(mark, dict) and not marks.get(CANCELLED_MARK) else None
+    parked = pause if isinstance(pause, int) and not isinstance(pause, bool) else None
+    queue = status.queue_name
+    if parked is not None and isinstance(mark, dict) and isinstance(mark.get("queue"), str):
+        queue = queue or mark["queue"]
     return Listed(
         run_id=status.workflow_id,
         status=str(status.status),
@@ -369,6 +458,7 @@ def _listed(status: Any) -> Listed:
         error=None if error is None else f"{type(error).__name__}: {error}",
         worker=status.executor_id,
         app_version=status.app_version,
-        queue=status.queue_name,
+        queue=queue,
         task=args[0] if args else None,
+        parked=parked,
     )

@@ -7,7 +7,7 @@ recorded output instead of running, so the agent goes through the very same
 replies, observations and transitions, and its result and trace are those of a
 run that was never interrupted. Steps not yet recorded then run for real.
 
-What is a step, and why (step layout 3, `LAYOUT`):
+What is a step, and why (step layout 5, `LAYOUT`):
 
 - each model call (``model``): its reply, or the error it raised, as data, with
   the layout that recorded it. An error comes back as the same `LLMError`
@@ -21,7 +21,9 @@ What is a step, and why (step layout 3, `LAYOUT`):
   most once, and exactly once unless the crash lands inside the call;
 - each decision on a paused run (``recv``: an approval, an answer), and the
   pause itself (an event other processes read, republished after each decision
-  while others are left). A worker has no person at hand, so `ask_human`
+  while others are left); at the first pause, the worker's `park_after_s`
+  (``park_after``), so that every replay waits and parks as that worker did;
+  and each time the run parks (``park``). A worker has no person at hand, so `ask_human`
   without a callback is a question the run pauses for (`AskHumanInput`),
   answered from any process like a tool's.
 
@@ -33,6 +35,16 @@ earlier pause, a second decision of a call decided already, or one naming no
 pause is logged and dropped. Call ids cannot bind a decision: models reuse ids
 such as ``call_1`` from one reply to the next, so a spare approval of the
 first pause would otherwise approve the next pause's call of the same id.
+
+A paused run parks: when no decision came for `park_after_s`, it leaves its
+worker (DBOS's cancellation, so its place on the worker is free for other runs)
+with a mark that says which pause it waits at. A decision sent to a parked run
+puts it back on its queue (`DurableRuns`), and a worker replays it from its
+steps up to the pause, where the decision waits for it. Parking is a ``park``
+step, then the mark, then one last look for a decision (one sent while the
+mark was being made), and only then the leave; a replay reads the step back
+and waits instead of leaving again. An agent's live resources (its MCP
+sessions, its sandbox) are built again by the replay, as after a recovery.
 
 A step's place. The engine matches a recorded step to the step a replay asks
 for by its place in the run (and its name), so two steps of one name that
@@ -83,7 +95,8 @@ names of a batch are layout 2's, but not what they mean: a layout-2 worker would
 replay a batch as calls run in turn, running again a call that ran beside the
 one a crash landed in, and this one would replay a layout-2 run of such an
 agent as a batch, reporting interrupted a call that never began. Layout 3
-bound a decision to its call's id only; layout 4 binds it to its pause. A worker
+bound a decision to its call's id only; layout 4 binds it to its pause; layout 5
+records the parking setting at the first pause and each park. A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.
@@ -95,7 +108,7 @@ import asyncio
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
 from ..errors import (
@@ -135,7 +148,7 @@ PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
 TRACE_EVENT = "trace"
 """The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
-LAYOUT = 4
+LAYOUT = 5
 """The step layout a run records and replays (see the module's docstring); in every model record."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
@@ -173,6 +186,14 @@ class Journal(Protocol):
 
     async def publish(self, key: str, value: JSON) -> None:
         """Set the run's event `key` to `value`, for other processes to read."""
+        ...
+
+    async def mark_parked(self, pause: int | None) -> None:
+        """Mark the run parked at pause number `pause` (None: not parked), outside its steps."""
+        ...
+
+    async def leave(self) -> NoReturn:
+        """End this execution of the run, leaving the run to be resumed (it is parked)."""
         ...
 
 
@@ -337,6 +358,25 @@ class _Entries:
         self.carried, self._batch = None, None
         await self.journal.publish(key, value)
 
+    async def record(self, name: str, value: JSON) -> tuple[JSON, bool]:
+        """A step `name` of the run's own bookkeeping (it carries no call's start) recording `value`:
+        the value recorded, and whether it was recorded here (else read back from an earlier run)."""
+        here = False
+
+        async def made() -> JSON:
+            nonlocal here
+            here = True
+            return value
+
+        self.carried, self._batch = None, None
+        return await self.journal.reserve(name).run(made), here
+
+    async def mark_parked(self, pause: int | None) -> None:
+        await self.journal.mark_parked(pause)
+
+    async def leave(self) -> NoReturn:
+        await self.journal.leave()
+
 
 def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
     """Make `agent`'s model calls and tool calls steps of `entries`, and its run's id the run's; its
@@ -379,12 +419,18 @@ def _refused(run_id: str, error: str) -> RunResult:
 
 
 async def durable_run(
-    journal: Journal, agents: Mapping[str, AgentFactory], task: str, spec: Mapping[str, Any]
+    journal: Journal,
+    agents: Mapping[str, AgentFactory],
+    task: str,
+    spec: Mapping[str, Any],
+    *,
+    park_after_s: float | None = None,
 ) -> dict[str, Any]:
     """The workflow's body: build the agent from `spec`, run `task` to its end, pauses included.
 
     Returns the `RunResult` as JSON. A pause publishes what it waits for and waits for
-    decisions sent from any process (`DurableRuns.approve`, `DurableRuns.answer`).
+    decisions sent from any process (`DurableRuns.approve`, `DurableRuns.answer`); with
+    `park_after_s`, a pause that got none for that long parks the run.
     """
     try:
         declared = AgentSpec.from_json(spec)
@@ -407,8 +453,11 @@ async def durable_run(
         pause = 0
         while result.paused:
             pause += 1
+            if pause == 1:  # the setting of the worker that paused it first, whoever replays it
+                recorded, _ = await entries.record("park_after", {"park_after_s": park_after_s})
+                park_after_s = recorded["park_after_s"]
             await entries.publish(PAUSE_EVENT, _pause(pause, agent))
-            await _decided(agent, entries, pause)
+            await _decided(agent, entries, pause, park_after_s)
             await entries.publish(PAUSE_EVENT, None)
             result = await agent.resume(trace=trace)
         if model.foreign_layout is None:  # else the recorded entries that follow are another layout's
@@ -451,13 +500,13 @@ def _waiting(agent: ToolCallAgent) -> set[str]:
     return {call.id for call in agent.pending_approval} | {call.id for call, _ in agent.pending_input}
 
 
-async def _decided(agent: ToolCallAgent, journal: _Entries, pause: int) -> None:
+async def _decided(agent: ToolCallAgent, journal: _Entries, pause: int, park_after_s: float | None) -> None:
     """Wait for the decisions of pause number `pause` until nothing it waits for is left undecided,
     republishing the pause after each one that leaves some. A decision that does not apply (another
     pause's, an unknown call, one decided already) is logged and dropped: a replay drops it too."""
     asked, decided = _waiting(agent), list[str]()
     while agent.pending_approval or agent.pending_input:
-        message = await journal.receive(DECISION_TOPIC, WAIT_S)
+        message = await _next_decision(journal, pause, park_after_s)
         if message is None or (isinstance(message, dict) and message.get("kind") == WAKE):
             continue  # a cancelled run's next receive sees its cancellation and ends it
         try:
@@ -479,6 +528,26 @@ async def _decided(agent: ToolCallAgent, journal: _Entries, pause: int) -> None:
         decided = [call_id for call_id in asked if call_id not in left]
         if left:
             await journal.publish(PAUSE_EVENT, _pause(pause, agent, sorted(decided)))
+
+
+async def _next_decision(journal: _Entries, pause: int, park_after_s: float | None) -> JSON:
+    """The next message on the decision topic (None: none came). With `park_after_s`, a wait that got
+    none for that long parks the run (the module's docstring): this execution ends there, and the
+    one that resumes it, reading the ``park`` step back, goes on waiting."""
+    if park_after_s is None:
+        return await journal.receive(DECISION_TOPIC, WAIT_S)
+    message = await journal.receive(DECISION_TOPIC, park_after_s)
+    if message is not None:
+        return message
+    _, here = await journal.record("park", True)
+    if here:
+        await journal.mark_parked(pause)
+    message = await journal.receive(DECISION_TOPIC, 0)  # one sent before the mark was seen
+    if message is None and here:
+        event("durable_run_parked", run_id=journal.run_id, pause=pause, after_s=park_after_s)
+        await journal.leave()
+    await journal.mark_parked(None)
+    return message
 
 
 def _apply(agent: ToolCallAgent, message: Mapping[str, Any]) -> None:

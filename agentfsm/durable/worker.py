@@ -1,7 +1,8 @@
 """`Worker`: runs durable runs from a queue, beats, and finishes the runs of workers that died.
 
 A worker is a DBOS executor (`agentfsm.durable.engine`) with a name (its worker
-id) listening to one queue, at most `concurrency` runs at a time. When it
+id) listening to one queue, at most `concurrency` runs at a time (a run paused
+for longer than `park_after_s` leaves its place: `agentfsm.durable.run`). When it
 starts, DBOS recovers the unfinished runs of its own id (a restarted worker
 with the same id goes on with them at once). Every `heartbeat_s` it counts up
 its heartbeat (`agentfsm.durable.heartbeat`) and looks at the others': a worker
@@ -54,9 +55,11 @@ from .heartbeat import Beat, Heartbeats
 from .run import LAYOUT
 from .spec import AgentFactory
 
-__all__ = ["DEFAULT_QUEUE", "Worker", "default_app_version"]
+__all__ = ["DEFAULT_QUEUE", "PARK_AFTER_S", "Worker", "default_app_version"]
 
 DEFAULT_QUEUE = "agentfsm"
+PARK_AFTER_S = 30.0
+"""Seconds a paused run waits on its worker for a decision before it parks, freeing its place."""
 
 
 def default_app_version() -> str:
@@ -78,7 +81,9 @@ class Worker:
 
     `concurrency`: runs at a time on this worker (DBOS's ``worker_concurrency``);
     `global_concurrency`: across all workers of the queue; `rate_limit`: ``(n, seconds)``,
-    at most n runs started per that many seconds on the queue. `worker_id` names it
+    at most n runs started per that many seconds on the queue; `park_after_s`: how long a paused run
+    waits here for a decision before it parks, leaving its place to other runs until a decision puts
+    it back on the queue (None: it keeps its place while it waits). `worker_id` names it
     (default: host and process id); `app_version` is the version its runs are continued by.
     Use it as ``async with Worker(...):`` around the work, or `await worker.serve()`.
     """
@@ -97,6 +102,7 @@ class Worker:
         heartbeat_s: float = 1.0,
         dead_after_s: float = 5.0,
         polling_s: float = 0.2,
+        park_after_s: float | None = PARK_AFTER_S,
     ) -> None:
         for name, value in (("concurrency", concurrency), ("global_concurrency", global_concurrency)):
             if value is not None and value < 1:
@@ -111,6 +117,11 @@ class Worker:
             )
         if not agents:
             raise WrongValueError("a Worker needs at least one agent factory in `agents`")
+        if park_after_s is not None and not park_after_s >= 0:
+            raise WrongValueError(
+                f"`park_after_s` must be 0 or more seconds (or None: a paused run keeps its place), "
+                f"got {park_after_s!r}"
+            )
         self.db = check_url(db)
         self.queue = queue
         self.concurrency = concurrency
@@ -121,6 +132,7 @@ class Worker:
         self.heartbeat_s = heartbeat_s
         self.dead_after_s = dead_after_s
         self.polling_s = polling_s
+        self.park_after_s = park_after_s
         self.taken_over: list[str] = []
         """Ids of the runs this worker put back on the queue after their worker died."""
         self._fence = Fence(dead_after_s / 2)
@@ -155,6 +167,7 @@ class Worker:
             global_concurrency=self.global_concurrency,
             rate_limit=self.rate_limit,
             polling_s=self.polling_s,
+            park_after_s=self.park_after_s,
         )
         try:
             self._heartbeats = await asyncio.to_thread(Heartbeats, self.db)

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from postgres_support import pg_url, postgres_server  # noqa: F401 (fixtures)
+from durable_agents import repeat_agent
+from postgres_support import either_db, pg_url, postgres_server  # noqa: F401 (fixtures)
 
-from agentfsm import AskHuman, Terminate, ToolCallAgent, tool
+from agentfsm import AskHuman, Terminate, ToolCallAgent
 from agentfsm.durable import AgentSpec, DurableRuns, RunStatus, Worker
 from agentfsm.durable.engine import EngineClient
 from agentfsm.durable.run import DECISION_TOPIC
@@ -25,26 +26,6 @@ from agentfsm.messages import Role, ToolCall
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def twice_agent(spec: AgentSpec) -> ToolCallAgent:
-    """Two replies that each call ``record`` as ``call_1`` (needs approval), then `terminate`."""
-    effects = Path(spec.options["effects"])
-
-    @tool(needs_approval=True)
-    def record(n: int) -> str:
-        """Append `n` to the effects file: the side effect nobody may cause unapproved."""
-        with open(effects, "a") as out:
-            out.write(f"{n}\n")
-        return f"recorded {n}"
-
-    def script(request: ModelRequest) -> object:
-        done = sum(1 for m in request.messages if m.role is Role.TOOL)
-        if done < 2:
-            return reply(f"recording {done + 1}", [ToolCall.create("call_1", "record", {"n": done + 1})])
-        return reply("done", [ToolCall.create("call_2", "terminate", {"status": "success"})])
-
-    return ToolCallAgent(llm=FunctionLLM(script), tools=[record, Terminate()], name="twice", max_steps=6)
 
 
 def two_questions_agent(spec: AgentSpec) -> ToolCallAgent:
@@ -60,15 +41,13 @@ def two_questions_agent(spec: AgentSpec) -> ToolCallAgent:
     return ToolCallAgent(llm=FunctionLLM(script), tools=[AskHuman(), Terminate()], name="asks", max_steps=6)
 
 
-AGENTS = {"twice": twice_agent, "asks": two_questions_agent}
+AGENTS = {"twice": repeat_agent, "asks": two_questions_agent}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    url: str = request.getfixturevalue("pg_url")
-    return url
+@pytest.fixture
+def db(either_db: str) -> str:  # noqa: F811 (the fixture)
+    """SQLite, then PostgreSQL."""
+    return either_db
 
 
 @pytest.fixture
