@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from agentfsm import LLMResponse, Terminate, ToolCallAgent, tool
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
@@ -118,6 +118,12 @@ class _MemoryJournal:
 
     async def publish(self, key: str, value: Any) -> None:
         return None
+
+    async def mark_parked(self, pause: int | None) -> None:
+        return None
+
+    async def leave(self) -> NoReturn:
+        raise RuntimeError("a run on the memory journal never parks: it does not pause")
 
 
 def _bare_workflow(times: list[float], count: int) -> Callable[[], Coroutine[Any, Any, None]]:
