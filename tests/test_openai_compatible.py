@@ -11,6 +11,7 @@ fresh process imports.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from agentfsm.model.encoding import (
     request_tokens,
     tokenizer,
 )
-from agentfsm.model.openai_compatible import DEFAULT_API_BASE, provider_fields
+from agentfsm.model.openai_compatible import DEFAULT_API_BASE, YIELD_EVERY_LINES, provider_fields
 from agentfsm.model.tokens import TokenCounter
 
 pytestmark = pytest.mark.http
@@ -248,6 +249,53 @@ async def test_an_agent_runs_to_terminate(server: Server) -> None:
     result = await ToolCallAgent(llm=native(server.base_url)).run("stop")
     assert (result.state, result.stop_reason) == (AgentState.FINISHED, StopReason.TERMINATED)
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd) == (11, 3, None)
+
+
+async def test_a_buffered_stream_gives_the_loop_a_turn_every_few_lines(server: Server) -> None:
+    """A stream the server sent in one piece is read from the buffer with no wait at all: the other
+    tasks of the loop (a ticker here) still get a turn every `YIELD_EVERY_LINES` lines, not once per
+    read of the socket (about a thousand deltas a read before)."""
+    deltas = 5000
+
+    def chunk(choices: list[Any], **more: Any) -> bytes:
+        body = {"id": "c", "object": "chat.completion.chunk", "model": "served-model", "choices": choices}
+        return b"data: " + json.dumps({**body, **more}).encode() + b"\n\n"
+
+    piece = chunk([{"index": 0, "delta": {"content": "a"}, "finish_reason": None}])
+    stream = (
+        piece * deltas + chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]) + b"data: [DONE]\n\n"
+    )
+    server.answers.append(lambda: web.Response(body=stream, content_type="text/event-stream"))
+    ticks, seen, runs = 0, 0, [0]
+
+    class Counting:
+        def text(self, piece: str, attempt: int) -> None:
+            nonlocal seen
+            seen += 1
+            runs[-1] += 1
+
+        def tool_call(
+            self, index: int, call_id: str | None, name: str | None, arguments: str, attempt: int
+        ) -> None:
+            raise AssertionError("no tool calls in this stream")
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+            runs.append(0)  # the deltas read before the ticker's next turn
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        reply = await native(server.base_url, stream=True).ask_tool(
+            [Message.user_message("go")], sink=Counting()
+        )
+    finally:
+        ticking.cancel()
+    assert reply.content == "a" * deltas and seen == deltas
+    assert max(runs) <= YIELD_EVERY_LINES, f"{max(runs)} deltas in a row without a turn for the loop"
+    assert ticks >= deltas // YIELD_EVERY_LINES
 
 
 # -- the price -----------------------------------------------------------------
