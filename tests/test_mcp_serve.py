@@ -195,7 +195,7 @@ async def test_on_2026_07_28_the_call_answers_input_required_and_the_retry_resum
         again = await session.call_tool(
             "run_agent", {"task": "finish"}, input_responses=answers, request_state=paused.request_state
         )
-        assert again.is_error and "the run paused for approval is gone" in _text(again)
+        assert again.is_error and "the paused run is gone" in _text(again)
         with pytest.raises(MCPError, match="Invalid or expired requestState"):  # sealed: no forgery
             await session.call_tool("run_agent", {"task": "finish"}, request_state="forged")
     assert len(llmock.requests) == 1  # the retry resumed the run: the model was not asked again

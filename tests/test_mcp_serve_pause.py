@@ -86,7 +86,7 @@ async def _unused(context: Any, params: Any) -> ElicitResult:
     raise AssertionError("the client was asked, though it drives the retry itself")
 
 
-EXPIRED = f"a run paused for approval got no answer within {TIMEOUT:g} s; cancelled"
+EXPIRED = f"a paused run got no answer within {TIMEOUT:g} s; cancelled"
 
 
 async def test_on_2026_07_28_an_unanswered_pause_ends_at_its_timeout_with_no_other_call(

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float,
         default=600.0,
         metavar="SECONDS",
-        help="seconds a run paused for the client's approval waits for the answer; then it is "
+        help="seconds a run paused for the client's approval or answer waits for it; then it is "
         "cancelled and its agent released (default: 600)",
     )
     serve.add_argument(

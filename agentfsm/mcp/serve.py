@@ -9,20 +9,23 @@ that names it and the fix, and the output schema is `RunResult`'s own (pydantic'
 the dataclass, which `MCPServer`'s derivation from a return annotation refuses).
 
 Each call is its own run on an agent of its own (built by the `AgentFactory` the command line
-gives), so concurrent calls share no memory. A call that needs approval is asked of the
-client as an elicitation, in the way its revision has:
+gives), so concurrent calls share no memory. A call that needs approval, and a question one of
+the agent's tools asks (an MCP server's own elicitation, `ask_human` for input), are asked of the
+client as elicitations, in the way its revision has:
 
-- 2025 (handshake): the run's `approver` sends ``elicitation/create`` over the session, mid-call,
-  and the run goes on with the answer.
-- 2026-07-28: a server cannot send requests, so the run pauses (no approver: `run()` returns
-  paused in AWAITING_APPROVAL) and the call answers ``input_required``, one elicitation per call
-  waiting; the client retries the call with the answers and the `requestState`, and the paused
-  run resumes with them. The paused agent stays in this process for `pause_timeout` seconds,
-  the `requestState`'s lifetime, keyed by a random token the SDK seals (encrypted, bound to
-  this tool and these arguments) so a client can neither read nor forge it.
+- 2025 (handshake): the run's `approver` and `input_handler` send ``elicitation/create`` over the
+  session, mid-call, and the run goes on with the answer.
+- 2026-07-28: a server cannot send requests, so the run pauses (neither: `run()` returns paused
+  in AWAITING_APPROVAL or AWAITING_INPUT) and the call answers ``input_required``, one
+  elicitation per call waiting or question unanswered; the client retries the call with the
+  answers and the `requestState`, and the paused run resumes with them. The paused agent stays
+  in this process for `pause_timeout` seconds, the `requestState`'s lifetime, keyed by a random
+  token the SDK seals (encrypted, bound to this tool and these arguments) so a client can
+  neither read nor forge it.
 
 A client that declares no elicitation support, or declines, cancels or fails to answer,
-gets the call rejected; the model reads why in the call's observation. A client that never
+gets the call rejected (a question: declined, or cancelled when it cannot be asked); the
+model reads why in the call's observation. A run paused with nothing to ask is cancelled. A client that never
 answers holds nothing for longer than `pause_timeout`: each pause has a timer of its own (not
 the next call's arrival, which may never come), and at its end the run is cancelled and its
 agent released (its MCP servers, sandbox and browser closed). On 2025 the call then answers
@@ -38,7 +41,7 @@ import logging
 import secrets
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import ConfigError, MissingExtraError, PauseRun, WrongValueError
 from ..log import event
 from ..messages import ToolCall
+from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Decision
 
@@ -55,8 +59,10 @@ if TYPE_CHECKING:
     from mcp.types import (
         CallToolRequestParams,
         CallToolResult,
+        CreateMessageRequest,
         ElicitRequest,
         InputRequiredResult,
+        ListRootsRequest,
         ListToolsResult,
         PaginatedRequestParams,
     )
@@ -69,7 +75,7 @@ SERVER_NAME = "agentfsm"
 MODERN = "2026-07-28"
 """The first revision that elicits through ``input_required`` results."""
 PAUSE_TIMEOUT = 600.0
-"""Seconds a run paused for approval waits for the client's answer (on 2026-07-28 its retry, and
+"""Seconds a run paused for approval or input waits for the client's answer (on 2026-07-28 its retry, and
 the `requestState`'s TTL); then the run is cancelled and its agent released."""
 
 Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
@@ -80,9 +86,13 @@ class ServedAgent(Protocol):
     """What the server drives of an agent (`ToolCallAgent` is one)."""
 
     approver: Approver | None
+    input_handler: InputHandler | None
 
     @property
     def pending_approval(self) -> list[ToolCall]: ...
+
+    @property
+    def pending_input(self) -> list[tuple[ToolCall, Question]]: ...
 
     async def run(self, request: str) -> RunResult: ...
 
@@ -93,6 +103,15 @@ class ServedAgent(Protocol):
     def approve(self, call_id: str | None = None) -> object: ...
 
     def reject(self, call_id: str | None = None, reason: str | None = None) -> object: ...
+
+    def answer(
+        self,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> object: ...
 
 
 AgentFactory = Callable[[str, int | None], ServedAgent]
@@ -120,7 +139,7 @@ class AgentServer:
 
     Serve it with `serve_stdio()` or `serve_http(host, port)`; `aclose()` (done by both on
     their way out) ends the runs still paused for an answer. `pause_timeout`: the seconds a run
-    paused for approval waits for the client's answer before it is cancelled.
+    paused for approval or input waits for the client's answer before it is cancelled.
     """
 
     def __init__(
@@ -233,7 +252,8 @@ class AgentServer:
             title="Run an agentfsm agent",
             description=(
                 "Run an agent on a task to its end and return its RunResult (state, stop_reason, steps, "
-                "output, error, usage). Calls that need approval are asked of you as elicitations."
+                "output, error, usage). Calls that need approval, and the questions the agent's tools "
+                "ask, are asked of you as elicitations."
             ),
             input_schema=self.input_schema(),
             output_schema=_output_schema(),
@@ -268,13 +288,13 @@ class AgentServer:
     ) -> CallToolResult | InputRequiredResult:
         if params.name != TOOL:
             return _refusal(f"unknown tool {params.name!r}: this server has one tool, `{TOOL}`")
-        if params.request_state is not None:  # a 2026-07-28 retry, answering the approvals
+        if params.request_state is not None:  # a 2026-07-28 retry, answering the pause
             entry = self._paused.pop(params.request_state, None)
             if entry is not None:
                 entry.timer.cancel()
             else:
                 return _refusal(
-                    f"the run paused for approval is gone (it waits {self.pause_timeout:g} s, and only in "
+                    f"the paused run is gone (it waits {self.pause_timeout:g} s, and only in "
                     f"the server process that paused it): call `{TOOL}` again"
                 )
             _apply_answers(entry.agent, params.input_responses or {})
@@ -287,7 +307,7 @@ class AgentServer:
             agent = self.factory(request.agent, request.max_steps)
         except ValueError as exc:  # ConfigError: this agent cannot be built from the configuration
             return _refusal(f"cannot build the {request.agent} agent: {exc}")
-        agent.approver = _approver_for(ctx, self.pause_timeout)
+        agent.approver, agent.input_handler = _handlers_for(ctx, self.pause_timeout)
         return await self._drive(agent, agent.run(request.task))
 
     def _parse(self, arguments: Mapping[str, Any]) -> _Request:
@@ -321,28 +341,34 @@ class AgentServer:
     async def _drive(
         self, agent: ServedAgent, running: Awaitable[RunResult]
     ) -> CallToolResult | InputRequiredResult:
-        """Await the run; a pause for approval becomes ``input_required`` (the agent kept, until
-        the retry or its timer), any other end the RunResult (the agent released). A 2025 run
-        whose approval got no answer in time is cancelled, and its result is the call's."""
+        """Await the run; a pause becomes ``input_required`` (the agent kept, until the retry or its
+        timer), any other end the RunResult (the agent released). A 2025 run whose approval or
+        question got no answer in time is cancelled, and its result is the call's; so is a paused
+        run with nothing to ask (a pause of the agent's own), which no retry could go on with."""
         from mcp.types import InputRequiredResult
 
         kept = False
         try:
             result = await running
-            approver = agent.approver
-            if result.paused and isinstance(approver, _OverTheSession) and approver.expired:
+            if not result.paused:
+                return _result(result)
+            session = agent.approver
+            if isinstance(session, _OverTheSession) and session.expired:
                 self._expired()
                 return _result(await agent.cancel())
-            waiting = agent.pending_approval if result.paused else []
-            if waiting:
-                token = secrets.token_urlsafe(18)
-                timer = asyncio.get_running_loop().call_later(self.pause_timeout, self._expire, token)
-                self._paused[token] = _Paused(agent, timer)
-                kept = True
-                return InputRequiredResult(
-                    input_requests={call.id: _question(call) for call in waiting}, request_state=token
+            asked = _asked(agent)
+            if not asked:  # nothing the client could answer: it would wait for ever
+                event(
+                    "mcp_serve_pause_unanswerable",
+                    level=logging.WARNING,
+                    message=f"a run paused ({result.stop_reason}) with nothing to ask the client; cancelled",
                 )
-            return _result(result)
+                return _result(await agent.cancel())
+            token = secrets.token_urlsafe(18)
+            timer = asyncio.get_running_loop().call_later(self.pause_timeout, self._expire, token)
+            self._paused[token] = _Paused(agent, timer)
+            kept = True
+            return InputRequiredResult(input_requests=asked, request_state=token)
         finally:
             if not kept:
                 await _close(agent)
@@ -362,7 +388,7 @@ class AgentServer:
         event(
             "mcp_serve_pause_expired",
             level=logging.INFO,
-            message=f"a run paused for approval got no answer within {self.pause_timeout:g} s; cancelled",
+            message=f"a paused run got no answer within {self.pause_timeout:g} s; cancelled",
         )
 
 
@@ -389,12 +415,41 @@ def _message(call: ToolCall) -> str:
     return f"The agent asks to call `{call.name}` with arguments {call.arguments}. Approve this call?"
 
 
-def _question(call: ToolCall) -> ElicitRequest:
+def _approval(call: ToolCall) -> ElicitRequest:
     from mcp.types import ElicitRequest, ElicitRequestFormParams
 
     return ElicitRequest(
         params=ElicitRequestFormParams(message=_message(call), requested_schema=_approval_schema())
     )
+
+
+def _question(call: ToolCall, question: Question) -> ElicitRequest:
+    """A tool's question as the client is asked it: its form, or the page to open."""
+    from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams
+
+    if question.url is not None:
+        return ElicitRequest(
+            params=ElicitRequestURLParams(
+                message=question.message, url=question.url, elicitation_id=_question_key(call, question)
+            )
+        )
+    schema = question.schema or {"type": "object", "properties": {}}
+    return ElicitRequest(params=ElicitRequestFormParams(message=question.message, requested_schema=schema))
+
+
+def _question_key(call: ToolCall, question: Question) -> str:
+    """The key of a question among a pause's ``input_requests`` (an approval's is its call's id)."""
+    return f"{call.id}/{question.key}"
+
+
+def _asked(agent: ServedAgent) -> dict[str, ElicitRequest | CreateMessageRequest | ListRootsRequest]:
+    """What the paused run waits for, as elicitations keyed for the client's retry: each call
+    waiting for approval, or each question unanswered (a run waits for one or the other)."""
+    asked: dict[str, ElicitRequest | CreateMessageRequest | ListRootsRequest]
+    asked = {call.id: _approval(call) for call in agent.pending_approval}
+    for call, question in agent.pending_input:
+        asked[_question_key(call, question)] = _question(call, question)
+    return asked
 
 
 def _decision(answer: Any) -> Decision:
@@ -416,6 +471,18 @@ def _decision(answer: Any) -> Decision:
     return Decision.reject(reason if isinstance(reason, str) and reason.strip() else None)
 
 
+def _answer(answer: Any) -> Answer:
+    """The client's answer to one question, as an `Answer`: an accepted form's fields, or the
+    client's decline or cancel; no answer at all is a cancel."""
+    from mcp.types import ElicitResult
+
+    if not isinstance(answer, ElicitResult):
+        return Answer.cancel()
+    if answer.action == "accept":
+        return Answer.accept(dict(answer.content or {}))
+    return Answer.decline() if answer.action == "decline" else Answer.cancel()
+
+
 def _apply_answers(agent: ServedAgent, answers: Mapping[str, Any]) -> None:
     for call in agent.pending_approval:
         decision = _decision(answers.get(call.id))
@@ -423,43 +490,87 @@ def _apply_answers(agent: ServedAgent, answers: Mapping[str, Any]) -> None:
             agent.approve(call.id)
         else:
             agent.reject(call.id, decision.reason)
+    for call, question in agent.pending_input:
+        given = _answer(answers.get(_question_key(call, question)))
+        agent.answer(call.id, given.content, action=given.action, key=question.key)
 
 
-def _approver_for(ctx: ServerRequestContext[Any, Any], timeout: float) -> Approver | None:
-    """How this call's approvals are asked: None (pause, then ``input_required``) on
-    2026-07-28; over the session on the handshake revisions, within `timeout` seconds a
-    pause; refused when the client declared no form elicitation."""
+def _handlers_for(
+    ctx: ServerRequestContext[Any, Any], timeout: float
+) -> tuple[Approver | None, InputHandler | None]:
+    """How this call's approvals and questions are asked: neither (pause, then ``input_required``)
+    on 2026-07-28; over the session on the handshake revisions, within `timeout` seconds a pause;
+    refused (approvals) and cancelled (questions) when the client declared no elicitation of the
+    kind asked."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
-        return _refuse_all
+    if elicitation is None:
+        return _refuse_all, _cancel_all
     if _is_modern(ctx.protocol_version):
-        return None
-    return _OverTheSession(ctx, timeout)
+        return None, None
+    session = _OverTheSession(ctx, timeout, form=elicitation.form is not None or elicitation.url is None)
+    return (session if session.form else _refuse_all), session.ask
 
 
 class _OverTheSession:
-    """A 2025 call's approver: each waiting call asked with ``elicitation/create`` over the
-    session, mid-call. The answers to one pause come within `timeout` seconds or not at all: then
-    the questions are withdrawn, the run pauses (`expired` set), and the server cancels it, since
-    a client that does not answer would otherwise hold the run and its agent for ever."""
+    """A 2025 call's approver (called with the waiting calls) and input handler (`ask`): each
+    waiting call, and each question, asked with ``elicitation/create`` over the session, mid-call.
+    The answers to one pause come within `timeout` seconds or not at all: then the question is
+    withdrawn, the run pauses (`expired` set), and the server cancels it, since a client that
+    does not answer would otherwise hold the run and its agent for ever. `form`: whether the
+    client takes forms (else only pages to open: a form question is cancelled, unasked)."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], timeout: float) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], timeout: float, *, form: bool) -> None:
         self.session, self.request_id, self.timeout = ctx.session, ctx.request_id, timeout
+        self.form = form
         self.expired = False
 
     async def __call__(self, calls: Sequence[ToolCall]) -> list[Decision]:
+        async with self._deadline(StopReason.AWAITING_APPROVAL, "the approval"):
+            return [await self._approval(call) for call in calls]
+
+    async def ask(self, call: ToolCall, question: Question) -> Answer:
+        """One question of a tool call: the client's answer (a cancel when it cannot be asked)."""
+        if question.url is None and not self.form:
+            return Answer.cancel()
+        async with self._deadline(StopReason.AWAITING_INPUT, f"the question {question.message!r}"):
+            try:
+                if question.url is not None:
+                    answer = await self.session.elicit_url(
+                        question.message,
+                        question.url,
+                        _question_key(call, question),
+                        related_request_id=self.request_id,
+                    )
+                else:
+                    schema: Any = question.schema or {"type": "object", "properties": {}}
+                    answer = await self.session.elicit_form(
+                        question.message, schema, related_request_id=self.request_id
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the client refused or failed the request: no answer
+                event(
+                    "mcp_serve_question_failed",
+                    level=logging.INFO,
+                    message=f"the MCP client could not answer {question.message!r}: {exc}",
+                )
+                return Answer.cancel()
+        return _answer(answer)
+
+    @contextlib.asynccontextmanager
+    async def _deadline(self, reason: StopReason, what: str) -> AsyncIterator[None]:
+        """The pause's questions answered within `timeout` seconds, or the run pauses, expired."""
         try:
             async with asyncio.timeout(self.timeout):
-                return [await self._ask(call) for call in calls]
+                yield
         except TimeoutError:
             self.expired = True
             raise PauseRun(
-                StopReason.AWAITING_APPROVAL.value,
-                f"the MCP client gave no answer to the approval within {self.timeout:g} s",
+                reason.value, f"the MCP client gave no answer to {what} within {self.timeout:g} s"
             ) from None
 
-    async def _ask(self, call: ToolCall) -> Decision:
+    async def _approval(self, call: ToolCall) -> Decision:
         try:
             answer = await self.session.elicit_form(
                 _message(call), _approval_schema(), related_request_id=self.request_id
@@ -472,6 +583,11 @@ class _OverTheSession:
 async def _refuse_all(calls: Sequence[ToolCall]) -> list[Decision]:
     why = "the MCP client cannot answer approvals (it declared no form elicitation support)"
     return [Decision.reject(why) for _ in calls]
+
+
+async def _cancel_all(call: ToolCall, question: Question) -> Answer:
+    """A question the client cannot be asked (it declared no elicitation support): cancelled."""
+    return Answer.cancel()
 
 
 def _is_modern(version: str | None) -> bool:
