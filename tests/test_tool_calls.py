@@ -23,7 +23,7 @@ from agentfsm import (
     ToolResult,
     tool,
 )
-from agentfsm.errors import ToolSetupError
+from agentfsm.errors import ArgumentError, ToolSetupError
 from agentfsm.testing import ScriptedLLM, reply
 
 TERMINATE = reply(tool_calls=[("terminate", {"status": "success"})])
@@ -96,6 +96,36 @@ async def test_json_schema_tools_are_validated_before_execute():
     assert ran == []
     agent = await run_one_call(box, "greet", {"who": "ann"})
     assert observations(agent)[0] == "Observed output of cmd `greet` executed:\nhello ann"
+
+
+def test_a_schema_is_checked_once_for_every_tool_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents build `terminate` afresh for each run: its schema is checked against the metaschema
+    (0.4 ms) once, not once a run; a schema that is no JSON schema is refused every time."""
+    from jsonschema import SchemaError
+    from jsonschema.validators import Draft202012Validator
+
+    checked: list[object] = []
+    check = Draft202012Validator.check_schema
+    monkeypatch.setattr(
+        Draft202012Validator,
+        "check_schema",
+        classmethod(lambda cls, schema: checked.append(schema) or check(schema)),
+    )
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "$comment": "test_tool_calls"}
+    first, second = (
+        Tool(name="a", description="a", parameters=schema),
+        Tool(name="b", description="b", parameters=dict(schema)),
+    )
+    assert first.validate({"n": 1}) == {"n": 1}
+    assert second.validate({"n": 2}) == {"n": 2}
+    with pytest.raises(ArgumentError, match="'x' is not of type 'integer'"):
+        second.validate({"n": "x"})
+    assert len(checked) == 1
+    broken = {"type": "object", "properties": {"n": {"type": 7}}}
+    for _ in range(2):
+        with pytest.raises(SchemaError):
+            Tool(name="c", description="c", parameters=broken).validate({})
+    assert len(checked) == 3
 
 
 async def test_tool_result_error_and_empty_output():
