@@ -211,6 +211,26 @@ async def test_a_paused_agent_refuses_a_new_run_and_reset_until_resumed_or_cance
     assert agent.state is AgentState.IDLE
 
 
+async def test_a_paused_run_resumed_into_the_same_memory_trace_replays(tmp_path):
+    from agentfsm.recording.trace import MemoryTrace
+
+    memory = MemoryTrace()
+    agent, _ = build(DELETE_TWO, TERMINATE)
+    seen = []
+    agent.on_transition(seen.append)
+    await agent.run("clean", trace=memory)
+    at_pause = memory.text
+    agent.approve("call_1", arguments={"path": "z"})
+    agent.reject("call_2", "no")
+    await agent.resume(trace=memory)
+    assert memory.text.startswith(at_pause) and memory.text.count('"kind": "header"') == 1
+    path = tmp_path / "run.jsonl"
+    path.write_text(memory.text)
+    replayed = await replay(path)
+    assert edges(replayed.transitions) == edges(seen)
+    assert replayed.result is not None and replayed.result.stop_reason == "terminated"
+
+
 async def test_a_paused_and_resumed_run_is_one_trace_that_replays(tmp_path):
     path = tmp_path / "run.jsonl"
     agent, deleter = build(DELETE_TWO, TERMINATE)

@@ -19,7 +19,14 @@ from agentfsm.cli import config
 from agentfsm.errors import TokenLimitExceeded
 from agentfsm.memory import Memory
 from agentfsm.messages import Message
-from agentfsm.recording.trace import TRACE_SCHEMA, TraceError, TraceWriter, _Numbering, read_trace
+from agentfsm.recording.trace import (
+    TRACE_SCHEMA,
+    MemoryTrace,
+    TraceError,
+    TraceWriter,
+    _Numbering,
+    read_trace,
+)
 from agentfsm.run.events import LLMCall, Transition
 from agentfsm.testing import ScriptedLLM, reply
 
@@ -90,6 +97,25 @@ async def test_replay_reproduces_transitions_and_result(toolbox, tmp_path, name)
     assert edges(replayed.transitions) == edges(original)
     assert replayed.result is not None and fields(replayed.result) == fields(result)
     assert result.stop_reason == EXPECTED.get(name, name)
+
+
+@pytest.mark.parametrize("name", ["terminated", "tool_error", "token_limit"])
+async def test_a_trace_in_memory_is_the_file_a_trace_to_disk_would_be(toolbox, tmp_path, name):
+    on_disk = tmp_path / "run.jsonl"
+    await traced_run(toolbox, on_disk, name)
+    memory = MemoryTrace()
+    _, original, result = await traced_run(toolbox, memory, name)
+    assert str(memory) == "<trace in memory>" and not list(tmp_path.glob("*.tmp"))
+
+    def kinds(text: str) -> list[tuple[str, object]]:
+        return [(r["kind"], r.get("dest") or r.get("name")) for r in map(json.loads, text.splitlines())]
+
+    assert kinds(memory.text) == kinds(on_disk.read_text())
+    written = tmp_path / "memory.jsonl"
+    written.write_text(memory.text)
+    replayed = await replay(written)
+    assert edges(replayed.transitions) == edges(original)
+    assert replayed.result is not None and fields(replayed.result) == fields(result)
 
 
 async def test_budget_spent_before_a_call_replays(toolbox, tmp_path):

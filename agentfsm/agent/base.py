@@ -35,7 +35,7 @@ from ..questions import Question
 from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint, restore
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..recording.trace import TraceWriter
+from ..recording.trace import Trace, TraceWriter
 from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
@@ -158,7 +158,7 @@ class BaseAgent(DrivenModel, ABC):
         self,
         request: str,
         *,
-        trace: RecordPath | None = None,
+        trace: Trace | None = None,
         checkpoint: RecordPath | None = None,
         deps: Any = None,
     ) -> RunResult:
@@ -166,7 +166,8 @@ class BaseAgent(DrivenModel, ABC):
 
         Errors inside a phase end the run in ERROR (the result names them);
         cancellation ends it in ERROR with `cancelled` and is re-raised.
-        `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.recording.trace`).
+        `trace`: a file to write the run's JSON Lines trace to (see `agentfsm.recording.trace`), or a
+        `MemoryTrace` to keep it in.
         `checkpoint`: a journal appended to after every transition and tool call, for `resume`
         (see `agentfsm.recording.checkpoint`).
         `deps`: the app's objects this run's tools take (a tool's `deps_type`); never shown to
@@ -192,7 +193,7 @@ class BaseAgent(DrivenModel, ABC):
         self,
         request: str,
         *,
-        trace: RecordPath | None = None,
+        trace: Trace | None = None,
         checkpoint: RecordPath | None = None,
         deps: Any = None,
     ) -> RunResult:
@@ -212,7 +213,7 @@ class BaseAgent(DrivenModel, ABC):
         self,
         checkpoint: RecordPath | None = None,
         *,
-        trace: RecordPath | None = None,
+        trace: Trace | None = None,
         deps: Any = None,
     ) -> RunResult:
         """`resume()` for a script, as `run_sync` is `run()`: the paused run (answer it first: a
@@ -268,7 +269,7 @@ class BaseAgent(DrivenModel, ABC):
         self,
         checkpoint: RecordPath | None = None,
         *,
-        trace: RecordPath | None = None,
+        trace: Trace | None = None,
         deps: Any = None,
     ) -> RunResult:
         """Continue a run to its end: the paused one (no `checkpoint`), or the one saved in `checkpoint`.
@@ -304,7 +305,7 @@ class BaseAgent(DrivenModel, ABC):
         request: str,
         *,
         final_only: bool = False,
-        trace: RecordPath | None = None,
+        trace: Trace | None = None,
         checkpoint: RecordPath | None = None,
         deps: Any = None,
     ) -> AsyncGenerator[AgentEvent | RunResult, None]:
@@ -456,7 +457,7 @@ class BaseAgent(DrivenModel, ABC):
         self.run_state = run_state
         self._new_run(None).restarted()
 
-    def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
+    def _trace(self, path: Trace | None, *, append: bool) -> AbstractContextManager[object]:
         """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
         if path is None:
             return nullcontext()

@@ -105,8 +105,6 @@ application version never take such a run, since each release declares its own.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
@@ -124,6 +122,7 @@ from ..log import event
 from ..messages import Message, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..questions import Answer
+from ..recording.trace import MemoryTrace
 from ..run.events import AgentEvent, ToolCallStarted
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
@@ -446,8 +445,7 @@ async def durable_run(
     entries = _Entries(journal)
     model = _bind(agent, entries)
     _ask_in_the_run(agent)
-    folder = tempfile.mkdtemp(prefix="agentfsm-durable-")
-    trace = os.path.join(folder, "trace.jsonl")
+    trace = MemoryTrace()  # published whole at the end: no file, and no flush of each record on the loop
     try:
         result = await agent.run(task, trace=trace)
         pause = 0
@@ -461,13 +459,9 @@ async def durable_run(
             await entries.publish(PAUSE_EVENT, None)
             result = await agent.resume(trace=trace)
         if model.foreign_layout is None:  # else the recorded entries that follow are another layout's
-            with open(trace, encoding="utf-8") as lines:
-                await entries.publish(TRACE_EVENT, lines.read())
+            await entries.publish(TRACE_EVENT, trace.text)
     finally:
         await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
-        for name in os.listdir(folder):
-            os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)
     return result.model_dump(mode="json")
 
 

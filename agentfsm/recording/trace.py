@@ -56,6 +56,7 @@ prompt ends each request or its system message). `read_trace` gives each request
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -78,6 +79,7 @@ from .kinds import file_kind, not_a
 
 __all__ = [
     "TRACE_SCHEMA",
+    "MemoryTrace",
     "TraceError",
     "TraceWriter",
     "edit_record",
@@ -91,6 +93,51 @@ TRACE_SCHEMA = 3
 `provider_fields`; a schema-2 trace's requests cannot be rebuilt the same way, so it is refused."""
 
 
+class MemoryTrace:
+    """A trace kept in memory instead of a file: ``agent.run(trace=MemoryTrace())`` writes it
+    record by record as it writes a file, `text` is what the file would hold (JSON Lines), and
+    a paused run's ``resume(trace=...)`` goes on in the same object.
+
+    For a process that keeps the trace somewhere else (a durable run stores it in its database):
+    no file is made, and no record waits for a disk to flush it (on a slow file system a trace's
+    flushes cost more than the run's own work)."""
+
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+
+    @property
+    def text(self) -> str:
+        """The trace so far, JSON Lines as `agentfsm replay` reads from a file."""
+        return self._buffer.getvalue()
+
+    def __str__(self) -> str:
+        return "<trace in memory>"
+
+    def open(self, *, append: bool) -> io.TextIOBase:
+        """The end a `TraceWriter` writes to: on from the text so far (`append`), or afresh."""
+        if not append:
+            self._buffer = io.StringIO()
+        return _MemoryFile(self._buffer)
+
+
+class _MemoryFile(io.TextIOBase):
+    """The writer's end of a `MemoryTrace`: writes go into its buffer, closing leaves the buffer be."""
+
+    def __init__(self, buffer: io.StringIO) -> None:
+        super().__init__()
+        self._buffer = buffer
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self._buffer.write(text)
+
+
+Trace = RecordPath | MemoryTrace
+"""Where a run's trace goes: a file's path, or a `MemoryTrace`."""
+
+
 class TraceWriter:
     """Writes one run of `agent` to `path` while it runs (a context manager around the run).
 
@@ -102,7 +149,7 @@ class TraceWriter:
     request writes its messages again: this writer never saw those objects).
     """
 
-    def __init__(self, path: RecordPath, agent: Recorded, *, append: bool = False) -> None:
+    def __init__(self, path: Trace, agent: Recorded, *, append: bool = False) -> None:
         self.agent = agent
         self.path = path
         self.run_id: str | None = agent.run_state.run_id if append else None
@@ -111,11 +158,14 @@ class TraceWriter:
         """The tools of the last `llm` record (the next one writes null if they are the same)."""
         self._broken: RecordingError | None = None
         """Why a write failed: the records after it would name messages the file lacks, so none follow."""
-        check_writable(path, "trace")
-        try:
-            self._out: TextIO = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as exc:
-            raise write_failed("trace", path, exc) from None
+        if isinstance(path, MemoryTrace):
+            self._out: TextIO | io.TextIOBase = path.open(append=append)
+        else:
+            check_writable(path, "trace")
+            try:
+                self._out = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                raise write_failed("trace", path, exc) from None
         for edit in agent.paused_edits if append else ():
             self._write(edit_record(edit))
         self._unsubscribe = agent.on_event(self._on_event)
@@ -139,7 +189,7 @@ class TraceWriter:
                 self._write(self._result_record(result))
             self._out.close()
         except RecordingError as exc:  # the run is over and has its result; replay never reads this one
-            event("trace_result_unwritten", logging.WARNING, path=os.fspath(self.path), error=str(exc))
+            event("trace_result_unwritten", logging.WARNING, path=_name(self.path), error=str(exc))
         except OSError:  # closing flushes what a failed write left in the buffer, and fails again
             pass
 
@@ -154,7 +204,7 @@ class TraceWriter:
                 self._out.write(escape_surrogates(line))
             self._out.flush()
         except OSError as exc:
-            self._broken = write_failed("trace", self.path, exc)
+            self._broken = write_failed("trace", _name(self.path), exc)
             raise self._broken from None
 
     def _result_record(self, result: RunResult) -> dict[str, Any]:
@@ -379,11 +429,20 @@ def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
         raise
 
 
+def _name(path: Trace) -> str:
+    return str(path) if isinstance(path, MemoryTrace) else os.fspath(path)
+
+
 def _records(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read the trace {path}: {exc}") from None
+    return _parsed(text, path)
+
+
+def _parsed(text: str, path: Trace) -> list[tuple[int, dict[str, Any]]]:
+    """The records of the trace `text` (read from `path`, which the errors name)."""
     lines = text.splitlines()
     records: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(lines, 1):
@@ -414,11 +473,16 @@ def read_header(path: RecordPath) -> dict[str, Any]:
     return _lines(path)[0][1]
 
 
-def _messages_held(path: RecordPath) -> int:
+def _messages_held(path: Trace) -> int:
     """How many messages the trace at `path` has numbered (a writer appending to it numbers on)."""
-    if not os.path.exists(path):
+    if isinstance(path, MemoryTrace):
+        if not path.text:
+            return 0
+        records = _parsed(path.text, path)
+    elif not os.path.exists(path):
         return 0
-    records = _lines(path)
+    else:
+        records = _lines(path)
     held = len(records[0][1].get("history", ()))
     return held + sum(len(r.get("new_messages", ())) for _, r in records if r["kind"] == "llm")
 
