@@ -106,3 +106,63 @@ def test_python_callers_get_the_same_error(damaged: tuple[str, str, dict[str, st
             runs.close()
 
     asyncio.run(read())
+
+
+def test_the_trace_is_read_from_the_output_and_from_the_event_of_an_earlier_layout(tmp_path) -> None:
+    """Step layout 6 keeps a run's trace in its output beside the result; a run recorded by layout 5
+    or earlier kept it in an event, which is still read. A trace that is not text reads as none,
+    and leaves the result readable."""
+    db_file = tmp_path / "runs.db"
+    db = f"sqlite:///{db_file}"
+
+    async def finished() -> list[str]:
+        async with Worker(db, agents=AGENTS, worker_id="layouts", polling_s=0.05):
+            runs = DurableRuns(db)
+            try:
+                spec = AgentSpec(agent="record", options={"effects": str(tmp_path / "effects.txt")})
+                ids = [await runs.submit(TASK, spec) for _ in range(3)]
+                for run_id in ids:
+                    assert (await runs.result(run_id, wait=True, timeout=60)) is not None
+                return ids
+            finally:
+                runs.close()
+
+    current, earlier, damaged = asyncio.run(finished())
+    with sqlite3.connect(db_file) as database:
+        rows = dict(database.execute("SELECT workflow_uuid, output FROM workflow_output").fetchall())
+        assert {json.loads(rows[run_id])["trace"].partition("\n")[0][:18] for run_id in rows} == {
+            '{"kind": "header",'
+        }
+        assert database.execute("SELECT count(*) FROM workflow_events").fetchone() == (0,)  # no event
+        # The earlier layout: the output is the result alone, the trace an event of the run.
+        output = json.loads(rows[earlier])
+        trace_text = output.pop("trace")
+        database.execute(
+            "UPDATE workflow_output SET output = ? WHERE workflow_uuid = ?", (json.dumps(output), earlier)
+        )
+        database.execute(
+            "INSERT INTO workflow_events (workflow_uuid, key, value) VALUES (?, ?, ?)",
+            (earlier, "trace", json.dumps(trace_text)),
+        )
+        wrong = {**json.loads(rows[damaged]), "trace": 7}
+        database.execute(
+            "UPDATE workflow_output SET output = ? WHERE workflow_uuid = ?", (json.dumps(wrong), damaged)
+        )
+
+    async def read() -> None:
+        runs = DurableRuns(db)
+        try:
+            for run_id in (current, earlier):
+                text = await runs.trace(run_id)
+                assert text is not None
+                records = [json.loads(line) for line in text.splitlines()]
+                assert records[0]["run_id"] == run_id and records[-1]["kind"] == "result"
+                result = await runs.result(run_id)
+                assert result is not None and result.output == "done"
+            assert await runs.trace(damaged) is None
+            result = await runs.result(damaged)
+            assert result is not None and result.output == "done"
+        finally:
+            runs.close()
+
+    asyncio.run(read())

@@ -1,10 +1,11 @@
-"""The step layout of a durable run (agentfsm.durable.run, layout 3), on a journal kept in memory: which
+"""The step layout of a durable run (agentfsm.durable.run, layout 6), on a journal kept in memory: which
 steps a run records, where a call's start is recorded, and a run recorded in another layout refused at its
 first model step. (The same layout under SIGKILL, on PostgreSQL: test_durable_crash.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -15,7 +16,7 @@ from durable_agents import AGENTS, BATCH_TASK, TASK
 from agentfsm import Terminate, ToolCallAgent, tool
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
 from agentfsm.durable import run as durable
-from agentfsm.durable.run import DECISION_TOPIC, LAYOUT, durable_run
+from agentfsm.durable.run import DECISION_TOPIC, LAYOUT, TRACE_KEY, durable_run
 from agentfsm.messages import ToolCall
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
@@ -97,6 +98,11 @@ async def test_a_call_s_start_is_carried_by_the_step_just_before_it(tmp_path):
     assert names(journal) == ["model", "tool", "tool", "model", "tool", "model", "tool"]
     assert all(output["layout"] == LAYOUT for _, name, output in journal.entries if name == "model")
     assert (tmp_path / "effects.txt").read_text().split() == ["1", "2", "3"]
+    # The trace goes with the output: no entry of its own (an event was one more transaction a run).
+    records = [json.loads(line) for line in result[TRACE_KEY].splitlines()]
+    assert (records[0]["kind"], records[-1]["kind"]) == ("header", "result")
+    assert records[-1]["result"] == {key: value for key, value in result.items() if key != TRACE_KEY}
+    assert [kind for kind, _, _ in journal.entries] == ["step"] * 7
 
 
 async def test_a_call_after_a_decision_has_a_start_record_of_its_own(tmp_path):
@@ -104,7 +110,7 @@ async def test_a_call_after_a_decision_has_a_start_record_of_its_own(tmp_path):
     spec = {"agent": "approval", "options": {"effects": str(tmp_path / "effects.txt")}}
     result = await durable_run(journal, AGENTS, "record 7", spec)
     assert result["stop_reason"] == "terminated"
-    kinds = [(kind, name) for kind, name, _ in journal.entries if name != "trace"]
+    kinds = [(kind, name) for kind, name, _ in journal.entries]
     assert kinds == [
         ("step", "model"),
         ("step", "park_after"),
@@ -190,7 +196,8 @@ async def test_a_run_recorded_in_another_layout_ends_in_error_saying_so(tmp_path
         "finish it with a worker of the release that started it, or submit its task again"
     )
     assert names(journal) == ["model"] and not (tmp_path / "effects.txt").exists()
-    assert [kind for kind, _, _ in journal.entries] == ["step"]  # nothing else: no trace is published
+    assert [kind for kind, _, _ in journal.entries] == ["step"]  # nothing else
+    assert TRACE_KEY not in result  # a refused run's trace would say nothing
 
 
 def hanging_agent(spec: AgentSpec) -> ToolCallAgent:
@@ -292,7 +299,7 @@ async def test_a_batch_after_a_decision_has_one_start_record_for_all_its_calls(t
     spec = {"agent": "batch", "options": {"effects": str(effects), "approval": True, "together": 2}}
     result = await durable_run(journal, AGENTS, BATCH_TASK, spec)
     assert result["stop_reason"] == "terminated"
-    kinds = [(kind, name) for kind, name, _ in journal.entries if name != "trace"]
+    kinds = [(kind, name) for kind, name, _ in journal.entries]
     assert kinds == [
         ("step", "model"),
         ("step", "park_after"),

@@ -386,8 +386,9 @@ def _stopped_cpu(children: list[subprocess.Popen[str]]) -> float:
 
 
 def _steps_of_one_tool_run() -> int:
-    """How many steps DBOS records for one `one_tool` run: the bare workflow takes as many."""
-    return 5
+    """How many steps DBOS records for one `one_tool` run (two model calls, two tool calls; the trace
+    goes with the run's output): the bare workflow takes as many."""
+    return 4
 
 
 async def _one_round(

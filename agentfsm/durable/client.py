@@ -19,7 +19,7 @@ from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..serde import Serializable
 from .engine import EngineClient, Listed
-from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, WAKE
+from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, TRACE_KEY, WAKE
 from .spec import AgentSpec
 from .worker import DEFAULT_QUEUE
 
@@ -147,8 +147,12 @@ class DurableRuns:
 
     async def trace(self, run_id: str) -> str | None:
         """The ended run's trace (JSON Lines, as `agent.run(trace=...)` writes it), or None."""
-        await asyncio.to_thread(self._client.get, run_id)
-        text = await asyncio.to_thread(self._client.event, run_id, TRACE_EVENT)
+        listed = await asyncio.to_thread(self._client.get, run_id)
+        output = listed.output
+        if isinstance(output, dict) and TRACE_KEY in output:
+            text = output[TRACE_KEY]
+        else:  # a run recorded in step layout 5 or earlier kept its trace in an event
+            text = await asyncio.to_thread(self._client.event, run_id, TRACE_EVENT)
         return text if isinstance(text, str) else None
 
     async def cancel(self, run_id: str) -> None:
@@ -278,7 +282,7 @@ def _output(run_id: str, output: Any) -> RunResult:
             "lost; submit its task again"
         )
     try:
-        result = RunResult.model_validate(output)
+        result = RunResult.model_validate({key: value for key, value in output.items() if key != TRACE_KEY})
         return result.model_copy(update={"stop_reason": StopReason.of(str(result.stop_reason))})
     except (ValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, ValidationError):

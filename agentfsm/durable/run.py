@@ -7,7 +7,7 @@ recorded output instead of running, so the agent goes through the very same
 replies, observations and transitions, and its result and trace are those of a
 run that was never interrupted. Steps not yet recorded then run for real.
 
-What is a step, and why (step layout 5, `LAYOUT`):
+What is a step, and why (step layout 6, `LAYOUT`):
 
 - each model call (``model``): its reply, or the error it raised, as data, with
   the layout that recorded it. An error comes back as the same `LLMError`
@@ -96,7 +96,11 @@ replay a batch as calls run in turn, running again a call that ran beside the
 one a crash landed in, and this one would replay a layout-2 run of such an
 agent as a batch, reporting interrupted a call that never began. Layout 3
 bound a decision to its call's id only; layout 4 binds it to its pause; layout 5
-records the parking setting at the first pause and each park. A worker
+records the parking setting at the first pause and each park; layout 6 keeps the
+run's trace in its output (`TRACE_KEY`) instead of an event of its own: an event
+is one more transaction at the run's end, and a notification every worker's
+listener handles, about as much as a sixth step costs a run of five
+(BENCHMARKS.md, "Durable runs across workers"). A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.
@@ -134,6 +138,7 @@ __all__ = [
     "LAYOUT",
     "PAUSE_EVENT",
     "TRACE_EVENT",
+    "TRACE_KEY",
     "WAKE",
     "DurableModel",
     "Journal",
@@ -145,9 +150,12 @@ DECISION_TOPIC = "decision"
 """The topic a paused run receives its approvals and answers on."""
 PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
+TRACE_KEY = "trace"
+"""The key of the run's output holding its trace (JSON Lines, as `agent.run(trace=...)` writes it),
+beside the `RunResult`'s own keys: written with the run's end, at no cost of its own."""
 TRACE_EVENT = "trace"
-"""The event holding the run's trace (JSON Lines, as `agent.run(trace=...)` writes it)."""
-LAYOUT = 5
+"""The event that held the trace of a run recorded in layout 5 or earlier (read for those runs)."""
+LAYOUT = 6
 """The step layout a run records and replays (see the module's docstring); in every model record."""
 WAIT_S = 60.0
 """How long one wait for a decision lasts before the run waits again (each wait is a step)."""
@@ -427,9 +435,9 @@ async def durable_run(
 ) -> dict[str, Any]:
     """The workflow's body: build the agent from `spec`, run `task` to its end, pauses included.
 
-    Returns the `RunResult` as JSON. A pause publishes what it waits for and waits for
-    decisions sent from any process (`DurableRuns.approve`, `DurableRuns.answer`); with
-    `park_after_s`, a pause that got none for that long parks the run.
+    Returns the `RunResult` as JSON, with the run's trace under `TRACE_KEY`. A pause publishes
+    what it waits for and waits for decisions sent from any process (`DurableRuns.approve`,
+    `DurableRuns.answer`); with `park_after_s`, a pause that got none for that long parks the run.
     """
     try:
         declared = AgentSpec.from_json(spec)
@@ -458,11 +466,12 @@ async def durable_run(
             await _decided(agent, entries, pause, park_after_s)
             await entries.publish(PAUSE_EVENT, None)
             result = await agent.resume(trace=trace)
-        if model.foreign_layout is None:  # else the recorded entries that follow are another layout's
-            await entries.publish(TRACE_EVENT, trace.text)
     finally:
         await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
-    return result.model_dump(mode="json")
+    output = result.model_dump(mode="json")
+    if model.foreign_layout is None:  # else the run was refused at its first step: its trace says nothing
+        output[TRACE_KEY] = trace.text
+    return output
 
 
 def _ask_in_the_run(agent: ToolCallAgent) -> None:
