@@ -10,7 +10,11 @@ field says what it does. Everything else is derived from that one declaration:
 - `to_json()`, what a trace's header and a checkpoint record (never a secret), and
   `from_json()`, how replay and resume rebuild the record from them;
 - the command line's ``[agent]`` and ``[llm]`` sections: `agentfsm.cli.config` turns the
-  fields into pydantic-settings models, so a file is held to the same bounds.
+  fields into pydantic-settings models, so a file is held to the same bounds; and its flags, for
+  the options whose `Spec` has a `flag` (``--max-steps``: `agentfsm.cli.parser`);
+- the constructor of every agent: it takes each option of its record by keyword (`build`
+  checks the names), and `constructor_signature` shows them, with their defaults, to `help()`
+  and `inspect.signature`. Adding an option to a record touches nothing else.
 
 Why stdlib dataclasses and not pydantic models: `import agentfsm` stays free of pydantic (a
 tenth of a second to import), and so does building an agent; the few kinds of option there are
@@ -23,6 +27,7 @@ bound: those are read from the class that declared the option first.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import math
 import types
@@ -32,7 +37,7 @@ from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, g
 
 from .errors import ConfigError, OptionsSetupError
 
-__all__ = ["OptionField", "Options", "Spec", "option_fields"]
+__all__ = ["OptionField", "Options", "Spec", "constructor_signature", "option_fields"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +62,9 @@ class Spec:
     """Whether `to_json()`, and so a trace or a checkpoint, records the option."""
     file_none: int | None = None
     """The value that stands for None in a config file, TOML having no null (0: "off")."""
+    flag: str | None = None
+    """The help of the command line's flag that sets the option (``--max-steps`` for `max_steps`);
+    None: no flag (a config file or the environment sets it)."""
 
 
 _NO_SPEC = Spec()
@@ -99,9 +107,12 @@ class OptionField:
         return text
 
     def checked(self, value: Any) -> Any:
-        """`value` if it is valid (a whole number given for a float, as a float); else `ConfigError`."""
+        """`value` if it is valid (a whole number given for a float, as a float; a list, tuple or
+        set of names given for a set of names, as a frozenset); else `ConfigError`."""
         if value is None and self.optional:
             return None
+        if isinstance(value, list | tuple | set) and get_origin(self.type) is frozenset:
+            value = frozenset(value)
         if self.accepts(value):
             return float(value) if self.type is float else value
         shown = f"a {type(value).__name__}" if self.spec.secret else repr(value)
@@ -133,6 +144,29 @@ class Options:
         return {f.name: f.to_json(getattr(self, f.name)) for f in option_fields(type(self)) if f.recorded}
 
     @classmethod
+    def build(cls, values: Mapping[str, Any], *, start: Options | None = None, owner: str) -> Self:
+        """The record of `start` (None: the defaults) with `values` over it, as the constructor of
+        the class `owner` took them: a name that is no option is a `ConfigError` naming the option
+        meant, a `start` of another record one naming the record to give."""
+        unknown = sorted(set(values) - {option.name for option in option_fields(cls)})
+        if unknown:
+            known = [option.name for option in option_fields(cls)]
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            meant = f" (did you mean `{close[0]}`?)" if close else ""
+            raise ConfigError(
+                f"{owner} has no option `{unknown[0]}`{meant}; its options are those of "
+                f"{cls.__qualname__}: {', '.join(known)}"
+            )
+        if start is None:
+            return cls(**values)
+        if not isinstance(start, cls):
+            raise ConfigError(
+                f"{owner} takes `options` as a {cls.__qualname__}, got a {type(start).__qualname__}: "
+                f"build a {cls.__qualname__} (its defaults are {owner}'s), or pass the options by name"
+            )
+        return dataclasses.replace(start, **values) if values else start
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         """The record from `to_json()`'s form (other keys are ignored, absent options take defaults)."""
         return cls(**{f.name: f.from_json(data[f.name]) for f in option_fields(cls) if f.name in data})
@@ -140,6 +174,34 @@ class Options:
     def to_dict(self) -> dict[str, Any]:
         """Every option by name, as the agent's constructor takes them."""
         return {f.name: getattr(self, f.name) for f in option_fields(type(self))}
+
+
+def constructor_signature(cls: type, record: type[Options]) -> inspect.Signature:
+    """The signature of `cls`'s constructor as introspection should show it: the parameters its
+    `__init__` names (and, where that takes ``**kwargs``, those its base's `__init__` names, which
+    it forwards them to; a ``**values`` of another name takes the options alone), then one keyword
+    per option of `record`, with its type and default. Set as `cls.__signature__`, for `help()`,
+    `inspect.signature` and the tools that read them."""
+    named: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        forwards = False
+        for parameter in inspect.signature(init).parameters.values():
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                forwards = parameter.name == "kwargs"
+            elif parameter.name != "self" and parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
+                named.setdefault(parameter.name, parameter)
+        if not forwards:
+            break
+    for option in option_fields(record):
+        if option.name not in named:
+            hint = option.type | None if option.optional else option.type
+            named[option.name] = inspect.Parameter(
+                option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=hint
+            )
+    return inspect.Signature(sorted(named.values(), key=lambda parameter: parameter.kind))
 
 
 def option_fields(cls: type[Options]) -> tuple[OptionField, ...]:

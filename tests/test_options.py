@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Annotated, Any
 
 import pytest
 
+import agentfsm
 from agentfsm import BaseAgent, ToolCallAgent
 from agentfsm.agent.manus import Manus, ManusOptions
 from agentfsm.agent.options import AgentOptions
@@ -76,17 +79,17 @@ def test_manus_records_its_prompt_as_configured() -> None:
 @pytest.mark.parametrize(
     ("agent_class", "record", "parts"),
     [
-        (Idle, AgentOptions, {"name", "memory"}),
+        (Idle, AgentOptions, {"name", "memory", "options"}),
         (
             ToolCallAgent,
             ToolCallOptions,
-            {"llm", "tools", "memory", "approver", "input_handler", "name", "output_type"},
+            {"llm", "tools", "memory", "approver", "input_handler", "name", "output_type", "options"},
         ),
         (
             Manus,
             ManusOptions,
             {"llm", "sandbox", "ask_human", "extra_tools", "mcp_servers", "browser", "search", "memory"}
-            | {"approver", "input_handler", "name", "output_type"},
+            | {"approver", "input_handler", "name", "output_type", "options"},
         ),
     ],
 )
@@ -252,3 +255,119 @@ def test_building_an_agent_imports_no_pydantic() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+# -- an option added to its record is everywhere an option is ---------------------------------
+
+ADDED_OPTION = '''
+    patience: Annotated[int, Spec(ge=1, flag="how patient the agent is (patience)")] = 3
+    """A new option, added by the test below and nowhere else."""
+'''
+
+CHECK_ADDED = r"""
+import inspect, json, sys
+from agentfsm import ToolCallAgent
+from agentfsm.agent.browser import BrowserAgent
+from agentfsm.agent.manus import Manus
+from agentfsm.agent.mcp import MCPAgent
+from agentfsm.cli.building import build_agent, flags_given
+from agentfsm.cli.config import AgentSettings, Settings
+from agentfsm.cli.parser import build_parser
+from agentfsm.errors import ConfigError
+from agentfsm.sandbox.settings import SandboxSettings
+from agentfsm.testing import ScriptedLLM
+
+llm = ScriptedLLM([])
+parts = {ToolCallAgent: {}, Manus: {"sandbox": SandboxSettings(mode="local")}, MCPAgent: {"servers": {}},
+         BrowserAgent: {}}
+seen = {}
+for cls, needs in parts.items():
+    parameter = inspect.signature(cls).parameters["patience"]
+    given = cls(llm=llm, patience=5, **needs)
+    seen[cls.__name__] = [parameter.default, cls(llm=llm, **needs).options.patience, given.options.patience,
+                          given.trace_config()["patience"]]
+    try:
+        cls(llm=llm, patience=0, **needs)
+    except ConfigError as exc:
+        seen[cls.__name__].append(str(exc))
+with open("agentfsm.toml", "w") as file:
+    file.write("[agent]\npatience = 7\n")
+for argv in (["run", "t"], ["run", "t", "--patience", "4"]):
+    args = build_parser().parse_args(argv)
+    settings = Settings.load(None, {"agent": flags_given(args, AgentSettings.model_fields)})
+    agent = build_agent("toolcall", settings, llm, settings.agent.agent_kwargs(), terminal=False)
+    seen[" ".join(argv)] = agent.options.patience
+
+
+class Runs:  # what `agentfsm submit` puts in the database: the run's spec
+    async def submit(self, task, spec, *, queue, run_id):
+        seen["submit t --patience 6"] = spec.options.get("patience")
+        return "run-1"
+
+
+import asyncio
+from agentfsm.cli import durable as durable_command
+submit = ["submit", "t", "--db", "sqlite:///x.db", "--patience", "6"]
+asyncio.run(durable_command._submit(Runs(), build_parser().parse_args(submit)))
+print(json.dumps(seen))
+"""
+
+
+def test_an_option_added_to_its_record_alone_is_an_argument_a_config_key_and_a_flag(tmp_path: Path) -> None:
+    """Adding an option to `ToolCallOptions` in `agent/toolcall.py`, and touching nothing else (a
+    copy of the package, edited there), makes it a keyword of every agent's constructor (with its
+    default in the signature, checked as the record checks it), a key of the config's ``[agent]``,
+    and, with a `flag`, a flag of ``run`` and ``submit``."""
+    package = Path(agentfsm.__file__).parent
+    copy = tmp_path / "package" / "agentfsm"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    source = copy / "agent" / "toolcall.py"
+    anchor = "class ToolCallOptions(AgentOptions):\n"
+    body = source.read_text()
+    docstring_end = body.index('"""\n', body.index(anchor) + len(anchor) + 8) + 4
+    source.write_text(body[:docstring_end] + ADDED_OPTION + body[docstring_end:])
+    env = {**os.environ, "PYTHONPATH": str(copy.parent)}
+    env = {key: value for key, value in env.items() if not key.startswith("AGENTFSM_")}
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_ADDED],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])  # after the id `submit` prints
+    refused = "`patience` must be an integer >= 1, got 0"
+    for name in ("ToolCallAgent", "Manus", "MCPAgent", "BrowserAgent"):
+        assert seen[name] == [3, 3, 5, 5, refused], name
+    assert (seen["run t"], seen["run t --patience 4"], seen["submit t --patience 6"]) == (7, 4, 6)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "run", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "--patience PATIENCE" in help_text and "how patient the agent is" in help_text
+    bad = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "run", "t", "--patience", "0"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and f"argument --patience: {refused}" in bad.stderr, bad.stderr
+
+
+def test_an_unknown_option_names_the_one_meant() -> None:
+    with pytest.raises(
+        ConfigError, match=r"ToolCallAgent has no option `max_step` \(did you mean `max_steps`\?\)"
+    ):
+        ToolCallAgent(llm=ScriptedLLM([]), max_step=3)
+    with pytest.raises(ConfigError, match="Manus takes `options` as a ManusOptions, got a ToolCallOptions"):
+        Manus(llm=ScriptedLLM([]), sandbox=LOCAL, options=ToolCallOptions())
+    record = ManusOptions(max_steps=7)
+    manus = Manus(llm=ScriptedLLM([]), sandbox=LOCAL, options=record, max_observe=2_000)
+    assert (manus.max_steps, manus.max_observe) == (7, 2_000)
+    assert manus.tools.get("bash").max_output == 1_500  # type: ignore[union-attr]  # sized by max_observe

@@ -16,7 +16,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, aclosing, nullcontext
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from ..errors import (
     AgentBusyError,
@@ -31,6 +31,7 @@ from ..errors import (
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
+from ..options import constructor_signature
 from ..questions import Question
 from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint, restore
 from ..recording.files import RecordPath
@@ -60,25 +61,26 @@ class BaseAgent(DrivenModel, ABC):
 
     table: MachineTable = AGENT_TABLE
     """The machine; an instance may switch to an extension of its class's table (approvals do)."""
+    options_class: ClassVar[type[AgentOptions]] = AgentOptions
+    """The record of the class's options: its constructor takes each of them by name, and a
+    subclass that changes only their defaults names a record that does (`ManusOptions`)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = constructor_signature(cls, cls.options_class)  # type: ignore[attr-defined]
 
     def __init__(
         self,
         *,
         name: str | None = None,
         memory: Memory | None = None,
-        max_steps: int = AgentOptions.max_steps,
-        stuck_limit: int | None = AgentOptions.stuck_limit,
-        duplicate_threshold: int = AgentOptions.duplicate_threshold,
-        finish_on_answer: bool = AgentOptions.finish_on_answer,
+        options: AgentOptions | None = None,
+        **values: Any,
     ) -> None:
-        """The options are `AgentOptions`' (documented and checked there)."""
-        options = AgentOptions(
-            max_steps=max_steps,
-            stuck_limit=stuck_limit,
-            duplicate_threshold=duplicate_threshold,
-            finish_on_answer=finish_on_answer,
-        )
-        self._init_agent(options, name=name, memory=memory)
+        """The options are `options_class`'s, by name (`values`), over the record `options` if
+        given (documented and checked there; `inspect.signature` lists them)."""
+        record = self.options_class.build(values, start=options, owner=type(self).__qualname__)
+        self._init_agent(record, name=name, memory=memory)
 
     def _init_agent(self, options: AgentOptions, *, name: str | None, memory: Memory | None) -> None:
         """The constructor's work once the options are a checked record. A subclass with options

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..run.result import AgentState, RunResult
 from ..toolbox.terminate import Terminate
@@ -30,17 +30,12 @@ from .page_context import PageContext
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from ..browser.search import SearchBackend
     from ..browser.session import BrowserSession
     from ..browser.settings import BrowserSettings
     from ..browser.tool import BrowserUseTool
-    from ..memory import Memory
-    from ..model.base import ChatModel, ToolChoice
-    from ..questions import InputHandler
+    from ..model.base import ChatModel
     from ..toolbox.tool import Tool
-    from .approval import Approver
 
 __all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "BrowserAgent", "BrowserOptions"]
 
@@ -101,6 +96,7 @@ class BrowserAgent(ToolCallAgent):
     """An agent that does its task in a browser: browser_use and terminate."""
 
     options: BrowserOptions
+    options_class: ClassVar[type[BrowserOptions]] = BrowserOptions
 
     def __init__(
         self,
@@ -109,66 +105,25 @@ class BrowserAgent(ToolCallAgent):
         browser: BrowserSettings | BrowserSession | None = None,
         search: SearchBackend | None = None,
         extra_tools: Iterable[Tool] = (),
-        system_prompt: str | None = BrowserOptions.system_prompt,
-        next_step_prompt: str | None = BrowserOptions.next_step_prompt,
-        max_steps: int = BrowserOptions.max_steps,
-        max_observe: int | None = BrowserOptions.max_observe,
-        tool_choice: ToolChoice = BrowserOptions.tool_choice,
-        duplicate_threshold: int = BrowserOptions.duplicate_threshold,
-        stuck_limit: int | None = BrowserOptions.stuck_limit,
-        finish_on_answer: bool = BrowserOptions.finish_on_answer,
-        memory: Memory | None = None,
-        special_tool_names: Iterable[str] = BrowserOptions.special_tool_names,
-        parallel_tool_calls: bool = BrowserOptions.parallel_tool_calls,
-        max_images: int | None = BrowserOptions.max_images,
-        require_approval: Iterable[str] = BrowserOptions.require_approval,
-        max_input_rounds: int = BrowserOptions.max_input_rounds,
-        output_type: type[BaseModel] | None = None,
-        output_retries: int = BrowserOptions.output_retries,
-        approver: Approver | None = None,
-        input_handler: InputHandler | None = None,
         name: str | None = "browser",
+        **kwargs: Any,
     ) -> None:
-        """The options are `BrowserOptions`' (documented and checked in `ToolCallOptions`).
-        `browser`: settings for the agent's browser (default: `BrowserSettings()`, the system's
-        Chromium, loopback hosts only), or a session, which the agent then owns and closes.
-        `search`: the backend of browser_use's web_search (None: there is none). `extra_tools`
-        join browser_use and terminate. `output_type`: as `ToolCallAgent`'s (`final_result`
-        joins the toolbox, beside `terminate`)."""
+        """`ToolCallAgent`'s arguments (`kwargs`: the options, `BrowserOptions`, and `memory`,
+        `output_type`, `approver`, `input_handler`, `options`), and: `browser`: settings for the
+        agent's browser (default: `BrowserSettings()`, the system's Chromium, loopback hosts only),
+        or a session, which the agent then owns and closes. `search`: the backend of browser_use's
+        web_search (None: there is none). `extra_tools` join browser_use and terminate.
+        `output_type`: as `ToolCallAgent`'s (`final_result` joins the toolbox, beside `terminate`)."""
         from ..browser.session import BrowserSession
         from ..browser.tool import BrowserUseTool
 
-        options = BrowserOptions(
-            max_steps=max_steps,
-            stuck_limit=stuck_limit,
-            duplicate_threshold=duplicate_threshold,
-            finish_on_answer=finish_on_answer,
-            system_prompt=system_prompt,
-            next_step_prompt=next_step_prompt,
-            tool_choice=tool_choice,
-            max_observe=max_observe,
-            special_tool_names=frozenset(special_tool_names),
-            parallel_tool_calls=parallel_tool_calls,
-            max_images=max_images,
-            require_approval=frozenset(require_approval),
-            max_input_rounds=max_input_rounds,
-            output_retries=output_retries,
-        )
         self.browser = browser if isinstance(browser, BrowserSession) else BrowserSession(browser)
         """The browser of browser_use, started by its first call."""
         self.browser_tool: BrowserUseTool = BrowserUseTool(self.browser, llm=llm, search=search)
         self.page_context = PageContext(self.browser_tool)
         """The page state the next think carries after a step that used the browser."""
-        self._init_tool_agent(
-            options,
-            llm=llm,
-            tools=[self.browser_tool, Terminate(), *extra_tools],
-            memory=memory,
-            approver=approver,
-            input_handler=input_handler,
-            name=name,
-            output_type=output_type,
-        )
+        tools = [self.browser_tool, Terminate(), *extra_tools]
+        super().__init__(llm=llm, tools=tools, name=name, **kwargs)
 
     async def think(self) -> None:
         async with self.page_context.thinking(self.memory, self.options.next_step_prompt):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..mcp.tools import MCPServers
 from ..run.result import AgentState, RunResult
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..browser.tool import BrowserUseTool
     from ..mcp.settings import MCPServerSettings
     from ..memory import Memory
-    from ..model.base import ChatModel, ToolChoice
+    from ..model.base import ChatModel
     from ..questions import InputHandler
     from ..sandbox.session import SandboxSession
     from ..sandbox.settings import SandboxSettings
@@ -98,6 +98,7 @@ class Manus(ToolCallAgent):
     a human."""
 
     options: ManusOptions
+    options_class: ClassVar[type[ManusOptions]] = ManusOptions
 
     def __init__(
         self,
@@ -109,28 +110,16 @@ class Manus(ToolCallAgent):
         mcp_servers: MCPServers | Mapping[str, MCPServerSettings | str] | None = None,
         browser: BrowserSettings | BrowserSession | None = None,
         search: SearchBackend | None = None,
-        system_prompt: str | None = ManusOptions.system_prompt,
-        next_step_prompt: str | None = ManusOptions.next_step_prompt,
-        max_steps: int = ManusOptions.max_steps,
-        max_observe: int | None = ManusOptions.max_observe,
-        tool_choice: ToolChoice = ManusOptions.tool_choice,
-        duplicate_threshold: int = ManusOptions.duplicate_threshold,
-        stuck_limit: int | None = ManusOptions.stuck_limit,
-        finish_on_answer: bool = ManusOptions.finish_on_answer,
         memory: Memory | None = None,
-        special_tool_names: Iterable[str] = ManusOptions.special_tool_names,
-        parallel_tool_calls: bool = ManusOptions.parallel_tool_calls,
-        max_images: int | None = ManusOptions.max_images,
-        require_approval: Iterable[str] = ManusOptions.require_approval,
-        max_input_rounds: int = ManusOptions.max_input_rounds,
         output_type: type[BaseModel] | None = None,
-        output_retries: int = ManusOptions.output_retries,
         approver: Approver | None = None,
         input_handler: InputHandler | None = None,
         name: str | None = "manus",
+        options: ManusOptions | None = None,
+        **values: Any,
     ) -> None:
-        """The options are `ManusOptions`' (documented and checked in `ToolCallOptions`).
-        `sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
+        """`ToolCallAgent`'s arguments (the options are `ManusOptions`', by name or as the record
+        `options`), and: `sandbox`: settings for a new session (default: `SandboxSettings()`, mode auto), or a
         session, which the agent then owns and closes. `ask_human`: how questions reach a person
         (None: the model is told no human is available). `extra_tools` join the toolbox.
         `mcp_servers`: MCP servers whose tools join it too (`MCPServers`, shared: its owner
@@ -144,22 +133,8 @@ class Manus(ToolCallAgent):
         from ..browser.tool import BrowserUseTool
         from ..sandbox.session import SandboxSession
 
-        options = ManusOptions(
-            max_steps=max_steps,
-            stuck_limit=stuck_limit,
-            duplicate_threshold=duplicate_threshold,
-            finish_on_answer=finish_on_answer,
-            system_prompt=system_prompt,
-            next_step_prompt=next_step_prompt,
-            tool_choice=tool_choice,
-            max_observe=max_observe,
-            special_tool_names=frozenset(special_tool_names),
-            parallel_tool_calls=parallel_tool_calls,
-            max_images=max_images,
-            require_approval=frozenset(require_approval),
-            max_input_rounds=max_input_rounds,
-            output_retries=output_retries,
-        )
+        options = self.options_class.build(values, start=options, owner=type(self).__qualname__)
+        max_observe = options.max_observe  # the tools' own output limits follow it
         self.session = sandbox if isinstance(sandbox, SandboxSession) else SandboxSession(sandbox)
         self._owns_servers = not isinstance(mcp_servers, MCPServers)
         self.mcp_servers = (
@@ -182,15 +157,15 @@ class Manus(ToolCallAgent):
             Terminate(),
             *extra_tools,
         ]
-        self._init_tool_agent(
-            options,
+        super().__init__(
             llm=llm,
             tools=tools,
             memory=memory,
+            output_type=output_type,
             approver=approver,
             input_handler=input_handler,
             name=name,
-            output_type=output_type,
+            options=options,
         )
 
     @classmethod

@@ -18,7 +18,8 @@ SDK: `agentfsm.mcp.client` does, when a connection opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Self
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..mcp.settings import MCPServerSettings
 from ..mcp.tools import MCPServers
@@ -27,15 +28,10 @@ from .awaiting_input import with_input
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from ..memory import Memory
-    from ..model.base import ChatModel, ToolChoice
-    from ..questions import InputHandler
+    from ..model.base import ChatModel
     from ..toolbox.tool import Tool
-    from .approval import Approver
 
-__all__ = ["SYSTEM_PROMPT", "MCPAgent"]
+__all__ = ["SYSTEM_PROMPT", "MCPAgent", "MCPOptions"]
 
 SYSTEM_PROMPT = (
     "You are an AI assistant with access to the tools of MCP servers (named mcp_<server>_<tool>). "
@@ -43,8 +39,18 @@ SYSTEM_PROMPT = (
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class MCPOptions(ToolCallOptions):
+    """`MCPAgent`'s options: `ToolCallOptions` (types, bounds and docs), with its own prompt."""
+
+    system_prompt: str | None = SYSTEM_PROMPT
+
+
 class MCPAgent(ToolCallAgent):
     """An agent whose tools are those of its MCP servers, plus `terminate` and `tools`."""
+
+    options: MCPOptions
+    options_class: ClassVar[type[MCPOptions]] = MCPOptions
 
     table = with_input(ToolCallAgent.table)
     """With AWAITING_INPUT from the start: a server may ask for input, and a run paused there
@@ -56,59 +62,17 @@ class MCPAgent(ToolCallAgent):
         llm: ChatModel,
         servers: MCPServers | Mapping[str, MCPServerSettings | str],
         tools: Iterable[Tool] = (),
-        system_prompt: str | None = SYSTEM_PROMPT,
-        next_step_prompt: str | None = ToolCallOptions.next_step_prompt,
-        max_steps: int = ToolCallOptions.max_steps,
-        tool_choice: ToolChoice = ToolCallOptions.tool_choice,
-        max_observe: int | None = ToolCallOptions.max_observe,
-        duplicate_threshold: int = ToolCallOptions.duplicate_threshold,
-        stuck_limit: int | None = ToolCallOptions.stuck_limit,
-        finish_on_answer: bool = ToolCallOptions.finish_on_answer,
-        memory: Memory | None = None,
-        special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
-        parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
-        max_images: int | None = ToolCallOptions.max_images,
-        require_approval: Iterable[str] = ToolCallOptions.require_approval,
-        max_input_rounds: int = ToolCallOptions.max_input_rounds,
-        output_type: type[BaseModel] | None = None,
-        output_retries: int = ToolCallOptions.output_retries,
-        approver: Approver | None = None,
-        input_handler: InputHandler | None = None,
         name: str | None = "mcp",
+        **kwargs: Any,
     ) -> None:
-        """The options are `ToolCallOptions`' (documented and checked there). `servers`: an
-        `MCPServers` (shared: the caller closes it), or settings by server id (owned: the
-        agent's `aclose()` closes them). `tools` join `terminate` as the agent's own tools.
-        `output_type`: as `ToolCallAgent`'s (`final_result` joins them)."""
-        options = ToolCallOptions(
-            max_steps=max_steps,
-            stuck_limit=stuck_limit,
-            duplicate_threshold=duplicate_threshold,
-            finish_on_answer=finish_on_answer,
-            system_prompt=system_prompt,
-            next_step_prompt=next_step_prompt,
-            tool_choice=tool_choice,
-            max_observe=max_observe,
-            special_tool_names=frozenset(special_tool_names),
-            parallel_tool_calls=parallel_tool_calls,
-            max_images=max_images,
-            require_approval=frozenset(require_approval),
-            max_input_rounds=max_input_rounds,
-            output_retries=output_retries,
-        )
+        """`ToolCallAgent`'s arguments (`kwargs`: the options, `MCPOptions`, and `memory`,
+        `output_type`, `approver`, `input_handler`, `options`), and `servers`: an `MCPServers`
+        (shared: the caller closes it), or settings by server id (owned: the agent's `aclose()`
+        closes them). `tools` join `terminate` as the agent's own tools. `output_type`: as
+        `ToolCallAgent`'s (`final_result` joins them)."""
         self._owns_servers = not isinstance(servers, MCPServers)
         self.servers = servers if isinstance(servers, MCPServers) else MCPServers(servers)
-        own = [Terminate(), *tools]
-        self._init_tool_agent(
-            options,
-            llm=llm,
-            tools=own,
-            memory=memory,
-            approver=approver,
-            input_handler=input_handler,
-            name=name,
-            output_type=output_type,
-        )
+        super().__init__(llm=llm, tools=[Terminate(), *tools], name=name, **kwargs)
 
     @classmethod
     async def create(cls, **kwargs: Any) -> MCPAgent:

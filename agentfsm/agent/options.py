@@ -20,7 +20,7 @@ __all__ = ["AgentOptions"]
 class AgentOptions(Options):
     """The limits of a run, and whether an answer ends it."""
 
-    max_steps: Annotated[int, Spec(ge=1)] = 10
+    max_steps: Annotated[int, Spec(ge=1, flag="steps before the run stops (max_steps)")] = 10
     """Steps a run may take; reaching it ends the run with `max_steps`."""
     stuck_limit: Annotated[int | None, Spec(ge=1, none="no limit", file_none=0)] = 3
     """Stuck steps in a row that end the run with `stuck` (None: never; a config file writes 0)."""

@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from ..errors import ArgumentError, TokenLimitExceeded, WrongTypeError
 from ..fsm.machine import StateSpec
@@ -74,7 +74,7 @@ class ToolCallOptions(AgentOptions):
     next_step_prompt: str | None = NEXT_STEP_PROMPT
     """Sent with each request, never kept in memory (None: none): a user message after the
     history, or the end of the system prompt when the history ends with tool results."""
-    tool_choice: ToolChoice = "auto"
+    tool_choice: Annotated[ToolChoice, Spec(flag="tool choice sent to the model")] = "auto"
     """``auto``; ``required`` (a reply without calls gets one nudge, a second ends in ERROR); ``none``."""
     max_observe: Annotated[int | None, Spec(ge=1, none="no limit")] = None
     """Characters of a tool's observation the model reads; the rest is cut, with a marker saying so."""
@@ -85,7 +85,13 @@ class ToolCallOptions(AgentOptions):
     max_images: Annotated[int | None, Spec(ge=0, none="every one", file_none=-1)] = None
     """Images (tools' screenshots) a request carries: the latest ones; each older one is replaced
     by a marker in its message, while memory keeps them all (`agentfsm.agent.images`)."""
-    require_approval: frozenset[str] = frozenset()
+    require_approval: Annotated[
+        frozenset[str],
+        Spec(
+            flag="ask before each call to TOOL (repeat, or separate with commas): on the terminal "
+            "(run), or the MCP client as an elicitation (mcp-serve)"
+        ),
+    ] = frozenset()
     """Tools whose calls wait for a decision (AWAITING_APPROVAL), besides tools marked `needs_approval`."""
     max_input_rounds: Annotated[int, Spec(ge=1)] = 10
     """Times one call may ask for input (AWAITING_INPUT); one more is an error observation."""
@@ -98,58 +104,33 @@ class ToolCallAgent(ReActAgent):
     """The tool-calling agent: the base of Manus and every practical agent."""
 
     options: ToolCallOptions
+    options_class: ClassVar[type[ToolCallOptions]] = ToolCallOptions
 
     def __init__(
         self,
         *,
         llm: ChatModel,
         tools: ToolCollection | Iterable[Tool] | None = None,
-        system_prompt: str | None = ToolCallOptions.system_prompt,
-        next_step_prompt: str | None = ToolCallOptions.next_step_prompt,
-        max_steps: int = ToolCallOptions.max_steps,
-        tool_choice: ToolChoice = ToolCallOptions.tool_choice,
-        max_observe: int | None = ToolCallOptions.max_observe,
-        duplicate_threshold: int = ToolCallOptions.duplicate_threshold,
-        stuck_limit: int | None = ToolCallOptions.stuck_limit,
-        finish_on_answer: bool = ToolCallOptions.finish_on_answer,
         memory: Memory | None = None,
-        special_tool_names: Iterable[str] = ToolCallOptions.special_tool_names,
-        parallel_tool_calls: bool = ToolCallOptions.parallel_tool_calls,
-        max_images: int | None = ToolCallOptions.max_images,
-        require_approval: Iterable[str] = ToolCallOptions.require_approval,
-        max_input_rounds: int = ToolCallOptions.max_input_rounds,
         output_type: type[BaseModel] | None = None,
-        output_retries: int = ToolCallOptions.output_retries,
         approver: Approver | None = None,
         input_handler: InputHandler | None = None,
         name: str | None = None,
+        options: ToolCallOptions | None = None,
+        **values: Any,
     ) -> None:
-        """The options are `ToolCallOptions`' (documented and checked there). `tools` defaults
-        to `terminate` alone (with `output_type`, to none); `approver` decides calls that need
-        approval, `input_handler` answers a tool's questions (None: the run pauses).
-        `output_type`: a pydantic model the run's answer must be, given through the
+        """The options are `options_class`'s (`ToolCallOptions`, documented and checked there),
+        by name (`values`) over the record `options` if given; `inspect.signature` lists them.
+        `tools` defaults to `terminate` alone (with `output_type`, to none); `approver` decides
+        calls that need approval, `input_handler` answers a tool's questions (None: the run
+        pauses). `output_type`: a pydantic model the run's answer must be, given through the
         `final_result` tool, validated, and returned as `RunResult.parsed` (the default step
         prompt then names `final_result` instead of `terminate`)."""
-        if output_type is not None and next_step_prompt == NEXT_STEP_PROMPT:
-            next_step_prompt = OUTPUT_STEP_PROMPT
-        options = ToolCallOptions(
-            max_steps=max_steps,
-            stuck_limit=stuck_limit,
-            duplicate_threshold=duplicate_threshold,
-            finish_on_answer=finish_on_answer,
-            system_prompt=system_prompt,
-            next_step_prompt=next_step_prompt,
-            tool_choice=tool_choice,
-            max_observe=max_observe,
-            special_tool_names=frozenset(special_tool_names),
-            parallel_tool_calls=parallel_tool_calls,
-            max_images=max_images,
-            require_approval=frozenset(require_approval),
-            max_input_rounds=max_input_rounds,
-            output_retries=output_retries,
-        )
+        record = self.options_class.build(values, start=options, owner=type(self).__qualname__)
+        if output_type is not None and record.next_step_prompt == NEXT_STEP_PROMPT:
+            record = replace(record, next_step_prompt=OUTPUT_STEP_PROMPT)
         self._init_tool_agent(
-            options,
+            record,
             llm=llm,
             tools=tools,
             memory=memory,

@@ -13,7 +13,6 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError
 from ..model.base import ChatModel
@@ -207,7 +206,7 @@ def recorded_kind(agent_class: object) -> str:
     return "toolcall"
 
 
-def agent_class_named(name: str) -> type[BaseAgent]:
+def agent_class_named(name: str) -> type[ToolCallAgent]:
     if name == "manus":
         from ..agent.manus import Manus
 
@@ -225,14 +224,4 @@ def agent_class_named(name: str) -> type[BaseAgent]:
 
 def options_class_named(name: str) -> type[ToolCallOptions]:
     """The options record of the agent `name` (its defaults fill what a checkpoint lacks)."""
-    if name == "manus":
-        from ..agent.manus import ManusOptions
-
-        return ManusOptions
-    if name == "browser":
-        from ..agent.browser import BrowserOptions
-
-        return BrowserOptions
-    from ..agent.toolcall import ToolCallOptions
-
-    return ToolCallOptions
+    return agent_class_named(name).options_class

@@ -75,12 +75,13 @@ async def _with_runs(args: argparse.Namespace) -> int:
 
 
 async def _submit(runs: DurableRuns, args: argparse.Namespace) -> int:
+    from ..agent.toolcall import ToolCallOptions
     from ..durable import AgentSpec
+    from ..options import option_fields
 
+    flagged = [option.name for option in option_fields(ToolCallOptions) if option.spec.flag is not None]
     options = {
-        name: value
-        for name in ("model", "api_base", "max_steps", "tool_choice", "require_approval")
-        if (value := getattr(args, name)) is not None
+        name: value for name in ("model", "api_base", *flagged) if (value := getattr(args, name)) is not None
     }
     spec = AgentSpec(agent=args.agent, options=options)
     run_id = await runs.submit(args.task, spec, queue=args.queue, run_id=args.run_id)

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..options import OptionField
 
 __all__ = ["AGENTS", "DURABLE_COMMANDS", "FLOWS", "PROG", "build_parser", "package_version"]
 
@@ -288,14 +293,8 @@ def _durable_commands(commands: Any) -> None:
     submit.add_argument(
         "--api-base", help="base URL of the model's server (never a key: the worker holds it)"
     )
-    submit.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
-    submit.add_argument("--tool-choice", choices=("auto", "required", "none"), help="tool choice sent")
-    submit.add_argument(
-        "--require-approval",
-        metavar="TOOL",
-        type=_tool_names,
-        action="extend",
-        help="pause before each call to TOOL until `agentfsm approve` decides it",
+    option_flags(
+        submit, require_approval="pause before each call to TOOL until `agentfsm approve` decides it"
     )
     submit.add_argument(
         "--id", dest="run_id", help="the run's id (submitting an id again gives that run back)"
@@ -424,18 +423,48 @@ def _agent_options(
     _model_options(run)
     run.add_argument("--agent", choices=AGENTS, default="toolcall", help=agent_help)
     _mcp_server_option(run)
-    run.add_argument("--max-steps", type=_positive_int, help="steps before the run stops (max_steps)")
-    run.add_argument(
-        "--tool-choice", choices=("auto", "required", "none"), help="tool choice sent to the model"
-    )
-    run.add_argument(
-        "--require-approval",
-        metavar="TOOL",
-        type=_tool_names,
-        action="extend",
-        help="ask before each call to TOOL (repeat, or separate with commas): on the terminal "
-        "(run), or the MCP client as an elicitation (mcp-serve)",
-    )
+    option_flags(run)
+
+
+def option_flags(parser: argparse.ArgumentParser, **helps: str) -> None:
+    """A flag for each agent option whose `Spec` has one (``--max-steps`` sets `max_steps`), from
+    `ToolCallOptions`: its type, choices and bounds are the option's (`helps`: another help, by
+    option name). A flag's value is checked as the record checks the option."""
+    from ..agent.toolcall import ToolCallOptions
+    from ..options import option_fields
+
+    for option in option_fields(ToolCallOptions):
+        if option.spec.flag is None:
+            continue
+        flag = "--" + option.name.replace("_", "-")
+        help_text = helps.get(option.name, option.spec.flag)
+        if get_origin(option.type) is Literal:
+            parser.add_argument(flag, dest=option.name, choices=get_args(option.type), help=help_text)
+        elif get_origin(option.type) is frozenset:
+            parser.add_argument(
+                flag, dest=option.name, metavar="TOOL", type=_tool_names, action="extend", help=help_text
+            )
+        elif option.type is bool:
+            parser.add_argument(flag, dest=option.name, action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            parser.add_argument(flag, dest=option.name, type=_option_value(option), help=help_text)
+
+
+def _option_value(option: OptionField) -> Callable[[str], Any]:
+    """The parse of a flag's text as `option` (a number or text), refused as the record refuses it."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = option.type(text)
+        except ValueError:
+            value = text
+        try:
+            return option.checked(value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = option.name  # argparse names the type in its "invalid value" line
+    return parse
 
 
 def _mcp_server_option(parser: argparse.ArgumentParser) -> None:
