@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .agent import BaseAgent, ReActAgent, ToolCallAgent
 from .errors import AgentfsmError
-from .fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
+from .fsm.machine import Edge, Effect, Guard, MachineTable, Payload, StateSpec
 from .lazy import lazy_attributes
 from .memory import Memory
 from .messages import Message, Role, ToolCall
@@ -60,6 +60,7 @@ __all__ = [
     "Memory",
     "Message",
     "OpenAICompatible",
+    "Payload",
     "PythonExecute",
     "ReActAgent",
     "Role",

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from agentfsm import AgentState, Edge, Guard, StateSpec, StopReason, Terminate, ToolCallAgent, Transition
+from agentfsm import (
+    AgentState,
+    Edge,
+    Guard,
+    Payload,
+    StateSpec,
+    StopReason,
+    Terminate,
+    ToolCallAgent,
+    Transition,
+)
 from agentfsm.agent.stepping import Stepper
 from agentfsm.agent.table import AGENT_TABLE, NEXT_STEP
 from agentfsm.cli.output import exit_code
@@ -179,3 +190,72 @@ async def test_every_trigger_goes_through_transitions_event_trigger(toolbox, mon
         "observe_done",
     ]
     assert issubclass(machine._EdgeEvent, machine.Event)  # transitions' own Event, specialised
+
+
+async def _review(agent):
+    raise OSError("the reviewer is out")
+
+
+def test_a_phase_the_fail_or_cancel_edges_do_not_reach_is_refused_naming_the_edge():
+    """The driver fires the table's `fail` and `cancel` from whatever phase it is in: a phase outside
+    the group those edges leave is refused when the table is built, not when a run fails there."""
+    review = StateSpec("REVIEWING", None, _review, "review_done")  # in no group
+    into = Edge("observe_done", "OBSERVING", "REVIEWING", HANDOFF)
+    out = Edge("review_done", "REVIEWING", "THINKING")
+    fallback = AGENT_TABLE.edge("OBSERVING", "THINKING")
+    with pytest.raises(
+        MachineSetupError,
+        match=r"phase 'REVIEWING' has no unguarded edge on 'fail' to a final state, and the driver fires "
+        r"'fail' there when its action raises: add Edge\('fail', 'REVIEWING', <an error state>\), or put "
+        r"it in group 'RUNNING'",
+    ):
+        AGENT_TABLE.extend(states=[review], edges=[into, out], before=fallback)
+    failing = Edge("fail", "REVIEWING", "ERROR", stop_reason=StopReason.ERROR)
+    with pytest.raises(MachineSetupError, match=r"phase 'REVIEWING' has no unguarded edge on 'cancel'"):
+        AGENT_TABLE.extend(states=[review], edges=[into, out, failing], before=fallback)
+    cancelled = Edge("cancel", "REVIEWING", "ERROR", stop_reason=StopReason.CANCELLED)
+    AGENT_TABLE.extend(states=[review], edges=[into, out, failing, cancelled], before=fallback)  # accepted
+
+
+async def test_the_driver_fires_the_tables_own_fail_trigger():
+    """A table that names its failure trigger otherwise ends a failing run through that edge."""
+    edges = tuple(
+        Edge("crash", edge.source, edge.dest, edge.guard, edge.stop_reason)
+        if edge.trigger == "fail"
+        else edge
+        for edge in AGENT_TABLE.edges
+    )
+
+    class Crashing(ToolCallAgent):
+        table = dataclasses.replace(AGENT_TABLE, edges=edges, fail="crash")
+
+        async def act(self) -> None:
+            raise OSError("disk full")
+
+    agent = Crashing(llm=ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])]))
+    seen: list[Transition] = []
+    agent.on_transition(seen.append)
+    result = await agent.run("task")
+    assert (result.state, result.stop_reason, result.error) == (
+        AgentState.ERROR,
+        StopReason.ERROR,
+        "OSError: disk full",
+    )
+    assert (seen[-1].source, seen[-1].dest, seen[-1].trigger) == ("ACTING", "ERROR", "crash")
+    with pytest.raises(MachineSetupError, match=r"phase 'THINKING' has no unguarded edge on 'fail'"):
+        dataclasses.replace(AGENT_TABLE, edges=edges)  # the edges renamed, the trigger not
+
+
+def test_payload_roles_are_payload_members_and_a_misspelt_one_is_refused():
+    """`produces={"replies"}` was a string nothing read, so the reply silently never travelled."""
+    assert AGENT_TABLE.by_name["THINKING"].produces == {Payload.REPLY, Payload.PENDING_CALLS}
+    spec = StateSpec("ASKING", "RUNNING", _review, "ask_done", produces=frozenset({"reply"}))
+    assert spec.produces == {Payload.REPLY} and all(type(p) is Payload for p in spec.produces)
+    with pytest.raises(
+        MachineSetupError,
+        match=r"state 'ASKING': `produces` names 'replies', which is no payload; use the `Payload` "
+        r"members: REPLY, PENDING_CALLS, OBSERVATIONS",
+    ):
+        StateSpec("ASKING", "RUNNING", _review, "ask_done", produces=frozenset({"replies"}))
+    with pytest.raises(MachineSetupError, match=r"`consumes` must be a set of `Payload` members, got 'x'"):
+        StateSpec("ASKING", consumes="x")  # type: ignore[arg-type]

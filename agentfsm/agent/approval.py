@@ -27,7 +27,7 @@ from functools import cache
 from typing import Protocol
 
 from ..errors import KeyNotFoundError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
-from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
+from ..fsm.machine import Edge, Guard, MachineTable, Payload, StateSpec
 from ..memory import Memory
 from ..messages import ToolCall
 from ..run.events import AgentEvent, Edit
@@ -110,7 +110,7 @@ AWAITING_APPROVAL = StateSpec(
     "decided",
     "wait for a decision on each call that needs approval (the approver, or the app while paused)",
     pause=True,
-    consumes=frozenset({"pending_calls"}),
+    consumes=frozenset({Payload.PENDING_CALLS}),
 )
 
 

@@ -28,7 +28,7 @@ from ..errors import (
     WrongTypeError,
     WrongValueError,
 )
-from ..fsm.machine import MachineTable, StateSpec
+from ..fsm.machine import MachineTable, Payload, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..options import constructor_signature
@@ -474,7 +474,7 @@ class BaseAgent(DrivenModel, ABC):
         result still answers a call the model is shown to have made.
         """
         self._require_phase(
-            "pending_calls",
+            Payload.PENDING_CALLS,
             "replace_pending_calls",
             "before the tools run (after iter() yielded the edge into it)",
         )
@@ -497,7 +497,7 @@ class BaseAgent(DrivenModel, ABC):
     def edit_observation(self, key: int | str, content: str) -> Edit:
         """Before memory (in OBSERVING): replace the content of an observation (`key`: index or call id)."""
         self._require_phase(
-            "observations",
+            Payload.OBSERVATIONS,
             "edit_observation",
             "before the results reach memory (after iter() yielded the edge into it)",
         )
@@ -527,7 +527,7 @@ class BaseAgent(DrivenModel, ABC):
         self.emit(edit)
         return edit
 
-    def _require_phase(self, consumes: str, what: str, when: str) -> None:
+    def _require_phase(self, consumes: Payload, what: str, when: str) -> None:
         """Refuse an edit unless the machine rests in the phase that works on `consumes`."""
         phase = self.table.phase_that(consumes=consumes)
         if phase is None or self.fsm_state != phase.name or self.phase_running:

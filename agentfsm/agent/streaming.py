@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import Protocol
 
-from ..fsm.machine import MachineTable
+from ..fsm.machine import MachineTable, Payload
 from ..run.events import AgentEvent, Delta, EventListener, TextDelta, ToolCallDelta, Transition
 from ..run.result import RunResult
 
@@ -72,7 +72,7 @@ class FinalTurn:
     after the turn, and lets through only those of the turn that ends the run."""
 
     def __init__(self, table: MachineTable) -> None:
-        self.asks = frozenset(s.name for s in table.states if "reply" in s.produces)
+        self.asks = frozenset(s.name for s in table.states if Payload.REPLY in s.produces)
         """The states that ask the model (THINKING): entering one starts a new turn."""
         self.finals = frozenset(s.name for s in table.states if s.final is not None)
         self.held: list[Delta] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
+from ..fsm.machine import Edge, Effect, Guard, MachineTable, Payload, StateSpec
 from ..run.result import AgentState, StopReason
 
 __all__ = [
@@ -112,7 +112,7 @@ AGENT_TABLE = MachineTable(
             _think,
             "think_done",
             "ask the LLM; record the assistant message",
-            produces=frozenset({"reply", "pending_calls"}),
+            produces=frozenset({Payload.REPLY, Payload.PENDING_CALLS}),
         ),
         StateSpec(
             "ACTING",
@@ -120,8 +120,8 @@ AGENT_TABLE = MachineTable(
             _act,
             "act_done",
             "execute the tool calls",
-            consumes=frozenset({"pending_calls"}),
-            produces=frozenset({"observations"}),
+            consumes=frozenset({Payload.PENDING_CALLS}),
+            produces=frozenset({Payload.OBSERVATIONS}),
         ),
         StateSpec(
             "OBSERVING",
@@ -129,7 +129,7 @@ AGENT_TABLE = MachineTable(
             _observe,
             "observe_done",
             "record results; detect stuck",
-            consumes=frozenset({"observations"}),
+            consumes=frozenset({Payload.OBSERVATIONS}),
         ),
         StateSpec("FINISHED", doc="ended by the model or by a limit", final=AgentState.FINISHED),
         StateSpec("ERROR", doc="ended by an error or cancellation", final=AgentState.ERROR),

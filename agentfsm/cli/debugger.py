@@ -21,6 +21,7 @@ from typing import TextIO
 from ..agent.base import BaseAgent
 from ..agent.stepping import Breakpoint, Stepper
 from ..fsm.diagram import to_mermaid
+from ..fsm.machine import Payload
 from ..messages import Message
 from ..recording.trace import TraceWriter
 from ..run.events import LLMCall, LLMRetry, TextDelta, ToolCallDelta, Transition
@@ -235,7 +236,7 @@ class Debugger:
             await asyncio.sleep(WAIT_NOTICE_S)
             state, step = self.agent.fsm_state, self.agent.run_state.step
             spec = self.agent.table.by_name.get(state)
-            if spec is not None and "reply" in spec.produces and said != (state, step):
+            if spec is not None and Payload.REPLY in spec.produces and said != (state, step):
                 said = (state, step)
                 self._say(f"waiting for the model ({state}, step {step})…")
 
@@ -280,7 +281,7 @@ class Debugger:
 
     def _edit(self, args: list[str]) -> None:
         run = self.agent.run_state
-        recording = self.agent.table.phase_that(consumes="observations")
+        recording = self.agent.table.phase_that(consumes=Payload.OBSERVATIONS)
         name = recording.name if recording is not None else "the phase that records results"
         if recording is None or self.agent.phase != recording.name or not run.observations:
             self._say(f"edit works in {name}, before the results are recorded: `break {name}`, then edit")

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
-from ..fsm.machine import MachineTable
+from ..fsm.machine import MachineTable, Payload
 from ..run.events import AgentEvent, LLMCall, LLMRetry, TextDelta, Transition, TransitionListener
 from ..run.state import RunState
 
@@ -182,7 +182,7 @@ class LiveView:
             return ""
         if spec.pause:
             return "waiting for an answer"
-        if "reply" in spec.produces:
+        if Payload.REPLY in spec.produces:
             return self._waiting_for_the_model()
         return "working"
 

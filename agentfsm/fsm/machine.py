@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cached_property
 from typing import Any, NamedTuple, cast
 
@@ -26,7 +27,7 @@ from transitions import Event, EventData, Machine, MachineError, Transition
 
 from ..errors import MachineSetupError
 
-__all__ = ["Edge", "Effect", "Guard", "GuardOutcome", "MachineTable", "StateSpec"]
+__all__ = ["Edge", "Effect", "Guard", "GuardOutcome", "MachineTable", "Payload", "StateSpec"]
 
 PhaseAction = Callable[[Any], Awaitable[None]]
 
@@ -47,6 +48,24 @@ class Effect:
 
     name: str
     apply: Callable[[Any], None]
+
+
+class Payload(StrEnum):
+    """What of a run a phase works on or hands on (`StateSpec.consumes`, `produces`). A driver
+    carries each on the transitions out of the phase that produces it (or into the one that
+    consumes it), and an edit of it is allowed in the phase that consumes it. A member, not a
+    string, so that a misspelt role is an error where the table is declared, not a payload that
+    silently never travels."""
+
+    REPLY = "reply"
+    """The model's reply: a phase that produces it asks the model."""
+    PENDING_CALLS = "pending_calls"
+    """The tool calls about to run."""
+    OBSERVATIONS = "observations"
+    """The tools' results, before they reach memory."""
+
+
+_PAYLOADS = frozenset(Payload) | frozenset(member.value for member in Payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +95,26 @@ class StateSpec:
     """A final state: the top-level state it reports (a `StrEnum` member or a string)."""
     pause: bool = False
     """A run may pause here (`PauseRun`, or always on entry when there is no `action`)."""
-    consumes: frozenset[str] = frozenset()
-    """What of the run this phase works on (``"pending_calls"``, ``"observations"``): edits and the
-    edges into it read this, so edges into it carry it and callers may change it here."""
-    produces: frozenset[str] = frozenset()
-    """What this phase leaves for the next (``"reply"``, ``"observations"``): edges out of it carry it."""
+    consumes: frozenset[Payload] = frozenset()
+    """What of the run this phase works on (`Payload.PENDING_CALLS`, ...): edits and the edges into
+    it read this, so edges into it carry it and callers may change it here."""
+    produces: frozenset[Payload] = frozenset()
+    """What this phase leaves for the next (`Payload.REPLY`, ...): edges out of it carry it."""
+
+    def __post_init__(self) -> None:
+        for role in ("consumes", "produces"):
+            given = getattr(self, role)
+            if not isinstance(given, frozenset | set | tuple | list):
+                raise MachineSetupError(
+                    f"state {self.name!r}: `{role}` must be a set of `Payload` members, got {given!r}"
+                )
+            unknown = sorted(str(item) for item in given if item not in _PAYLOADS)
+            if unknown:
+                raise MachineSetupError(
+                    f"state {self.name!r}: `{role}` names {unknown[0]!r}, which is no payload; "
+                    f"use the `Payload` members: {', '.join(member.name for member in Payload)}"
+                )
+            object.__setattr__(self, role, frozenset(Payload(item) for item in given))
 
     @property
     def is_phase(self) -> bool:
@@ -122,7 +156,10 @@ class MachineTable:
     """States and edges, in priority order: for one trigger, the first edge whose guard holds wins.
 
     Every final state without an edge on `reset` gets one back to `initial`,
-    appended to `edges`: a finished run can always start over.
+    appended to `edges`: a finished run can always start over. Every phase has
+    an unguarded edge on `fail` and on `cancel` to a final state (the validation
+    names a missing one): a driver fires them, whatever the phase, when its
+    action raised or the run was cancelled, and a run always ends.
     """
 
     states: tuple[StateSpec, ...]
@@ -130,6 +167,10 @@ class MachineTable:
     initial: str
     reset: str = "reset"
     """The trigger that takes a final state back to `initial`."""
+    fail: str = "fail"
+    """The trigger that ends a run whose phase raised (or whose events could not be recorded)."""
+    cancel: str = "cancel"
+    """The trigger that ends a run cancelled in a phase or a pause (or abandoned there)."""
 
     def __post_init__(self) -> None:
         resettable = {e.source for e in self.edges if e.trigger == self.reset}
@@ -175,7 +216,7 @@ class MachineTable:
     def sources(self, edge: Edge) -> tuple[str, ...]:
         return self.groups.get(edge.source, (edge.source,))
 
-    def phase_that(self, *, consumes: str) -> StateSpec | None:
+    def phase_that(self, *, consumes: Payload) -> StateSpec | None:
         """The first phase (not a pause) that works on `consumes`, or None."""
         return next((s for s in self.states if consumes in s.consumes and not s.pause), None)
 
@@ -206,7 +247,12 @@ class MachineTable:
             at = self.edges.index(before)
             all_edges = self.edges[:at] + new_edges + self.edges[at:]
         return MachineTable(
-            states=self.states + tuple(states), edges=all_edges, initial=self.initial, reset=self.reset
+            states=self.states + tuple(states),
+            edges=all_edges,
+            initial=self.initial,
+            reset=self.reset,
+            fail=self.fail,
+            cancel=self.cancel,
         )
 
     def edge(self, source: str, dest: str, trigger: str | None = None) -> Edge:
@@ -329,6 +375,22 @@ class MachineTable:
                 f"phase {name!r} needs an unguarded last edge on {state.done!r}, "
                 "so the run can always move on"
             )
+        for trigger, when in ((self.fail, "its action raises"), (self.cancel, "the run is cancelled")):
+            ends = [e for e in self.edges if e.trigger == trigger and name in self.sources(e)]
+            if not ends or ends[-1].guard is not None or self.by_name[ends[-1].dest].final is None:
+                groups = sorted(
+                    {e.source for e in self.edges if e.trigger == trigger and e.source in self.groups}
+                )
+                into = (
+                    f", or put it in group {groups[0]!r}, whose edge on {trigger!r} it then has"
+                    if groups
+                    else ""
+                )
+                raise MachineSetupError(
+                    f"phase {name!r} has no unguarded edge on {trigger!r} to a final state, and the "
+                    f"driver fires {trigger!r} there when {when}: add Edge({trigger!r}, {name!r}, "
+                    f"<an error state>){into}"
+                )
 
 
 class _EdgeTransition(Transition):

@@ -29,18 +29,14 @@ from collections.abc import AsyncGenerator, Callable
 from time import perf_counter
 
 from ..errors import AgentBusyError, PauseRun
+from ..fsm.machine import Payload
 from ..log import enabled as log_enabled
 from ..log import event
 from .events import RunPaused, Transition
 from .result import RunResult, StopReason
 from .view import Driven
 
-__all__ = ["CANCEL", "FAIL", "RunDriver"]
-
-FAIL = "fail"
-"""The trigger fired when a phase's action raised: the table sends it to an error state."""
-CANCEL = "cancel"
-"""The trigger fired when the run was cancelled or abandoned mid-run."""
+__all__ = ["RunDriver"]
 
 
 def _cancellation() -> type[BaseException]:
@@ -107,7 +103,7 @@ class RunDriver:
             while (spec := table.by_name[model.fsm_state]).is_phase:
                 assert spec.done is not None  # the table's validation guarantees it
                 if (failure := model.listener_failure()) is not None:  # an edge or an edit unrecorded
-                    yield self.abort(FAIL, _described(failure), failure)
+                    yield self.abort(table.fail, _described(failure), failure)
                     break
                 action, resumed, resuming = spec.action, resuming, False
                 if action is None:  # a pause with nothing to do: stop on entry, go on when resumed
@@ -124,21 +120,21 @@ class RunDriver:
                     break
                 except Exception as exc:  # a phase failed: the run ends in ERROR, never crashes
                     self.phase_running = False
-                    yield self.abort(FAIL, f"{type(exc).__name__}: {exc}", exc)
+                    yield self.abort(table.fail, f"{type(exc).__name__}: {exc}", exc)
                     break
                 except BaseException as exc:  # cancelled, KeyboardInterrupt, SystemExit: end, then go on up
                     self.phase_running = False
-                    self.abort(CANCEL, _interruption(exc), exc)
+                    self.abort(table.cancel, _interruption(exc), exc)
                     raise
                 self.phase_running = False
                 if (failure := model.listener_failure()) is not None:  # the phase's events unrecorded
-                    yield self.abort(FAIL, _described(failure), failure)
+                    yield self.abort(table.fail, _described(failure), failure)
                     break
                 yield self.fire(spec.done)
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
             if table.by_name[model.fsm_state].is_phase:
-                self.abort(CANCEL, "CancelledError: iteration stopped before the run ended")
+                self.abort(table.cancel, "CancelledError: iteration stopped before the run ended")
             raise
         finally:
             self.active, self._yields = False, False
@@ -183,9 +179,9 @@ class RunDriver:
             guards=guards,
             stop_reason=edge.stop_reason,
             duration_s=now - started,
-            reply=run.reply if "reply" in came.produces else None,
-            tool_calls=tuple(run.pending_calls) if "pending_calls" in went.consumes else (),
-            observations=tuple(run.observations) if "observations" in came.produces else (),
+            reply=run.reply if Payload.REPLY in came.produces else None,
+            tool_calls=tuple(run.pending_calls) if Payload.PENDING_CALLS in went.consumes else (),
+            observations=tuple(run.observations) if Payload.OBSERVATIONS in came.produces else (),
             error=run.error if went.final is not None else None,
         )
         if logs:
@@ -194,8 +190,8 @@ class RunDriver:
         return transition
 
     def abort(self, trigger: str, error: str, exception: BaseException | None = None) -> Transition | None:
-        """End the run on `trigger` (`fail`, `cancel`) with `error` (the text of `exception`, when an
-        exception ended it), closing what it left open first."""
+        """End the run on `trigger` (the table's `fail` or `cancel`) with `error` (the text of
+        `exception`, when an exception ended it), closing what it left open first."""
         run = self.model.run_state
         run.error, run.exception = error, exception
         self.model.interrupt()
@@ -204,7 +200,7 @@ class RunDriver:
     async def cancel(self) -> RunResult:
         """End this paused run on `cancel` (its `on_run_end` included); returns its result."""
         self.paused = None
-        self.abort(CANCEL, "CancelledError: the paused run was cancelled")
+        self.abort(self.model.table.cancel, "CancelledError: the paused run was cancelled")
         try:
             await self.model.flush_listeners()
         finally:

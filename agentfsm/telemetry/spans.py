@@ -51,7 +51,6 @@ from ..errors import MissingExtraError
 from ..flow.flow import PlanningFlow
 from ..messages import Message
 from ..model.base import LLMResponse
-from ..run.driver import CANCEL
 from ..run.events import (
     AgentEvent,
     LLMCall,
@@ -203,7 +202,7 @@ class _RunSpans:
         if t.dest == table.initial:
             return  # the reset of the previous run: not part of this one
         if self.run is None:
-            if t.trigger == CANCEL and table.by_name[t.source].pause:
+            if t.trigger == table.cancel and table.by_name[t.source].pause:
                 self._open_run(resumed=False, cancelled_in=t.source)  # a paused run cancelled
             else:
                 self._open_run(resumed=t.source != table.initial)
