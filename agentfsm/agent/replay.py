@@ -12,18 +12,27 @@ replays as one run.
 
 Only tool-calling agents (`ToolCallAgent` and subclasses such as Manus)
 are replayed: the header's configuration rebuilds one, with the recorded
-system prompt and tool declarations of each request.
+system prompt and tool declarations of each request, on the machine of the
+recorded class (`agent_class` in the header): a class that extends its table
+(`MachineTable.extend`) is replayed on that table, its own phases' actions run
+on the replaying agent as they ran on the recorded one. The class is found
+among the modules the process has imported (agentfsm's own are imported), or
+given (`replay(trace, agent_class=...)`, `agentfsm replay --agent-class`):
+replaying a trace never imports a module the trace names.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, WrongPhaseError
+from ..fsm.machine import MachineTable
 from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..model.base import LLMResponse, ToolChoice, Usage
@@ -35,6 +44,7 @@ from ..run.result import RunResult
 from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
 from .approval import decide
+from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, with_input
 from .page_context import sent_page_context, with_page
 from .toolcall import ToolCallAgent, ToolCallOptions
@@ -195,7 +205,11 @@ class _RecordedTools(ToolCollection):
 
 
 class ReplayAgent(ToolCallAgent):
-    def __init__(self, header: dict[str, Any], script: ReplayScript) -> None:
+    def __init__(
+        self, header: dict[str, Any], script: ReplayScript, table: MachineTable | None = None
+    ) -> None:
+        """The agent of the trace whose `header` this is, on `table` (the recorded class's; None:
+        the tool-calling agent's), its model and tools answering from `script`."""
         config = header.get("config", {})
         missing = [key for key in ("llm", "tools") if key not in config]
         if missing:
@@ -214,6 +228,8 @@ class ReplayAgent(ToolCallAgent):
             raise ReplayError(f"the trace's configuration is not an agent's: {exc}") from None
         self.script = script
         self.recorded_tools = _RecordedTools()
+        if table is not None:
+            self.table = table
         self._init_tool_agent(
             options,
             llm=ReplayLLM(script, config["llm"].get("token_budget")),
@@ -226,7 +242,7 @@ class ReplayAgent(ToolCallAgent):
         if isinstance(output, dict) and isinstance(output.get("tool"), str):  # it had `output_type`
             self.output_name, self._output_config = output["tool"], output
             self._sync_table()
-        if config.get("awaiting_input"):  # the recorded agent's machine had the input state
+        if config.get("awaiting_input") and AWAITING_INPUT not in self.table.by_name:  # the recorded had it
             self.table = with_input(self.table)
         for message in header.get("history", []):
             self.memory.add_message(Message.model_validate(message))
@@ -276,7 +292,7 @@ class Replayer:
     """One replay of the trace at `path`: `transitions()` re-drives it step by step (what
     `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
 
-    def __init__(self, path: RecordPath) -> None:
+    def __init__(self, path: RecordPath, *, agent_class: type[ToolCallAgent] | None = None) -> None:
         try:
             self.header, records = read_trace(path)  # each request whole, as the engine sends it
         except TraceError as exc:
@@ -285,7 +301,12 @@ class Replayer:
         results = [r for r in records if r["kind"] == "result"]
         self.recorded_result: Any = results[-1].get("result") if results else None
         """The last ``result`` record's RunResult (a paused and resumed run's end), or None."""
-        self.agent: ToolCallAgent = ReplayAgent(self.header, self.script)
+        recorded_class = agent_class or recorded_agent_class(self.header.get("agent_class"))
+        table = recorded_class.table if recorded_class is not None else None
+        self.agent: ToolCallAgent = ReplayAgent(self.header, self.script, table)
+        _check_states(self.agent.table, records, self.header.get("agent_class"), recorded_class)
+        self._unfound = None if recorded_class is not None else self.header.get("agent_class")
+        """The recorded class, when it was not found: a divergence may be its table's."""
         self.recorded: list[dict[str, Any]] = []
         self.edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits right after it
         for record in records:
@@ -309,7 +330,16 @@ class Replayer:
                 async for transition in steps:
                     index = len(self.replayed)
                     self.replayed.append(transition)
-                    compare_transition(transition, self.recorded, index, self.script.complete)
+                    try:
+                        compare_transition(transition, self.recorded, index, self.script.complete)
+                    except ReplayError as exc:
+                        if self._unfound is None:
+                            raise
+                        raise ReplayError(
+                            f"{exc} (the trace's agent class {self._unfound} is not imported here; if it "
+                            "extends its table, give it: `replay(trace, agent_class=...)`, or `agentfsm "
+                            "replay --agent-class MODULE:CLASS`)"
+                        ) from None
                     for edit in self.edits.get(index, ()):
                         apply_edit(self.agent, edit)
                     yield transition
@@ -335,9 +365,63 @@ class Replayer:
         return Replay(self.header, self.replayed, self.result, self.ended_early)
 
 
-async def replay(trace: RecordPath) -> Replay:
-    """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges."""
-    return await Replayer(trace).run()
+async def replay(trace: RecordPath, *, agent_class: type[ToolCallAgent] | None = None) -> Replay:
+    """Re-drive the machine from the trace at `trace`; `ReplayError` when it cannot or diverges.
+    `agent_class`: the recorded agent's class, when the process has not imported it (its table
+    is the machine replayed)."""
+    return await Replayer(trace, agent_class=agent_class).run()
+
+
+def recorded_agent_class(name: object) -> type[ToolCallAgent] | None:
+    """The tool-calling agent class named ``module.QualName`` (a trace header's `agent_class`), if
+    its module is imported already (agentfsm's own modules are imported here); else None. A
+    trace's names are data: no other module is imported for them."""
+    if not isinstance(name, str) or "." not in name:
+        return None
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        module = sys.modules.get(module_name)
+        if module is None and parts[0] == "agentfsm":
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+        found: Any = module
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute, None)
+        if isinstance(found, type) and issubclass(found, ToolCallAgent):
+            return found
+    return None
+
+
+def _check_states(
+    table: MachineTable, records: list[dict[str, Any]], recorded: object, agent_class: type | None
+) -> None:
+    """`ReplayError` when the trace's transitions go through states `table` lacks: the recorded
+    class extended its table and this replay does not have that class (`agent_class` None), or the
+    trace does not match the class it names (damaged, or of another version of it)."""
+    transitions = [r for r in records if r.get("kind") == "transition"]
+    unknown = [
+        (index, end, r.get(end))
+        for index, r in enumerate(transitions, 1)
+        for end in ("source", "dest")
+        if r.get(end) not in table.by_name
+    ]
+    if not unknown:
+        return
+    if agent_class is not None:
+        index, end, state = unknown[0]
+        raise ReplayError(
+            f"transition {index}'s {end} {state!r} is no state of {agent_class.__qualname__}'s table: the "
+            "trace is damaged, or was written by another version of that class"
+        )
+    missing = sorted({str(state) for _, _, state in unknown})
+    raise ReplayError(
+        f"the trace goes through states {missing} of its agent class {recorded}, which is not imported "
+        "here: give the class (`replay(trace, agent_class=...)`, or `agentfsm replay --agent-class "
+        "MODULE:CLASS`)"
+    )
 
 
 RESULT_COMPARED = ("state", "stop_reason", "steps", "output", "error")

@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("trace", metavar="TRACE", help="a JSON Lines trace written by `run --trace`")
     replay.add_argument("--step", action="store_true", help="replay under the debugger's prompt")
+    replay.add_argument(
+        "--agent-class",
+        metavar="MODULE:CLASS",
+        help="the recorded agent's class, imported from MODULE, when it extends its table (its states "
+        "are replayed on that table); agentfsm's own classes need none",
+    )
     _break_option(replay)
     _output_options(replay)
 

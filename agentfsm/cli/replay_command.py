@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
+    ConfigError,
     ReplayError,
     TraceError,
 )
@@ -23,6 +26,9 @@ from .output import (
 )
 from .parser import PROG
 
+if TYPE_CHECKING:
+    from ..agent.toolcall import ToolCallAgent
+
 
 def replay_command(args: argparse.Namespace) -> int:
     """Print the replayed transitions (as `demo` does) and the result; a trace cut short is exit 1."""
@@ -30,17 +36,22 @@ def replay_command(args: argparse.Namespace) -> int:
     from . import log_setup
 
     if is_flow_trace(args.trace):
-        if args.step:
-            return usage_error(f"{args.trace} is a flow's trace; --step replays an agent's: drop --step")
+        for flag, given in (("--step", args.step), ("--agent-class", args.agent_class)):
+            if given:
+                return usage_error(f"{args.trace} is a flow's trace; {flag} replays an agent's: drop {flag}")
         return replay_flow(args)
+    try:
+        agent_class = recorded_class(args.agent_class)
+    except ConfigError as exc:
+        return usage_error(str(exc))
     if args.step:
-        return replay_step(args)
+        return replay_step(args, agent_class)
     with (
         log_setup.configured(args.log_format, level=log_level(args)),
         contextlib.redirect_stdout(sys.stderr),
     ):
         try:
-            replayed = run_async(replay(args.trace))
+            replayed = run_async(replay(args.trace, agent_class=agent_class))
         except ReplayError as exc:
             return usage_error(_about(args.trace, exc))
     out = sys.stdout
@@ -116,14 +127,35 @@ def replay_flow(args: argparse.Namespace) -> int:
     return 0 if result.ok or result.paused else EXIT_LIMIT
 
 
-def replay_step(args: argparse.Namespace) -> int:
+def recorded_class(target: str | None) -> type[ToolCallAgent] | None:
+    """The class ``--agent-class MODULE:CLASS`` names, imported (the person named it); None without
+    the flag. `ConfigError` when it is not there or is no tool-calling agent."""
+    if target is None:
+        return None
+    from ..agent.toolcall import ToolCallAgent
+
+    module_name, sep, name = target.partition(":")
+    if not (sep and module_name and name):
+        raise ConfigError(f"--agent-class {target!r}: give MODULE:CLASS (e.g. myapp.agents:ReflectingAgent)")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in name.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--agent-class {target!r} names no class ({exc}); give MODULE:CLASS") from None
+    if not (isinstance(found, type) and issubclass(found, ToolCallAgent)):
+        raise ConfigError(f"--agent-class {target!r} is not a tool-calling agent class (a ToolCallAgent's)")
+    return found
+
+
+def replay_step(args: argparse.Namespace, agent_class: type[ToolCallAgent] | None = None) -> int:
     """`replay --step`: the replayed run under the debugger (recorded replies, nothing executed)."""
     from ..agent.replay import Replayer
     from . import log_setup
     from .debugger import debug_command
 
     try:
-        replayer = Replayer(args.trace)
+        replayer = Replayer(args.trace, agent_class=agent_class)
         with log_setup.configured(args.log_format, level=log_level(args)):
             status = debug_command(
                 replayer.agent, replayer.request, args.breaks, transitions=replayer.transitions()
