@@ -71,9 +71,15 @@ async def test_every_runner_runs_the_calls_then_answers(
 
 def test_the_report_reads_every_runner_and_any_subset_of_sections() -> None:
     runs = {name: 10.0 * (i + 1) for i, name in enumerate(bench_peers.FRAMEWORKS)}
-    data = {"overhead": {"missing": [], "tool_call_run": runs, "ten_step_run": runs}}
+    trigger = {"agentfsm": 1.0, "transitions": 11.0}
+    data = {"overhead": {"missing": [], "tool_call_run": runs, "ten_step_run": runs, "trigger_us": trigger}}
     table = bench.report(data)
     assert table.startswith("Overhead per run")
+    one_run = runs["agentfsm"]
+    assert (
+        "a trigger: 1.00 µs (transitions' generic Event.trigger and Transition.execute: 11.00); a one-call "
+        f"run fires 7, so firing through them would add 70 µs, {70 / one_run:.0%} of agentfsm's run"
+    ) in table
     for name in bench_peers.FRAMEWORKS:
         assert f"\n{name} " in table
     floors = runs["agentfsm engine alone"] + runs["guarantees, no engine"]

@@ -95,7 +95,99 @@ async def overhead(quick: bool) -> dict[str, Any]:
         if n_calls > 1:
             batch //= 4
         out[label] = await interleaved(runners, rounds, batch)
+    out["trigger_us"] = trigger_costs(quick)
     return out
+
+
+ONE_CALL_TRIGGERS = (
+    "start",
+    "think_done",
+    "act_done",
+    "observe_done",
+    "think_done",
+    "act_done",
+    "observe_done",
+)
+"""The triggers a one-tool-call run fires (the tool call, then `terminate`)."""
+
+
+def trigger_costs(quick: bool) -> dict[str, float]:
+    """µs a trigger, median of rounds alternating: `MachineTable.take` (agentfsm's walk over the lists
+    transitions built) beside transitions' generic `Event.trigger` and `Transition.execute` on a
+    machine of the same table, the guards as its conditions and the effects as `after` callbacks
+    (what `agentfsm.fsm.machine` would be if it fired through them)."""
+    from transitions import EventData, Machine
+
+    from agentfsm import ToolCallAgent
+    from agentfsm.agent.table import AGENT_TABLE
+    from agentfsm.fsm.machine import Edge, Guard
+    from agentfsm.messages import ToolCall
+    from agentfsm.testing import ScriptedLLM
+
+    table = AGENT_TABLE
+
+    def condition(guard: Guard) -> Callable[[EventData], bool]:
+        def check(event: EventData) -> bool:
+            held = guard.check(event.model)
+            outcomes, _ = event.args  # the lists `theirs` passes
+            outcomes.append((guard.name, held))  # the guards evaluated, as `take` returns them
+            return held
+
+        return check
+
+    def after(edge: Edge) -> Callable[[EventData], None]:
+        def apply(event: EventData) -> None:
+            if edge.effect is not None:
+                edge.effect.apply(event.model)
+            _, taken = event.args
+            taken.append(edge)
+
+        return apply
+
+    rows: list[dict[str, Any]] = []
+    for edge in table.edges:
+        row: dict[str, Any] = {
+            "trigger": edge.trigger,
+            "source": list(table.sources(edge)),
+            "dest": edge.dest,
+        }
+        row["after"] = [after(edge)]
+        if edge.guard is not None:
+            row["conditions"] = [condition(edge.guard)]
+        rows.append(row)
+    generic = Machine(
+        model=None,
+        states=[state.name for state in table.states],
+        initial=table.initial,
+        transitions=rows,
+        auto_transitions=False,
+        send_event=True,
+        model_attribute="fsm_state",
+    )
+    agent = ToolCallAgent(llm=ScriptedLLM([]), max_steps=1_000)
+    run = agent.run_state
+
+    def walk(fire: Callable[[str], object]) -> None:
+        agent.fsm_state, run.step, run.output = table.initial, 0, None
+        run.pending_calls = [ToolCall.create("c1", "add", {"a": 1, "b": 2})]
+        for trigger in ONE_CALL_TRIGGERS[:-1]:  # the last needs `terminate`'s result: stop before it
+            fire(trigger)
+
+    def ours(trigger: str) -> object:
+        return table.take(agent, trigger)
+
+    def theirs(trigger: str) -> object:
+        return generic.events[trigger].trigger(agent, [], [])
+
+    rounds, batch = (5, 500) if quick else (15, 2_000)
+    seen: dict[str, list[float]] = {"agentfsm": [], "transitions": []}
+    for _ in range(rounds):
+        for name, fire in (("agentfsm", ours), ("transitions", theirs)):
+            began = time.perf_counter()
+            for _ in range(batch):
+                walk(fire)
+            seen[name].append((time.perf_counter() - began) / batch / (len(ONE_CALL_TRIGGERS) - 1) * 1e6)
+    return {name: statistics.median(values) for name, values in seen.items()}
 
 
 # -- 2. history growth ------------------------------------------------------------------
@@ -391,6 +483,13 @@ def _overhead_lines(o: dict[str, Any], lines: list[str]) -> None:
     lines.append(
         f"  the two floors together: {floors:.1f} µs = {floors / one['bare loop']:.1f}x the bare loop;"
         f" agentfsm (a new agent per run, as the engine's floor) is {one['agentfsm'] / floors:.2f} of it"
+    )
+    fired = o["trigger_us"]
+    extra = (fired["transitions"] - fired["agentfsm"]) * len(ONE_CALL_TRIGGERS)
+    lines.append(
+        f"  a trigger: {fired['agentfsm']:.2f} µs (transitions' generic Event.trigger and "
+        f"Transition.execute: {fired['transitions']:.2f}); a one-call run fires {len(ONE_CALL_TRIGGERS)}, so "
+        f"firing through them would add {extra:.0f} µs, {extra / one['agentfsm']:.0%} of agentfsm's run"
     )
     for peer in ("langgraph", "pydantic-ai"):
         if peer in one:

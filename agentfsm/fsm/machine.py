@@ -6,9 +6,16 @@ the engine, the diagram renderer and the docs. Each state says what it *is*
 nothing outside the table needs to know a state's name to know its meaning.
 A table compiles to one `transitions.Machine` that every model using it
 shares: models are not registered with the machine (no per-model build cost,
-no references kept); `MachineTable.take` fires a trigger on a model through
-transitions' own `Event.trigger`, specialised by its `event_cls` and
-`transition_cls` extension points.
+no references kept). transitions builds and holds the machine: its states, its
+events, and each event's transitions from each state, in the table's order.
+Firing a trigger is this module's own walk over those lists (`MachineTable.take`,
+one function): the first transition from the model's state whose guard holds
+moves the model and applies the edge's effect. It does not go through
+transitions' generic `Event.trigger` and `Transition.execute`, which resolve
+callback lists a table never declares, build an `EventData` and log on every
+trigger: measured side by side (`tools/bench.py --only overhead`, "a trigger"),
+10 µs a trigger against 1, and a one-tool-call run fires seven, about 70% of
+the whole run's cost.
 
 This is the only module that talks to `transitions`, and it knows nothing of
 agents: any model with a `fsm_state` attribute can be driven.
@@ -16,14 +23,13 @@ agents: any model with a `fsm_state` attribute can be driven.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Any, NamedTuple, cast
 
-from transitions import Event, EventData, Machine, MachineError, Transition
+from transitions import Machine, Transition
 
 from ..errors import MachineSetupError
 
@@ -280,36 +286,40 @@ class MachineTable:
             send_event=True,
             model_attribute="fsm_state",
         )
-        for event in machine.events.values():
-            assert isinstance(event, _EdgeEvent)
-            event.link()
+        _link(machine)
         return machine
 
     def take(self, model: Any, trigger: str) -> tuple[Edge, tuple[GuardOutcome, ...]]:
-        """Fire `trigger` on `model` through transitions' `Event.trigger`: the first edge from the
-        model's `fsm_state` whose guard holds moves it. Returns that edge and the guards evaluated,
-        in order. A trigger with no edge from the state, or no guard holding, is a table mistake
-        (`MachineSetupError`): every phase's last edge is unguarded, so neither happens in a run."""
-        event = cast("_EdgeEvent | None", self.machine.events.get(trigger))
+        """Fire `trigger` on `model`: the walk (see the module's docstring). Over transitions' list
+        of the trigger's transitions from the model's `fsm_state`, in table order, the first whose
+        guard holds (or that has none) sets `fsm_state` to its destination and applies its edge's
+        effect. Returns that edge and the guards evaluated, in order (each transition knows them:
+        the guards of those before it from its state failed). A trigger with no edge from the
+        state, or no guard holding, is a table mistake (`MachineSetupError`): every phase's last
+        edge is unguarded, so neither happens in a run."""
+        event = self.machine.events.get(trigger)
         if event is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
-        taken: list[_EdgeTransition] = []
-        try:
-            fired = event.trigger(model, taken)
-        except MachineError:
-            state = model.fsm_state
+        state = model.fsm_state
+        candidates = cast("list[_EdgeTransition]", event.transitions.get(state))
+        if not candidates:
             raise MachineSetupError(
                 f"trigger {trigger!r} has no edge from state {state!r}; it fires from "
                 f"{sorted(name for name, edges in event.transitions.items() if edges)!r}"
-            ) from None
-        if not fired:
-            state = model.fsm_state
-            evaluated = [GuardOutcome(t.guard.name, False) for t in event.transitions[state] if t.guard]
-            raise MachineSetupError(
-                f"no guard held for trigger {trigger!r} from state {state!r} "
-                f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
             )
-        return taken[0].taken
+        for transition in candidates:
+            edge = transition.edge
+            if edge.guard is not None and not edge.guard.check(model):
+                continue
+            model.fsm_state = transition.dest
+            if edge.effect is not None:
+                edge.effect.apply(model)
+            return transition.taken
+        evaluated = [GuardOutcome(t.edge.guard.name, False) for t in candidates if t.edge.guard]
+        raise MachineSetupError(
+            f"no guard held for trigger {trigger!r} from state {state!r} "
+            f"(evaluated: {evaluated!r}); add an unguarded fallback edge"
+        )
 
     # -- validation -------------------------------------------------------------
 
@@ -394,74 +404,30 @@ class MachineTable:
 
 
 class _EdgeTransition(Transition):
-    """transitions' `Transition`, specialised for a table edge (its `transition_cls` extension point).
-
-    transitions' `Event` picks the edge: it tries the transitions of the
-    current state in declaration order and stops at the first whose `execute`
-    returns True. The generic `execute` runs callback lists a table never
-    declares (prepare, before, after, on_enter, on_exit) and logs a dozen
-    debug lines per trigger; this one evaluates the named guard, moves the
-    model, applies the edge's effect and reports itself to the caller.
-    """
+    """transitions' `Transition` of a table edge (its `transition_cls` extension point): it carries
+    the edge and what `MachineTable.take` returns when it is taken. transitions' own `execute` is
+    never called (the walk is `take`'s)."""
 
     def __init__(self, source: str, dest: str, *args: Any, edge: Edge, **kwargs: Any) -> None:
         super().__init__(source, dest, *args, **kwargs)
         self.edge = edge
-        self.guard = edge.guard
         self.taken: tuple[Edge, tuple[GuardOutcome, ...]] = (edge, ())
-        """The edge and the guards evaluated when this transition fires (`_EdgeEvent.link`)."""
-
-    def execute(self, event_data: EventData) -> bool:
-        model: Any = event_data.model  # the stubs type it `object`; it is the table's model
-        if self.guard is not None and not self.guard.check(model):
-            return False
-        model.fsm_state = self.dest
-        if self.edge.effect is not None:
-            self.edge.effect.apply(model)
-        args: Any = event_data.args
-        taken: list[_EdgeTransition] = args[0]  # passed by `MachineTable.take`
-        taken.append(self)
-        return True
+        """The edge and the guards evaluated when this transition is taken (`_link`)."""
 
 
-class _EdgeEvent(Event):
-    """transitions' `Event`, specialised for table triggers (its `event_cls` extension point).
-
-    It tries the transitions registered for the model's state in declaration
-    order and stops at the first that executes, as the generic one does; it
-    skips the machine-wide callback lists (prepare_event, finalize_event,
-    on_exception) and the event queue, which tables never declare (the
-    generic path costs about three times as much per trigger, see BENCHMARKS.md).
-    """
-
-    transitions: defaultdict[str, list[_EdgeTransition]]  # type: ignore[assignment]
-
-    def link(self) -> None:
-        """Give each transition the guard outcomes of its firing: the guards of the
-        transitions tried before it from the same state (all failed), then its own."""
-        for candidates in self.transitions.values():
+def _link(machine: Machine) -> None:
+    """Give each transition the guard outcomes of its being taken: the guards of the transitions
+    tried before it from the same state (all failed), then its own."""
+    for event in machine.events.values():
+        for candidates in event.transitions.values():
             failed: tuple[GuardOutcome, ...] = ()
-            for transition in candidates:
-                guard = transition.guard
+            for transition in cast("list[_EdgeTransition]", candidates):
+                guard = transition.edge.guard
                 held = (GuardOutcome(guard.name, True),) if guard is not None else ()
                 transition.taken = (transition.edge, failed + held)
                 if guard is not None:
                     failed += (GuardOutcome(guard.name, False),)
 
-    def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
-        state: str = model.fsm_state
-        candidates = self.transitions.get(state)
-        if not candidates:
-            raise MachineError(f"Can't trigger event {self.name} from state {state}!")
-        event_data = EventData(None, self, self.machine, model, args, kwargs)
-        for transition in candidates:
-            event_data.transition = transition
-            if transition.execute(event_data):
-                event_data.result = True
-                return True
-        return False
-
 
 class _TableMachine(Machine):
     transition_cls = _EdgeTransition
-    event_cls = _EdgeEvent
