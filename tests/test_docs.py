@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -362,3 +363,36 @@ async def test_the_readmes_durable_example_runs_as_written(clean_env):
     built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
     assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
     assert (clean_env / "runs.db").exists()
+
+
+def test_the_repository_layout_names_every_module_in_its_folder() -> None:
+    """The README's "Repository layout" names each package of agentfsm and each module in the lines
+    of its folder (a module added, moved or deleted shows here first), and each tool script."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Repository layout") :]
+    block = section[section.index("```\n") + 4 : section.index("```\n", section.index("```\n") + 4)]
+    folders: dict[str, str] = {}
+    current = ""
+    for line in block.splitlines():
+        head = line[:17].strip()
+        if head.endswith("/"):
+            current = head
+        elif head and not line.startswith(" " * 17):
+            current = "agentfsm/" if line.startswith("  ") else head
+        folders[current] = folders.get(current, "") + " " + line
+    package = ROOT / "agentfsm"
+    unnamed = []
+    for path in sorted(package.rglob("*")):
+        if (
+            "__pycache__" in path.parts
+            or path.name in ("__init__.py", "__main__.py", "py.typed")
+            or path.is_dir()
+        ):
+            continue
+        folder = "agentfsm/" if path.parent == package else f"{path.parent.name}/"
+        if not re.search(rf"(?<![\w.]){re.escape(path.name)}\b", folders.get(folder, "")):
+            unnamed.append(str(path.relative_to(ROOT)))
+    for path in sorted((ROOT / "tools").iterdir()):
+        if not re.search(rf"(?<![\w.-]){re.escape(path.name)}\b", folders.get("tools/", "")):
+            unnamed.append(str(path.relative_to(ROOT)))
+    assert not unnamed, f"the README's repository layout does not name {unnamed} where they are"
