@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from agentfsm.agent import ToolCallAgent
-from agentfsm.agent.toolcall import INTERRUPTED_CALL
+from agentfsm.agent.tool_runner import INTERRUPTED_CALL
 from agentfsm.cli import commands as cli_main
 from agentfsm.cli import config
 from agentfsm.errors import AgentBusyError, CheckpointError, CheckpointLeasedError

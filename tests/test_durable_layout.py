@@ -14,6 +14,7 @@ import pytest
 from durable_agents import AGENTS, BATCH_TASK, TASK
 
 from agentfsm import Terminate, ToolCallAgent, tool
+from agentfsm.agent.tool_runner import ToolRunner
 from agentfsm.durable import AgentSpec, DurableRuns, Worker
 from agentfsm.durable import run as durable
 from agentfsm.durable.run import DECISION_TOPIC, LAYOUT, TRACE_KEY, durable_run
@@ -340,3 +341,26 @@ async def test_a_decision_of_another_pause_or_of_none_is_dropped_and_the_pause_w
     assert not effects.exists()  # the first decision of pause 1 was the rejection: nothing ran
     recvs = [value for kind, _, value in journal.entries if kind == "recv"]
     assert recvs == decisions[:3]  # the last one was never needed
+
+
+async def test_a_durable_run_hands_its_agent_a_model_and_a_tool_path_and_patches_no_method(tmp_path):
+    """The durable steps come through two seams the agent has, its model (`llm`) and its tool-call
+    path (`tool_runner`), and its run's id through `run(run_id=)`: no method of the instance is
+    replaced, so an agent class's own methods run as written."""
+    built: list[ToolCallAgent] = []
+
+    def keeping(spec: AgentSpec) -> ToolCallAgent:
+        agent = AGENTS["record"](spec)
+        built.append(agent)
+        return agent
+
+    journal = ListJournal()
+    spec = {"agent": "record", "options": {"effects": str(tmp_path / "effects.txt")}}
+    result = await durable_run(journal, {"record": keeping}, TASK, spec)
+    assert (result["run_id"], result["stop_reason"]) == ("run-1", "terminated")
+    [agent] = built
+    assert isinstance(agent.llm, durable.DurableModel) and isinstance(agent.tool_runner, ToolRunner)
+    assert type(agent.tool_runner) is not ToolRunner  # the durable run's own
+    replaced = [name for name, value in vars(agent).items() if callable(value) and hasattr(value, "__code__")]
+    assert replaced == [], replaced
+    assert names(journal) == ["model", "tool", "tool", "model", "tool", "model", "tool"]

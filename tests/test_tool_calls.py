@@ -356,7 +356,58 @@ def test_validated_arguments_are_what_pydantic_returns():
     ],
 )
 def test_argument_json_parsing(text, expected):
-    from agentfsm.agent.toolcall import _arguments
+    from agentfsm.agent.tool_runner import _arguments
 
     arguments = _arguments(ToolCall(id="call_1", name="add", arguments=text))
     assert arguments == (json.loads(text) if expected == "ok" else expected)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_the_tool_call_path_is_an_object_the_agent_owns(toolbox, parallel: bool) -> None:
+    """ACTING hands the reply's calls to `agent.tool_runner`; a runner handed to the agent (a
+    subclass that changes how a tool runs, as a durable run's and a replay's do) runs every call,
+    one after another or together, with the bookkeeping of the base."""
+    from agentfsm.agent.tool_runner import ToolRunner
+    from agentfsm.messages import ToolCall as Call
+    from agentfsm.run.state import Observation
+
+    class Counting(ToolRunner):
+        def __init__(self, agent: ToolCallAgent) -> None:
+            super().__init__(agent)
+            self.seen: list[str] = []
+
+        async def execute(self, call: Call) -> Observation:
+            self.seen.append(call.id)
+            return await super().execute(call)
+
+    calls = [("add", {"a": 1, "b": 2}), ("add", {"a": 2, "b": 2})]
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=calls), TERMINATE]), tools=toolbox, parallel_tool_calls=parallel
+    )
+    assert type(agent.tool_runner) is ToolRunner
+    runner = agent.tool_runner = Counting(agent)
+    result = await agent.run("add twice")
+    assert result.stop_reason is StopReason.TERMINATED
+    ids = [call.id for call in agent.memory.messages[1].tool_calls]
+    assert (
+        len(ids) == 2 and runner.seen[:2] == ids and len(runner.seen) == 3
+    )  # the calls in order, then terminate
+    assert observations(agent)[:2] == [
+        "Observed output of cmd `add` executed:\n3",
+        "Observed output of cmd `add` executed:\n4",
+    ]
+
+
+async def test_a_run_takes_the_id_it_is_given(tmp_path) -> None:
+    from agentfsm.errors import WrongValueError
+
+    agent = ToolCallAgent(llm=ScriptedLLM([TERMINATE, TERMINATE]))
+    trace = tmp_path / "run.jsonl"
+    result = await agent.run("go", run_id="order-42", trace=trace)
+    assert result.run_id == "order-42" and agent.run_state.run_id == "order-42"
+    assert json.loads(trace.read_text().splitlines()[0])["run_id"] == "order-42"
+    again = await agent.run("again")
+    assert again.run_id not in ("order-42", "")
+    for bad in ("", "  ", 42):
+        with pytest.raises(WrongValueError, match="`run_id` must be a non-empty string"):
+            await agent.run("x", run_id=bad)  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from ..memory import Memory
 from ..messages import ToolCall
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
-from ..run.state import Decision, RunState
+from ..run.state import Decision, Observation, RunState
 
 __all__ = [
     "AWAITING_APPROVAL",
@@ -42,6 +42,7 @@ __all__ = [
     "decide",
     "rejection_text",
     "undecided",
+    "verdict",
     "with_approval",
 ]
 
@@ -175,6 +176,18 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
     if not by_approver:  # made while paused: no trace is open to record it now
         agent.paused_edits += (edit,)
     return edit
+
+
+def verdict(run: RunState, call: ToolCall, needed: bool) -> Observation | None:
+    """The tool-call path's hook: the observation of `call` when it is not to run, having been
+    rejected, or needing approval (`needed`) with no decision (a run resumed past its pause, say);
+    None when it runs."""
+    decision = run.decisions.get(call.id)
+    if decision is None and needed:
+        decision = Decision.reject("it needs approval and none was given")
+    if decision is not None and not decision.approved:
+        return Observation(call=call, content=rejection_text(call, decision), is_error=True)
+    return None
 
 
 def rejection_text(call: ToolCall, decision: Decision) -> str:

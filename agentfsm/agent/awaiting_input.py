@@ -30,9 +30,15 @@ from ..messages import ToolCall
 from ..questions import Answer, InputHandler, Question
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
-from ..run.state import RunState
+from ..run.state import Observation, RunState
+from ..toolbox.tool import ToolCollection
 
-__all__ = ["AWAITING_INPUT", "NEEDS_INPUT", "answer", "unanswered", "with_input"]
+__all__ = ["AWAITING_INPUT", "NEEDS_INPUT", "TOO_MANY_ROUNDS", "answer", "asked", "unanswered", "with_input"]
+
+TOO_MANY_ROUNDS = (
+    "Error: `{name}` asked for input {rounds} times in one call, more than the agent's "
+    "`max_input_rounds` ({cap}) allows; it was stopped. Raise `max_input_rounds` to allow more."
+)
 
 STATE = "AWAITING_INPUT"
 
@@ -55,6 +61,29 @@ class Answering(Protocol):
     def position(self) -> str: ...
 
     def emit(self, record: AgentEvent) -> None: ...
+
+
+def asked(
+    run: RunState, tools: ToolCollection, call: ToolCall, observation: Observation, cap: int
+) -> Observation:
+    """The tool-call path's hook: `call` asked for input (`observation.input_required`). Its
+    questions wait for AWAITING_INPUT (its start record is taken back, so the call runs again with
+    the answers rather than as one interrupted); past `cap` rounds in one call, it ends with an
+    error observation instead, and its tool lets go of the question."""
+    question = observation.input_required
+    assert question is not None
+    rounds = run.input_rounds[call.id] = run.input_rounds.get(call.id, 0) + 1
+    if rounds > cap:
+        tool = tools.get(call.name)
+        if tool is not None:
+            tool.abandon(question)
+        content = TOO_MANY_ROUNDS.format(name=call.name, rounds=rounds, cap=cap)
+        return Observation(call=call, content=content, is_error=True, duration_s=observation.duration_s)
+    run.input_requests[call.id] = question
+    run.answers.pop(call.id, None)
+    if call.id in run.started_calls:
+        run.started_calls.remove(call.id)
+    return observation
 
 
 def unanswered(agent: Answering) -> list[tuple[ToolCall, Question]]:

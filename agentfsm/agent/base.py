@@ -93,6 +93,8 @@ class BaseAgent(DrivenModel, ABC):
         self.memory = memory if memory is not None else Memory()
         self._deps: Any = None
         """The dependencies the current (or last) run was given (`run(..., deps=...)`)."""
+        self._next_run_id: str | None = None
+        """The id the next run takes (`run(..., run_id=...)`); None: a new one."""
 
     # -- the options, by name (read-only: replace `options` to change them) ----------------
 
@@ -163,6 +165,7 @@ class BaseAgent(DrivenModel, ABC):
         trace: Trace | None = None,
         checkpoint: RecordPath | None = None,
         deps: Any = None,
+        run_id: str | None = None,
     ) -> RunResult:
         """Run the machine from `request` to a final state, or a pause (`result.paused`); say why.
 
@@ -174,9 +177,15 @@ class BaseAgent(DrivenModel, ABC):
         (see `agentfsm.recording.checkpoint`).
         `deps`: the app's objects this run's tools take (a tool's `deps_type`); never shown to
         the model, traced or checkpointed, so a resumed run is given them again.
+        `run_id`: the run's id, for an app that names its runs (a durable run takes its
+        workflow's); None: a new one. Results, events, traces and checkpoints carry it.
         """
         self._check_startable()
         self.check_deps(deps)
+        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+            raise WrongValueError(
+                f"`run_id` must be a non-empty string, got {run_id!r}: name the run, or pass None"
+            )
         lease = None
         if checkpoint is not None:  # off the loop: see `lease_checkpoint`
             lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
@@ -189,6 +198,7 @@ class BaseAgent(DrivenModel, ABC):
                 lease.release()
             raise
         with self._trace(trace, append=False):
+            self._next_run_id = run_id
             return await driver.run(request)
 
     def run_sync(
@@ -562,7 +572,8 @@ class BaseAgent(DrivenModel, ABC):
         run = self.run_state
         if run.run_id:
             run = self.run_state = RunState(state=run.state)
-        run.run_id, run.request = os.urandom(6).hex(), request
+        run.run_id, run.request = self._next_run_id or os.urandom(6).hex(), request
+        self._next_run_id = None
         self.memory.add_request(Message.user_message(request))
 
     def interrupt(self) -> None:

@@ -20,13 +20,16 @@ has no class to validate with, gives back that JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, OutputValidationError, WrongTypeError
 from ..fsm.machine import Edge, Effect, Guard, MachineTable
+from ..messages import ToolCall
 from ..run.result import StopReason
+from ..run.state import Observation, RunState
 from ..toolbox.tool import Tool, validation_problems
 from .table import MAX_STEPS
 
@@ -40,6 +43,8 @@ __all__ = [
     "STEP_PROMPT",
     "TEXT_NUDGE",
     "FinalResult",
+    "count_failures",
+    "final_result",
     "with_output",
 ]
 
@@ -92,6 +97,37 @@ class FinalResult(Tool):
         """What a trace's header and a checkpoint record of it (replay routes the same edges)."""
         cls = self.output_type
         return {"tool": self.name, "type": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def final_result(
+    run: RunState, call: ToolCall, tool: FinalResult, arguments: dict[str, Any], started: float
+) -> Observation:
+    """The tool-call path's hook for a `final_result` call: validated, the object kept for the
+    result (`run.parsed`, and its JSON on the observation, for traces and checkpoints), or the
+    problems for the model to correct. `started`: when the call began (`time.perf_counter()`)."""
+    try:
+        value = tool.parse(arguments)
+    except ArgumentError as exc:
+        content = f"Error: Invalid arguments for {call.name}: {exc}"
+        return Observation(
+            call=call, content=content, is_error=True, duration_s=time.perf_counter() - started
+        )
+    run.parsed = value
+    return Observation(
+        call=call,
+        content=PROCESSED,
+        output=value.model_dump(mode="json"),
+        duration_s=time.perf_counter() - started,
+    )
+
+
+def count_failures(run: RunState, observations: Sequence[Observation], name: str) -> None:
+    """Count this step's `final_result` calls (`name`) that failed (bad JSON, invalid), keeping the
+    last one's text for the error the run ends with once they are too many."""
+    failed = [o for o in observations if o.call.name == name and o.is_error]
+    if failed:
+        run.output_failures += len(failed)
+        run.output_problem = failed[-1].content
 
 
 def _spent(agent: Any) -> bool:

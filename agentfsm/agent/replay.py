@@ -47,6 +47,7 @@ from .approval import decide
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, with_input
 from .page_context import sent_page_context, with_page
+from .tool_runner import Calling, ToolRunner
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 __all__ = [
@@ -204,6 +205,17 @@ class _RecordedTools(ToolCollection):
         return self.params
 
 
+class _RecordedCalls(ToolRunner):
+    """The tool-call path of a replay: each call's observation is the trace's (nothing runs)."""
+
+    def __init__(self, agent: Calling, script: ReplayScript) -> None:
+        super().__init__(agent)
+        self.script = script
+
+    async def execute(self, call: ToolCall) -> Observation:
+        return self.script.observation(self.agent.run_state.step, call)
+
+
 class ReplayAgent(ToolCallAgent):
     def __init__(
         self, header: dict[str, Any], script: ReplayScript, table: MachineTable | None = None
@@ -238,6 +250,7 @@ class ReplayAgent(ToolCallAgent):
             approver=None,
             name=header.get("agent"),
         )
+        self.tool_runner = _RecordedCalls(self, script)
         output = config.get("output")
         if isinstance(output, dict) and isinstance(output.get("tool"), str):  # it had `output_type`
             self.output_name, self._output_config = output["tool"], output
@@ -283,9 +296,6 @@ class ReplayAgent(ToolCallAgent):
                 text = None if text == step_prompt else text.removesuffix(f"\n\n{step_prompt}")
             self.system_prompt = text
         return super()._system_messages(step_prompt)
-
-    async def execute_tool(self, call: ToolCall) -> Observation:
-        return self.script.observation(self.run_state.step, call)
 
 
 class Replayer:

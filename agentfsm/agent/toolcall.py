@@ -12,38 +12,37 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from ..errors import ArgumentError, TokenLimitExceeded, WrongTypeError
+from ..errors import TokenLimitExceeded, WrongTypeError
 from ..fsm.machine import StateSpec
 from ..log import event
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
-from ..model.base import ChatModel, LLMResponse, ToolChoice, Usage
+from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
 from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.driver import RunDriver
-from ..run.events import Edit, ToolCallCompleted, ToolCallStarted
+from ..run.events import Edit
 from ..run.result import RunResult, StopReason
 from ..run.state import Decision, Observation
-from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.terminate import Terminate
-from ..toolbox.tool import Tool, ToolCollection, ToolResult
+from ..toolbox.tool import Tool, ToolCollection
 from .approval import STATE as AWAITING_APPROVAL
-from .approval import Approver, decide, rejection_text, undecided, with_approval
+from .approval import Approver, decide, undecided, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
 from .awaiting_input import answer, unanswered, with_input
 from .base import RUN_ENDED
 from .images import latest_images
 from .options import AgentOptions
-from .output import PROCESSED, TEXT_NUDGE, FinalResult, with_output
 from .output import STEP_PROMPT as OUTPUT_STEP_PROMPT
+from .output import TEXT_NUDGE, FinalResult, count_failures, with_output
 from .react import ReActAgent
+from .tool_runner import ToolRunner
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -54,14 +53,6 @@ SYSTEM_PROMPT = "You are an agent that can execute tool calls"
 NEXT_STEP_PROMPT = "If you want to stop interaction, use `terminate` tool/function call."
 REQUIRED_NUDGE = "You must call one of the available tools to continue."
 EMPTY_NUDGE = "Your last reply was empty. Continue with the task: call a tool, or give your final answer."
-TOO_MANY_ROUNDS = (
-    "Error: `{name}` asked for input {rounds} times in one call, more than the agent's "
-    "`max_input_rounds` ({cap}) allows; it was stopped. Raise `max_input_rounds` to allow more."
-)
-INTERRUPTED_CALL = (
-    "Error: the run was interrupted while `{name}` ran, and it was not run again: "
-    "it may or may not have taken effect. Check before calling it again."
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +168,8 @@ class ToolCallAgent(ReActAgent):
         """Asked in AWAITING_INPUT; None: the run pauses there (see `agentfsm.agent.awaiting_input`)."""
         self._sync_table()
         self._tools_seen = self.tools.to_params()
+        self.tool_runner = ToolRunner(self)
+        """The tool-call path: runs each reply's calls (a durable run hands the agent one of its own)."""
 
     # -- the options, by name (read-only: replace `options` to change them) ----------------
 
@@ -426,18 +419,7 @@ class ToolCallAgent(ReActAgent):
                 cut = i + 1
                 break
         to_run, skipped = calls[:cut], calls[cut:]
-        if self.parallel_tool_calls:
-            import asyncio
-
-            outcomes = await asyncio.gather(*(_exits_held(self._run_once, call) for call in to_run))
-            exits = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-            if exits:
-                raise exits[0]  # in this task, where the driver ends the run before it goes on up
-            done = [outcome for outcome in outcomes if isinstance(outcome, Observation)]
-        else:
-            done = []
-            for call in to_run:
-                done.append(await self._run_once(call))
+        done = await self.tool_runner.run_calls(to_run)
         if run.input_requests:  # AWAITING_INPUT follows; ACTING runs again with the answers
             run.observations = done
             return
@@ -448,7 +430,7 @@ class ToolCallAgent(ReActAgent):
         run.usage.tool_calls += len(to_run)
         run.observations = done
         if self.output_name is not None:
-            self._count_output(done[: len(to_run)])
+            count_failures(run, done[: len(to_run)], self.output_name)
         if (
             special is not None
             and not done[len(to_run) - 1].is_error
@@ -458,158 +440,10 @@ class ToolCallAgent(ReActAgent):
             if special.name == self.output_name:
                 run.final_output = done[len(to_run) - 1].output
 
-    def _count_output(self, observations: Sequence[Observation]) -> None:
-        """Count this step's `final_result` calls that failed (bad JSON, invalid), keeping the last
-        one's text for the error the run ends with once they are too many."""
-        run = self.run_state
-        failed = [o for o in observations if o.call.name == self.output_name and o.is_error]
-        if failed:
-            run.output_failures += len(failed)
-            run.output_problem = failed[-1].content
-
-    async def _run_once(self, call: ToolCall) -> Observation:
-        """Execute `call` unless this step already did: the record that makes ACTING resumable.
-
-        The start and the completion of each call are events (`ToolCallStarted`,
-        `ToolCallCompleted`) a checkpointer writes (the completion
-        before its result can enter memory), so a resumed ACTING returns the recorded
-        observation of a completed call instead of running it again. A call that
-        started but never completed (the process died while it ran) is *not* run
-        again: its effect may or may not have happened, and running it twice is the
-        worse mistake for a tool with side effects. The model is told so in an error
-        observation. Calls run at most once; exactly once, except for a kill between
-        a call's start and its completion record. A tool marked `idempotent` (and an
-        unknown one, which runs nothing) is run again instead: at least once.
-        """
-        run = self.run_state
-        recorded = run.completed_calls.get(call.id)
-        if recorded is not None:
-            return recorded
-        decision = run.decisions.get(call.id)
-        if decision is None and self.needs_approval(call):
-            decision = Decision.reject("it needs approval and none was given")
-        if decision is not None and not decision.approved:
-            observation = Observation(call=call, content=rejection_text(call, decision), is_error=True)
-            run.completed_calls[call.id] = observation
-            return observation
-        tool = self.tools.get(call.name)
-        started = call.id in run.started_calls
-        if started and tool is not None and not tool.idempotent:
-            observation = Observation(
-                call=call, content=INTERRUPTED_CALL.format(name=call.name), is_error=True
-            )
-        else:
-            if not started:
-                run.started_calls.append(call.id)
-                # Nothing awaits before this event: the calls of a parallel reply emit it in call
-                # order (a durable run draws their steps' places from it).
-                if self.listening:
-                    self.emit(ToolCallStarted(agent=self.name, run_id=run.run_id, step=run.step, call=call))
-                    await self.recorded()  # its start is durable (fsynced) before it runs, or it fails
-            observation = await self.execute_tool(call)
-            if observation.input_required is not None:
-                observation = self._asked(call, observation)
-        if observation.input_required is None:
-            run.input_requests.pop(call.id, None)
-            run.answers.pop(call.id, None)
-            run.completed_calls[call.id] = observation
-        if self.listening:
-            self.emit(
-                ToolCallCompleted(agent=self.name, run_id=run.run_id, step=run.step, observation=observation)
-            )
-            await self.flush_listeners()  # its completion is durable before its result can enter memory
-        return observation
-
-    def _asked(self, call: ToolCall, observation: Observation) -> Observation:
-        """`call` asked for input: keep its questions for AWAITING_INPUT (its start record is
-        taken back, so the call runs again with the answers rather than as one interrupted), or,
-        past `max_input_rounds`, end it with an error observation."""
-        run = self.run_state
-        asked = observation.input_required
-        assert asked is not None
-        rounds = run.input_rounds[call.id] = run.input_rounds.get(call.id, 0) + 1
-        if rounds > self.max_input_rounds:
-            tool = self.tools.get(call.name)
-            if tool is not None:
-                tool.abandon(asked)
-            content = TOO_MANY_ROUNDS.format(name=call.name, rounds=rounds, cap=self.max_input_rounds)
-            return Observation(call=call, content=content, is_error=True, duration_s=observation.duration_s)
-        run.input_requests[call.id] = asked
-        run.answers.pop(call.id, None)
-        if call.id in run.started_calls:
-            run.started_calls.remove(call.id)
-        return observation
-
     async def execute_tool(self, call: ToolCall) -> Observation:
-        """Run one call; every failure comes back as an error observation, never an exception."""
-        started = time.perf_counter()
-        name = call.name
-        tool = self.tools.get(name)
-        image: str | None = None
-        usage: Usage | None = None
-        if tool is None:
-            content, is_error = f"Error: Unknown tool '{name}'", True
-        elif isinstance(arguments := _arguments(call), str):
-            content, is_error = arguments, True
-        else:
-            run = self.run_state
-            if isinstance(tool, FinalResult):
-                return self._final_result(call, tool, arguments, started)
-            context = functools.partial(
-                ToolCallContext, self.name, run.run_id, run.step, call.id, name, self.deps
-            )
-            asked = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
-            try:
-                if asked is not None:
-                    answers = run.answers.get(call.id, {})
-                    result = await executing(context, tool.answered(asked, answers, **arguments))
-                else:
-                    result = await executing(context, tool(**arguments))
-            except ArgumentError as exc:
-                content, is_error = f"Error: Invalid arguments for {name}: {exc}", True
-            except Exception as exc:  # the tool's own failure is the model's observation
-                content, is_error = f"Error: ⚠️ Tool '{name}' encountered a problem: {exc}", True
-            else:
-                content, image, is_error = _observed(name, result)
-                usage = result.usage
-                if result.input_required is not None:
-                    return Observation(
-                        call=call,
-                        content=_asking(name, result.input_required.questions),
-                        input_required=result.input_required,
-                        duration_s=time.perf_counter() - started,
-                    )
-        if self.max_observe is not None and len(content) > self.max_observe:
-            cut = len(content) - self.max_observe
-            content = f"{content[: self.max_observe]}\n... [truncated {cut} of {len(content)} characters]"
-        return Observation(
-            call=call,
-            content=content,
-            base64_image=image,
-            is_error=is_error,
-            duration_s=time.perf_counter() - started,
-            usage=usage,
-        )
-
-    def _final_result(
-        self, call: ToolCall, tool: FinalResult, arguments: dict[str, Any], started: float
-    ) -> Observation:
-        """A `final_result` call: validated here, the object kept for the result (and its JSON on
-        the observation, for traces and checkpoints), or the problems for the model to correct."""
-        try:
-            value = tool.parse(arguments)
-        except ArgumentError as exc:
-            content = f"Error: Invalid arguments for {call.name}: {exc}"
-            return Observation(
-                call=call, content=content, is_error=True, duration_s=time.perf_counter() - started
-            )
-        self.run_state.parsed = value
-        return Observation(
-            call=call,
-            content=PROCESSED,
-            output=value.model_dump(mode="json"),
-            duration_s=time.perf_counter() - started,
-        )
+        """Run one call's tool (`tool_runner.execute`); every failure comes back as an error
+        observation, never an exception."""
+        return await self.tool_runner.execute(call)
 
     def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
         """The engine's result, with the validated answer (`parsed`) and its JSON as the `output`
@@ -676,22 +510,6 @@ class ToolCallAgent(ReActAgent):
             cls.should_finish_execution = old  # type: ignore[method-assign]
 
 
-async def _exits_held(
-    run_once: Callable[[ToolCall], Awaitable[Observation]], call: ToolCall
-) -> Observation | BaseException:
-    """`run_once(call)`'s observation, or the KeyboardInterrupt or SystemExit it raised.
-
-    asyncio re-raises those two out of the event loop itself when a task raises them, past the
-    task that awaits it: a parallel call that raised one would leave the run in ACTING. Held
-    here, the caller raises it in the run's own task, once the other calls are done. The call's
-    coroutine is made here, so a task cancelled before it started leaves none unawaited.
-    """
-    try:
-        return await run_once(call)
-    except (KeyboardInterrupt, SystemExit) as exc:
-        return exc
-
-
 @functools.lru_cache(maxsize=64)
 def _system_messages(prompt: str | None, step_prompt: str | None) -> tuple[Message, ...]:
     """Built once per pair of texts: messages are immutable, and a trace writes each once."""
@@ -720,40 +538,3 @@ def distinct_ids(calls: Sequence[ToolCall]) -> tuple[tuple[ToolCall, ...], list[
         seen.add(call.id)
         out.append(call)
     return tuple(out), renamed
-
-
-def _arguments(call: ToolCall) -> dict[str, Any] | str:
-    """The call's arguments as a dict, or the error observation saying why they are not one."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return f"Error: Error parsing arguments for {call.name}: Invalid JSON format"
-    except RecursionError:  # the decoder recurses per level: a model's runaway nesting is its mistake
-        return (
-            f"Error: Error parsing arguments for {call.name}: nested too deeply to parse; "
-            "send a flatter JSON object"
-        )
-    if not isinstance(arguments, dict):
-        kind = type(arguments).__name__
-        return f"Error: Error parsing arguments for {call.name}: expected a JSON object, got {kind}"
-    return arguments
-
-
-def _asking(name: str, questions: Sequence[Question]) -> str:
-    """What a trace shows for a call that asked for input (the model never reads it)."""
-    asked = "; ".join(q.message for q in questions)
-    return f"`{name}` asks for input: {asked}"
-
-
-def _observed(name: str, result: ToolResult) -> tuple[str, str | None, bool]:
-    """What the model reads of a tool's result: (content, image, is_error)."""
-    if result.error:
-        return f"Error: {result.error}", result.base64_image, True
-    try:
-        text = str(result)
-    except Exception as exc:  # the tool's output has no text (its __str__ raises, or recurses too deep)
-        problem = f"its result cannot be shown as text ({type(exc).__name__}: {exc})"
-        return f"Error: ⚠️ Tool '{name}' encountered a problem: {problem}", None, True
-    if not text:
-        return f"Cmd `{name}` completed with no output", result.base64_image, False
-    return f"Observed output of cmd `{name}` executed:\n{text}", result.base64_image, False

@@ -112,7 +112,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
-from ..agent.toolcall import INTERRUPTED_CALL, ToolCallAgent
+from ..agent.tool_runner import INTERRUPTED_CALL, ToolRunner
+from ..agent.toolcall import ToolCallAgent
 from ..errors import (
     AgentfsmError,
     CheckpointError,
@@ -385,18 +386,18 @@ class _Entries:
         await self.journal.leave()
 
 
-def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
-    """Make `agent`'s model calls and tool calls steps of `entries`, and its run's id the run's; its
-    model, now durable. A call's steps take their places when it starts (`ToolCallStarted`)."""
-    model = agent.llm = DurableModel(agent.llm, entries)
-    execute, open_run = agent.execute_tool, agent.open_run
+class _DurableCalls(ToolRunner):
+    """A durable run's tool-call path, handed to its agent: each call's tool runs in the call's
+    ``tool`` step (`_Entries.call`), so a replay reads its observation back instead of running it,
+    and a call whose start was recorded by an earlier execution is reported interrupted."""
 
-    def started(record: AgentEvent) -> None:
-        if isinstance(record, ToolCallStarted):
-            entries.start(record.call, concurrent=agent.parallel_tool_calls)
+    def __init__(self, agent: ToolCallAgent, entries: _Entries) -> None:
+        super().__init__(agent)
+        self.entries = entries
+        self.tools = agent.tools
 
-    async def execute_tool(call: ToolCall) -> Observation:
-        tool = agent.tools.get(call.name)
+    async def execute(self, call: ToolCall) -> Observation:
+        tool, entries, execute = self.tools.get(call.name), self.entries, super().execute
 
         async def run(began: bool) -> JSON:
             if not began and tool is not None and not tool.idempotent:
@@ -407,14 +408,21 @@ def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
 
         return Observation.model_validate(await entries.call(call, run))
 
-    def opened(request: str) -> None:
-        open_run(request)
-        agent.run_state.run_id = entries.run_id
 
-    # The instance's own methods are replaced, so every agent class gets its steps the same way.
+def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
+    """Hand `agent` a model whose calls are ``model`` steps of `entries` and a tool-call path whose
+    calls are ``tool`` steps (their places drawn when a call starts: `ToolCallStarted`); its run's
+    id is the workflow's (`durable_run` passes it). Every agent class gets its steps the same way,
+    through these two seams."""
+    model = DurableModel(agent.llm, entries)
+    agent.llm = model
+    agent.tool_runner = _DurableCalls(agent, entries)
+
+    def started(record: AgentEvent) -> None:
+        if isinstance(record, ToolCallStarted):
+            entries.start(record.call, concurrent=agent.parallel_tool_calls)
+
     agent.on_event(started)
-    agent.execute_tool = execute_tool  # type: ignore[method-assign]
-    agent.open_run = opened  # type: ignore[method-assign]
     return model
 
 
@@ -455,7 +463,7 @@ async def durable_run(
     _ask_in_the_run(agent)
     trace = MemoryTrace()  # published whole at the end: no file, and no flush of each record on the loop
     try:
-        result = await agent.run(task, trace=trace)
+        result = await agent.run(task, trace=trace, run_id=journal.run_id)
         pause = 0
         while result.paused:
             pause += 1
