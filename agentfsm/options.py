@@ -148,8 +148,8 @@ class Options:
         """The record of `start` (None: the defaults) with `values` over it, as the constructor of
         the class `owner` took them: a name that is no option is a `ConfigError` naming the option
         meant, a `start` of another record one naming the record to give."""
-        unknown = sorted(set(values) - {option.name for option in option_fields(cls)})
-        if unknown:
+        if not _names(cls).issuperset(values):
+            unknown = sorted(set(values) - _names(cls))
             known = [option.name for option in option_fields(cls)]
             close = difflib.get_close_matches(unknown[0], known, n=1)
             meant = f" (did you mean `{close[0]}`?)" if close else ""
@@ -213,6 +213,17 @@ def option_fields(cls: type[Options]) -> tuple[OptionField, ...]:
 
 
 _RESOLVED: dict[type[Options], tuple[OptionField, ...]] = {}
+
+
+def _names(cls: type[Options]) -> frozenset[str]:
+    """The names of `cls`'s options (a constructor checks the keywords it was given against them)."""
+    known = _NAMES.get(cls)
+    if known is None:
+        known = _NAMES[cls] = frozenset(option.name for option in option_fields(cls))
+    return known
+
+
+_NAMES: dict[type[Options], frozenset[str]] = {}
 
 
 def _resolve(cls: type[Options]) -> tuple[OptionField, ...]:
