@@ -714,3 +714,40 @@ async def test_a_run_cancelled_during_a_model_call_ends_its_chat_span_in_error(
     )
     assert (run.attributes or {})["agentfsm.stop_reason"] == "cancelled"
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_spans_follow_the_tables_roles_not_the_class(exporter: InMemorySpanExporter) -> None:
+    """A tool-calling agent whose table adds a phase that produces `Payload.PLAN` (it asks its model
+    for a plan before acting) runs as a workflow with a ``plan`` span around that phase's call:
+    what the spans say comes from the table, as for `PlanningFlow`, whatever the class."""
+    from agentfsm import Edge, Payload, StateSpec
+    from agentfsm.agent.table import AGENT_TABLE
+
+    async def plan_ahead(agent: Any) -> None:
+        await agent.ask_model(agent.llm, agent.memory.view(), (), (), "none")
+
+    start = AGENT_TABLE.edge("IDLE", "THINKING")
+    planning = StateSpec(
+        "PLANNING_AHEAD", "RUNNING", plan_ahead, "planned", produces=frozenset({Payload.PLAN})
+    )
+
+    class Planning(ToolCallAgent):
+        table = AGENT_TABLE.extend(  # the run starts by planning
+            states=[planning],
+            edges=[
+                Edge("start", "IDLE", "PLANNING_AHEAD", effect=start.effect),
+                Edge("planned", "PLANNING_AHEAD", "THINKING"),
+            ],
+            before=start,
+        )
+
+    agent = Planning(
+        llm=scripted(reply("first, add"), *ADD_THEN_TERMINATE), tools=[add, Terminate()], name="planner"
+    )
+    result = await agent.run("add")
+    assert result.stop_reason == "terminated"
+    spans = exporter.get_finished_spans()
+    workflow, plan = only(spans, "invoke_workflow planner"), only(spans, "plan planner")
+    assert parent_id(plan) == span_id(workflow)
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert [parent_id(s) for s in chats] == [span_id(plan), span_id(workflow), span_id(workflow)]

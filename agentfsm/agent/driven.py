@@ -89,7 +89,7 @@ class DrivenModel(EventSource, ABC):
         heard = None
         if self.listening:  # an exporter's span of the call starts here, and is current during it
             run = self.run_state
-            self.emit(LLMCallStarted(agent=self.name, run_id=run.run_id, step=run.step))
+            self.emit(LLMCallStarted(agent=self.name, run_id=run.run_id, step=run.step, model=llm))
             heard = retries_to(self._retried)
         started = time.perf_counter()
         streaming, sink = streams(llm), None
@@ -174,6 +174,11 @@ class DrivenModel(EventSource, ABC):
     @abstractmethod
     def run_result(self, spec: StateSpec, paused: StopReason | str | None) -> RunResult:
         """The result of the run now in `spec`: ended there, or `paused` there for that reason."""
+
+    def driven_models(self) -> tuple[DrivenModel, ...]:
+        """The models whose runs this one's runs drive (a flow's agents): an exporter makes their
+        runs' spans children of this run's. An agent drives none."""
+        return ()
 
     async def on_run_end(self, result: RunResult) -> None:
         """Awaited after every run, however it ended (release per-run resources here)."""

@@ -142,6 +142,10 @@ class PlanningFlow(DrivenModel):
     def plan(self) -> Plan | None:
         return self.flow_state.plan
 
+    def driven_models(self) -> tuple[DrivenModel, ...]:
+        """The flow's agents: each step's run is one of theirs."""
+        return tuple(self.agents.values())
+
     @property
     def paused_agent(self) -> BaseAgent | None:
         """The agent of the step the flow waits for in AWAITING_AGENT, or None."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fsm.machine import Edge, Effect, Guard, MachineTable, StateSpec
+from ..fsm.machine import Edge, Effect, Guard, MachineTable, Payload, StateSpec
 from ..run.result import AgentState, StopReason
 from .result import FlowStopReason
 
@@ -95,9 +95,23 @@ FLOW_TABLE = MachineTable(
     initial="IDLE",
     states=(
         StateSpec("IDLE", doc="ready for `execute()`"),
-        StateSpec("PLANNING", RUNNING, _plan, "planned", "the planner makes the plan (else a fallback plan)"),
+        StateSpec(
+            "PLANNING",
+            RUNNING,
+            _plan,
+            "planned",
+            "the planner makes the plan (else a fallback plan)",
+            produces=frozenset({Payload.PLAN}),
+        ),
         StateSpec("EXECUTING", RUNNING, _execute, "step_done", "the next step's agent runs it"),
-        StateSpec("REPLANNING", RUNNING, _replan, "replanned", "the planner revises the remaining steps"),
+        StateSpec(
+            "REPLANNING",
+            RUNNING,
+            _replan,
+            "replanned",
+            "the planner revises the remaining steps",
+            produces=frozenset({Payload.PLAN}),
+        ),
         StateSpec(
             AWAITING_AGENT,
             RUNNING,
@@ -129,5 +143,5 @@ FLOW_TABLE = MachineTable(
     ),
 )
 
-PLANNING_PHASES = frozenset({"PLANNING", "REPLANNING"})
-"""The phases in which the planner makes or revises the plan (a tracer's `plan` spans)."""
+PLANNING_PHASES = frozenset(state.name for state in FLOW_TABLE.states if Payload.PLAN in state.produces)
+"""The phases in which the planner makes or revises the plan: those that produce `Payload.PLAN`."""

@@ -69,6 +69,8 @@ class Payload(StrEnum):
     """The tool calls about to run."""
     OBSERVATIONS = "observations"
     """The tools' results, before they reach memory."""
+    PLAN = "plan"
+    """A flow's plan: a phase that produces it asks a planner for it (a tracer's ``plan`` span)."""
 
 
 _PAYLOADS = frozenset(Payload) | frozenset(member.value for member in Payload)

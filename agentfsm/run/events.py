@@ -100,6 +100,9 @@ class LLMCallStarted:
     agent: str
     run_id: str
     step: int
+    model: Any = field(default=None, compare=False, repr=False)
+    """The model asked (the object the phase calls): an exporter reads its name and settings.
+    Never written anywhere."""
 
 
 @dataclass(slots=True, kw_only=True)

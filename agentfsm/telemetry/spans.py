@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingExtraError
-from ..flow.flow import PlanningFlow
+from ..fsm.machine import Payload
 from ..messages import Message
 from ..model.base import LLMResponse
 from ..run.events import (
@@ -146,7 +146,12 @@ class _RunSpans:
     def __init__(self, owner: Instrumentation, model: Any) -> None:
         self.owner = owner
         self.model = model
-        self.flow = isinstance(model, PlanningFlow)
+        planning = frozenset(s.name for s in model.table.states if Payload.PLAN in s.produces)
+        self.planning = planning
+        """The phases that ask a planner for the plan (a ``plan`` span each)."""
+        self.flow = bool(planning)
+        """A model whose table plans runs as a workflow (``invoke_workflow``), its planner's calls
+        and its agents' runs under its span: read from the table's roles, whatever its class."""
         self.run: Span | None = None
         self.run_context: Context | None = None
         self.phase: Span | None = None
@@ -185,7 +190,7 @@ class _RunSpans:
                 return
             self._open_run(resumed=True)
         if isinstance(event, LLMCallStarted):
-            self._chat_started()
+            self._chat_started(event.model)
         elif isinstance(event, LLMCall):
             self._chat_ended(event)
         elif isinstance(event, LLMRetry):
@@ -225,7 +230,7 @@ class _RunSpans:
             if final is not None:
                 self._close_run(t, final)
             return
-        planning = self.model.planning_phases
+        planning = self.planning
         if self.phase is not None and t.source in planning:
             self.phase.end()
             self.phase = None
@@ -279,9 +284,8 @@ class _RunSpans:
         made = self.run.get_span_context()
         if made.is_valid:
             state.traceparent = f"00-{made.trace_id:032x}-{made.span_id:016x}-{made.trace_flags:02x}"
-        if self.flow:
-            for agent in model.agents.values():
-                owner.parents[id(agent)] = self.run_context
+        for driven in model.driven_models():
+            owner.parents[id(driven)] = self.run_context
 
     def _totals(self, stop_reason: object) -> dict[str, Any]:
         state = self.model.run_state
@@ -327,9 +331,8 @@ class _RunSpans:
         if self.phase is not None:
             self.phase.end()
             self.phase = None
-        if self.flow:
-            for agent in self.model.agents.values():
-                self.owner.parents.pop(id(agent), None)
+        for driven in self.model.driven_models():
+            self.owner.parents.pop(id(driven), None)
 
     def _end_open(self, why: str) -> None:
         if self.chat is not None:
@@ -337,12 +340,11 @@ class _RunSpans:
         for call_id in list(self.tools):
             self._end_tool(call_id, error=why)
 
-    def _chat_started(self) -> None:
+    def _chat_started(self, llm: object) -> None:
         """The call's span, current (in the task that asks) until the call returns: a span the
         model's client opens meanwhile (an instrumented HTTP client's) is its child."""
         if self.chat is not None:  # a call whose end was never reported (cancelled inside a listener)
             self._end_chat("a new call started before this one returned")
-        llm = self.model.planner_llm if self.flow else getattr(self.model, "llm", None)
         _, name, _, attributes = self._model(llm)
         parent = self._phase_context if self.phase is not None else self.run_context
         span = self.owner.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
