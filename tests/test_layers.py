@@ -161,7 +161,8 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
     httpx2, anyio and uvicorn), playwright: each by one module (the one that talks to it), so an optional
-    integration stays out of the rest. The MCP SDK has two: the client, and `agentfsm mcp-serve`'s server,
+    integration stays out of the rest. The MCP SDK has three: the client and its stdio transport, and
+    `agentfsm mcp-serve`'s server,
     the only importer of its server side (and of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
@@ -180,10 +181,10 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["rich"] == {"agentfsm.cli.live"}
     assert importers["pygraphviz"] == {"agentfsm.fsm.diagram"}
     assert importers["jsonschema"] == {"agentfsm.toolbox.tool"}
-    assert importers["mcp"] == {"agentfsm.mcp.client", "agentfsm.mcp.serve"}
+    assert importers["mcp"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio", "agentfsm.mcp.serve"}
     assert importers["uvicorn"] == {"agentfsm.mcp.serve"}
     assert importers["httpx2"] == {"agentfsm.mcp.client"}
-    assert importers["anyio"] == {"agentfsm.mcp.client"}
+    assert importers["anyio"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio"}
     assert importers["playwright"] == {"agentfsm.browser.session"}
     assert importers["opentelemetry"] == {"agentfsm.telemetry.spans"}
     assert importers["dbos"] == {"agentfsm.durable.engine"}

@@ -75,7 +75,7 @@ async def test_a_line_that_never_ends_closes_the_connection_and_withdraws_its_to
     """A second attack of the family: stdout that never ends its line (memory without bound for
     a reader that waits for the newline). Past the cap the connection closes, its call fails at
     once and the server's tools are withdrawn, with one warning each."""
-    monkeypatch.setattr("agentfsm.mcp.client.MAX_LINE_BYTES", 2 * 1024 * 1024)
+    monkeypatch.setattr("agentfsm.mcp.stdio.MAX_LINE_BYTES", 2 * 1024 * 1024)
     servers = MCPServers({"raw": _settings()})
     tools = ToolCollection(Terminate())
     await servers.attach(tools)
