@@ -33,9 +33,10 @@ from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..options import constructor_signature
 from ..questions import Question
-from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint, restore
+from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
+from ..recording.restore import restore
 from ..recording.trace import Trace, TraceWriter
 from ..recording.writer import off_loop
 from ..run.driver import RunDriver

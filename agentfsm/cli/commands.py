@@ -195,8 +195,8 @@ def _resume(args: argparse.Namespace) -> int:
     `[agent]` does not apply: the run's options are the checkpoint's), its recorded sandbox (unless
     ``--sandbox``) and, unless flagged, model."""
     from ..flow.checkpoint import read_flow_checkpoint
-    from ..recording.checkpoint import read_checkpoint
     from ..recording.kinds import file_kind
+    from ..recording.restore import read_checkpoint
     from . import log_setup
     from .config import LLMSettings, Settings, build_llm
     from .otel import exporting

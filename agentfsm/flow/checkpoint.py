@@ -48,10 +48,10 @@ from typing import Any, Protocol
 from ..errors import CheckpointError
 from ..fsm.machine import MachineTable
 from ..memory import Memory
-from ..recording.checkpoint import config_differences, damaged, read_memory, read_run_state
 from ..recording.files import RecordPath, check_writable
 from ..recording.kinds import file_kind, not_a
 from ..recording.lease import Lease
+from ..recording.restore import config_differences, damaged, read_memory, read_run_state
 from ..recording.writer import Batch, RecordWriter
 from ..run.events import AgentEvent, EventListener, Transition
 from ..run.result import StopReason
