@@ -24,7 +24,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import KeyNotFoundError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import Edge, Guard, MachineTable, Payload, StateSpec
@@ -33,10 +33,12 @@ from ..messages import ToolCall
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
 from ..run.state import Decision, Observation, RunState
+from ..toolbox.tool import ToolCollection
 
 __all__ = [
     "AWAITING_APPROVAL",
     "NEEDS_APPROVAL",
+    "Approvals",
     "Approver",
     "Decision",
     "decide",
@@ -73,6 +75,53 @@ class Approving(Protocol):
     def needs_approval(self, call: ToolCall) -> bool: ...
 
     def emit(self, record: AgentEvent) -> None: ...
+
+
+class Deciding(Approving, Protocol):
+    """An agent whose approvals are asked of it by name: what `Approvals` reads."""
+
+    tools: ToolCollection
+
+    @property
+    def require_approval(self) -> frozenset[str]: ...
+
+
+class Approvals:
+    """The approvals' part of a tool-calling agent's API (`ToolCallAgent` mixes it in before its
+    base, whose `pending_approval` is an agent's without approvals: none): which calls need a
+    decision, which wait for one, and the decisions an app or a person gives."""
+
+    def needs_approval(self: Deciding, call: ToolCall) -> bool:
+        """Whether `call` waits for a person's decision before it runs."""
+        return call.name in self.require_approval or call.name in self.tools.approval_names
+
+    @property
+    def approval_names(self: Deciding) -> list[str]:
+        """The tools whose calls need approval: named in `require_approval` or marked on the tool."""
+        return sorted(self.require_approval | self.tools.approval_names)
+
+    @property
+    def pending_approval(self: Approving) -> list[ToolCall]:
+        """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
+        if self.fsm_state != STATE:
+            return []
+        return undecided(self)
+
+    def approve(
+        self: Approving, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None
+    ) -> list[Edit]:
+        """Approve the waiting call `call_id` (None: every waiting call), optionally with other arguments."""
+        return _decide_all(self, call_id, Decision.approve(arguments))
+
+    def reject(self: Approving, call_id: str | None = None, reason: str | None = None) -> list[Edit]:
+        """Reject the waiting call `call_id` (None: every waiting call); the model reads `reason`."""
+        return _decide_all(self, call_id, Decision.reject(reason))
+
+
+def _decide_all(agent: Approving, call_id: str | None, decision: Decision) -> list[Edit]:
+    waiting = [call.id for call in undecided(agent)] if agent.fsm_state == STATE else []
+    ids = waiting if call_id is None else [call_id]
+    return [decide(agent, i, decision) for i in ids]
 
 
 def undecided(agent: Approving) -> list[ToolCall]:

@@ -22,18 +22,27 @@ again, through their tool's `resume`, with the answers.
 from __future__ import annotations
 
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import KeyNotFoundError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import Edge, Guard, MachineTable, StateSpec
 from ..messages import ToolCall
-from ..questions import Answer, InputHandler, Question
+from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
 from ..run.state import Observation, RunState
 from ..toolbox.tool import ToolCollection
 
-__all__ = ["AWAITING_INPUT", "NEEDS_INPUT", "TOO_MANY_ROUNDS", "answer", "asked", "unanswered", "with_input"]
+__all__ = [
+    "AWAITING_INPUT",
+    "NEEDS_INPUT",
+    "TOO_MANY_ROUNDS",
+    "Questions",
+    "answer",
+    "asked",
+    "unanswered",
+    "with_input",
+]
 
 TOO_MANY_ROUNDS = (
     "Error: `{name}` asked for input {rounds} times in one call, more than the agent's "
@@ -61,6 +70,32 @@ class Answering(Protocol):
     def position(self) -> str: ...
 
     def emit(self, record: AgentEvent) -> None: ...
+
+
+class Questions:
+    """The input part of a tool-calling agent's API (`ToolCallAgent` mixes it in before its base,
+    whose `pending_input` is an agent's without questions: none): the questions a paused run
+    waits for, and the answers an app or a person gives."""
+
+    @property
+    def pending_input(self: Answering) -> list[tuple[ToolCall, Question]]:
+        """While paused in AWAITING_INPUT: each unanswered question, with the call that asks it."""
+        if self.fsm_state != STATE:
+            return []
+        return unanswered(self)
+
+    def answer(
+        self: Answering,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+    ) -> Edit:
+        """Answer the question `key` (None: its only unanswered one) of the waiting call `call_id`:
+        accept with `content` (the fields its schema asks for), or ``action="decline"`` /
+        ``"cancel"``. The tool gets the answer when the run is resumed."""
+        return answer(self, call_id, Answer(action=action, content=content), key=key)
 
 
 def asked(

@@ -25,17 +25,16 @@ from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse, ToolChoice
 from ..model.options import describe_model
 from ..options import Spec
-from ..questions import Answer, AnswerAction, InputHandler, Question
+from ..questions import InputHandler
 from ..run.driver import RunDriver
-from ..run.events import Edit
 from ..run.result import RunResult, StopReason
-from ..run.state import Decision, Observation
+from ..run.state import Observation
 from ..toolbox.terminate import Terminate
 from ..toolbox.tool import Tool, ToolCollection
 from .approval import STATE as AWAITING_APPROVAL
-from .approval import Approver, decide, undecided, with_approval
+from .approval import Approvals, Approver, with_approval
 from .awaiting_input import STATE as AWAITING_INPUT
-from .awaiting_input import answer, unanswered, with_input
+from .awaiting_input import Questions, with_input
 from .base import RUN_ENDED
 from .images import latest_images
 from .options import AgentOptions
@@ -91,7 +90,7 @@ class ToolCallOptions(AgentOptions):
     ERROR with `output_retries`."""
 
 
-class ToolCallAgent(ReActAgent):
+class ToolCallAgent(Approvals, Questions, ReActAgent):
     """The tool-calling agent: the base of Manus and every practical agent."""
 
     options: ToolCallOptions
@@ -212,16 +211,7 @@ class ToolCallAgent(ReActAgent):
         names = self.options.special_tool_names
         return names | {self.output_name} if self.output_name is not None else names
 
-    # -- approvals --------------------------------------------------------------
-
-    def needs_approval(self, call: ToolCall) -> bool:
-        """Whether `call` waits for a person's decision before it runs."""
-        return call.name in self.require_approval or call.name in self.tools.approval_names
-
-    @property
-    def approval_names(self) -> list[str]:
-        """The tools whose calls need approval: named in `require_approval` or marked on the tool."""
-        return sorted(self.require_approval | self.tools.approval_names)
+    # -- the table the tools need ---------------------------------------------------------
 
     def _start_driver(self, closers: tuple[Callable[[], None], ...]) -> RunDriver:
         """A run starts on the table its tools need now: a tool added or replaced since the agent
@@ -249,49 +239,6 @@ class ToolCallAgent(ReActAgent):
         if self.output_name is not None:
             table = with_output(table)
         self.table = table
-
-    @property
-    def pending_approval(self) -> list[ToolCall]:
-        """While paused in AWAITING_APPROVAL: the calls still waiting for a decision."""
-        if self.fsm_state != AWAITING_APPROVAL:
-            return []
-        return undecided(self)
-
-    def approve(
-        self, call_id: str | None = None, *, arguments: str | dict[str, Any] | None = None
-    ) -> list[Edit]:
-        """Approve the waiting call `call_id` (None: every waiting call), optionally with other arguments."""
-        return self._decide_all(call_id, Decision.approve(arguments))
-
-    def reject(self, call_id: str | None = None, reason: str | None = None) -> list[Edit]:
-        """Reject the waiting call `call_id` (None: every waiting call); the model reads `reason`."""
-        return self._decide_all(call_id, Decision.reject(reason))
-
-    def _decide_all(self, call_id: str | None, decision: Decision) -> list[Edit]:
-        ids = [c.id for c in self.pending_approval] if call_id is None else [call_id]
-        return [decide(self, i, decision) for i in ids]
-
-    # -- input ------------------------------------------------------------------
-
-    @property
-    def pending_input(self) -> list[tuple[ToolCall, Question]]:
-        """While paused in AWAITING_INPUT: each unanswered question, with the call that asks it."""
-        if self.fsm_state != AWAITING_INPUT:
-            return []
-        return unanswered(self)
-
-    def answer(
-        self,
-        call_id: str,
-        content: dict[str, Any] | None = None,
-        *,
-        action: AnswerAction = "accept",
-        key: str | None = None,
-    ) -> Edit:
-        """Answer the question `key` (None: its only unanswered one) of the waiting call `call_id`:
-        accept with `content` (the fields its schema asks for), or ``action="decline"`` /
-        ``"cancel"``. The tool gets the answer when the run is resumed."""
-        return answer(self, call_id, Answer(action=action, content=content), key=key)
 
     # -- THINKING -------------------------------------------------------------
 
