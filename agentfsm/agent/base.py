@@ -354,7 +354,7 @@ class BaseAgent(DrivenModel, ABC):
 
         The run continues in its state: a phase runs its action again (THINKING asks
         the model again; ACTING runs only the calls not recorded as completed, see
-        `ToolCallAgent._run_once`; OBSERVING records the observations).
+        `ToolRunner.run_once`; OBSERVING records the observations).
         """
         driver = self._resumed_run(checkpoint, deps)
         self.paused_edits = ()

@@ -76,7 +76,7 @@ class Tool:
     """A person approves each call before it runs (see `agentfsm.agent.approval`)."""
     idempotent: ClassVar[bool] = False
     """Safe to run twice. A resumed run re-runs such a call when a kill interrupted it, where
-    it would otherwise report the call as interrupted (see `ToolCallAgent._run_once`)."""
+    it would otherwise report the call as interrupted (see `ToolRunner.run_once`)."""
     asks_for_input: ClassVar[bool] = False
     """Its calls may return `ToolResult(input_required=...)`: an agent holding it has the
     AWAITING_INPUT state, and the tool implements `resume` (and `abandon`, if it holds anything)."""
