@@ -9,11 +9,11 @@ crashed, or was killed) is discarded there and then, and the action fails
 with a `BrowserError`; the next action starts a new one.
 
 What the page may reach is held at two layers of the network. Every request
-the page makes goes through `BrowserContext.route` (navigations,
-subresources, fetches; WebSockets through `route_web_socket`): one to a host
-outside `allowed_hosts` is aborted before it is sent, and an allowed request
-is fetched without following redirects, so a redirect to a host outside the
-list is refused too. Playwright does not route the later hops of a redirect
+the page makes goes through the route guard (`agentfsm.browser.route`, given
+to `BrowserContext.route` and `route_web_socket`): one to a host outside
+`allowed_hosts` is aborted before it is sent, and an allowed request is
+fetched without following redirects, so a redirect to a host outside the list
+is refused too. Playwright does not route the later hops of a redirect
 it follows, so Chromium also resolves only the allowed names (its
 ``--host-resolver-rules``): any other name or address, whatever asks for it,
 does not resolve. Every answer the route hands Chromium carries a policy
@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import html
 import json
 import logging
 import os
@@ -38,27 +37,22 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urljoin, urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BrowserError, MissingExtraError
 from ..log import event
 from ..sandbox.base import finish_despite_cancellation
-from .policy import content_policy, with_policy
-from .settings import BrowserSettings, host_of, redirect_target
+from .route import RouteGuard
+from .settings import BrowserSettings, host_of
 from .state import PageState, Tab, find_lines, refs_in
 
 if TYPE_CHECKING:
     from playwright.async_api import (
-        APIResponse,
         BrowserContext,
         ConsoleMessage,
         Locator,
         Page,
         Playwright,
-        Request,
-        Route,
-        WebSocketRoute,
     )
 
 __all__ = ["WORKDIR_PREFIX", "BrowserSession", "launch_args"]
@@ -93,10 +87,6 @@ _DISABLED_FEATURES = (
 )
 _PREFERENCES = {"net": {"network_prediction_options": 2}}
 """The profile's preferences: network prediction off (2 is Chromium's "never")."""
-_MAX_REDIRECTS = 20
-"""Redirect hops one request may take (Chromium's own limit)."""
-_BLOCKED_KEPT = 50
-"""Refused requests remembered until the next state reads them."""
 _STATE_ATTEMPTS = 4
 """Reads of a page that is navigating meanwhile (a key press that loads another page) before giving up."""
 _POLICY_REFUSAL = re.compile(r"^Connecting to '([^']+)' violates the following Content Security Policy")
@@ -160,12 +150,8 @@ class BrowserSession:
         self._current: Page | None = None
         self._lost = False
         self._closing = False
-        self._blocked: list[str] = []
-        self._refused_navigation: str | None = None
-        self._landed: dict[str, str] = {}
-        self._cut: dict[str, str] = {}
-        """Addresses of top-level documents cut at `max_page_bytes`: the note the state shows."""
-        """Top-level navigations the guard followed through redirects: where each ended."""
+        self.guard = RouteGuard(self.settings, self.resolve, self._cookies)
+        """What the page may reach, decided for each of its requests (`agentfsm.browser.route`)."""
         self._refs: dict[int, frozenset[str]] = {}
         """Per page (by id): the refs of its latest snapshot, which the actions accept."""
         self._lock = asyncio.Lock()
@@ -244,9 +230,9 @@ class BrowserSession:
         context.on("close", self._on_context_closed)
         context.on("page", self._on_page)
         context.on("console", self._on_console)
-        await context.route("**/*", self._guard)  # every host: a document is cut at max_page_bytes
+        await context.route("**/*", self.guard.request)  # every host: a document is cut at max_page_bytes
         if not settings.any_host or self.resolve:
-            await context.route_web_socket("**/*", self._guard_socket)
+            await context.route_web_socket("**/*", self.guard.socket)
         for page in context.pages:
             self._on_page(page)
         event(
@@ -286,7 +272,8 @@ class BrowserSession:
         artifacts, self._artifacts = self._artifacts, None
         self._context = self._playwright = self._workdir = self._current = None
         self._closing = True
-        self._tabs, self._refs, self._blocked, self._landed, self._cut = [], {}, [], {}, {}
+        self._tabs, self._refs = [], {}
+        self.guard.forget()
         try:
             if context is not None:
                 with contextlib.suppress(Exception):
@@ -315,7 +302,7 @@ class BrowserSession:
         the route never sees it) among the refused requests, when the allowlist refused it."""
         found = _POLICY_REFUSAL.match(message.text)
         if found is not None and not self.settings.allows(found.group(1)):
-            self._blocked = [*self._blocked[-(_BLOCKED_KEPT - 1) :], found.group(1)]
+            self.guard.note_blocked(found.group(1))
 
     def _on_page(self, page: Page) -> None:
         """A new tab (a link opening one, `window.open`, `open_tab`) becomes the current tab."""
@@ -332,130 +319,10 @@ class BrowserSession:
         if self._current is page:
             self._current = self._tabs[-1] if self._tabs else None
 
-    # -- the network guard ------------------------------------------------------------------
-
-    async def _guard(self, route: Route) -> None:
-        """Refuse a request to a host outside the list, and an allowed one that redirects to one.
-
-        Playwright does not route the hops of a redirect Chromium follows, so Chromium is never
-        given one to follow: the guard fetches each hop itself (at most `_MAX_REDIRECTS`), checks
-        where its Location leads as Chromium would read it (`redirect_target`) before asking for
-        it, and hands Chromium the last answer only. A refused hop is never requested.
-        """
-        request = route.request
-        url = request.url
-        if not self.settings.allows(url):
-            await self._refuse(route, url)
-            return
-        document = request.is_navigation_request()
-        if self.settings.any_host and not document:
-            await route.continue_()
-            return
-        hop, method, body = url, request.method, request.post_data_buffer
-        headers = dict(request.headers)
-        try:
-            for _ in range(_MAX_REDIRECTS + 1):
-                response = await self._fetch(route, hop, method, headers, body)
-                location = response.headers.get("location")
-                if not (300 <= response.status < 400 and location):
-                    break
-                target = redirect_target(hop, location)
-                if target is None or not self.settings.allows(target):
-                    await response.dispose()
-                    await self._refuse(route, target or urljoin(hop, location))
-                    return
-                if response.status == 303 or (response.status in (301, 302) and method == "POST"):
-                    method, body = "GET", None
-                    headers = {k: v for k, v in headers.items() if not k.lower().startswith("content-")}
-                await response.dispose()
-                hop = target
-            else:
-                await response.dispose()
-                raise BrowserError(f"{url!r} redirects more than {_MAX_REDIRECTS} times")
-        except Exception:  # refused, reset, unresolvable, the browser closing: a failed request
-            with contextlib.suppress(Exception):
-                await route.abort("failed")
-            return
-        with contextlib.suppress(Exception):  # the page went away meanwhile
-            top = document and _top_level(request)
-            body = await response.body() if document else None
-            limit = self.settings.max_page_bytes
-            policy = content_policy(self.settings, document=document)
-            if hop == url and (body is None or len(body) <= limit):
-                own = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-                await route.fulfill(response=response, headers=with_policy(own, policy))
-                return
-            # Its cookies are in the context already (the fetch kept them for their own address).
-            kept = {
-                k: v for k, v in response.headers.items() if k.lower() not in ("set-cookie", "content-length")
-            }
-            kept = with_policy(kept, policy)
-            if body is None:
-                body = await response.body()
-            elif len(body) > limit:
-                if top:
-                    note = (
-                        f"Page cut: the browser was given the first {limit} of its {len(body)} bytes "
-                        "([browser] max_page_bytes); what lies past them is not on the page"
-                    )
-                    kept_notes = list(self._cut.items())[-(_BLOCKED_KEPT - 2) :]
-                    self._cut = {**dict(kept_notes), url: note, hop: note}
-                body = body[:limit]
-            await route.fulfill(status=response.status, headers=kept, body=body)
-            if top and hop != url:
-                self._landed[url] = hop
-
-    async def _fetch(
-        self, route: Route, url: str, method: str, headers: dict[str, str], body: bytes | None
-    ) -> APIResponse:
-        """One hop, not followed, fetched on Playwright's side of the browser.
-
-        That side resolves names with the system's resolver, not Chromium's rules, so a host
-        that `resolve` maps is fetched at its address, with its name in the Host header and
-        its own cookies (the ones the context keeps for the address would be the wrong ones).
-        """
-        parts = urlsplit(url)
-        address = self.resolve.get((parts.hostname or "").lower())
-        if address is not None:
-            mapped = f"[{address}]" if ":" in address else address
-            netloc = f"{mapped}:{parts.port}" if parts.port is not None else mapped
-            headers = {k: v for k, v in headers.items() if k.lower() not in ("host", "cookie")}
-            headers["host"] = parts.netloc.rpartition("@")[2]
-            assert self._context is not None
-            cookies = await self._context.cookies(url)
-            headers["cookie"] = "; ".join(f"{c['name']}={c['value']}" for c in cookies)
-            url = parts._replace(netloc=netloc).geturl()
-        return await route.fetch(
-            url=url,
-            method=method,
-            headers=headers,
-            post_data=body,
-            max_redirects=0,
-            timeout=self.settings.navigation_timeout * 1000,
-        )
-
-    async def _refuse(self, route: Route, url: str) -> None:
-        """Abort the request; a navigation instead gets a page saying why (an aborted one would
-        load Chromium's error page a moment later, cutting short the navigation after it)."""
-        self._blocked = [*self._blocked[-(_BLOCKED_KEPT - 1) :], url]
-        event("browser_request_refused", level=logging.INFO, url=url, host=host_of(url))
-        with contextlib.suppress(Exception):  # the page went away meanwhile
-            request = route.request
-            if request.is_navigation_request():
-                if request.frame.parent_frame is None:
-                    self._refused_navigation = url
-                text = html.escape(self._refusal(url))
-                body = f"<!doctype html><title>Refused</title><p>{text}</p>"
-                await route.fulfill(status=403, content_type="text/html", body=body)
-            else:
-                await route.abort("blockedbyclient")
-
-    async def _guard_socket(self, socket: WebSocketRoute) -> None:
-        if self.settings.allows(socket.url):
-            socket.connect_to_server()
-        else:
-            self._blocked = [*self._blocked[-(_BLOCKED_KEPT - 1) :], socket.url]
-            await socket.close()
+    async def _cookies(self, url: str) -> list[Any]:
+        """The cookies the browser keeps for `url` (what the guard sends to a mapped host)."""
+        assert self._context is not None
+        return list(await self._context.cookies(url))
 
     # -- the page -------------------------------------------------------------------------
 
@@ -500,15 +367,15 @@ class BrowserSession:
     async def run(self, action: Callable[[Page], Awaitable[_T]], *, settle: bool = True) -> _T:
         """`action(page)` on the current tab, then (with `settle`) wait for any load it started."""
         async with self._page() as page:
-            self._refused_navigation = None
+            self.guard.refused_navigation = None
             try:
                 result = await action(page)
             finally:
                 if settle:
                     await self._settle(self._current or page)
-            refused, self._refused_navigation = self._refused_navigation, None
+            refused, self.guard.refused_navigation = self.guard.refused_navigation, None
             if refused is not None and settle:  # an action's navigation; a read only reports it
-                raise BrowserError(self._refusal(refused))
+                raise BrowserError(self.guard.refusal(refused))
             return result
 
     async def _settle(self, page: Page) -> None:
@@ -526,7 +393,7 @@ class BrowserSession:
         address until it is replaced; the history API can replace it within the origin only, so a
         redirect to another origin leaves the page at the address it was asked for.
         """
-        landed, self._landed = self._landed, {}
+        landed, self.guard.landed = self.guard.landed, {}
         final = landed.get(page.url)
         if final is None or page.is_closed():
             return
@@ -567,7 +434,7 @@ class BrowserSession:
             image = None
             if screenshot:
                 image = await self.screenshot(page)
-            blocked, self._blocked = tuple(self._blocked), []
+            blocked, self.guard.blocked = tuple(self.guard.blocked), []
             return PageState(
                 url=page.url,
                 title=title,
@@ -579,7 +446,7 @@ class BrowserSession:
                 screenshot=image,
                 blocked=blocked,
                 refs=self._refs[id(page)],
-                cut=self._cut.get(page.url),
+                cut=self.guard.cut.get(page.url),
             )
 
         return await self.run(read, settle=False)
@@ -627,14 +494,7 @@ class BrowserSession:
                 f"{url!r} is not an http(s) address: give the whole URL, e.g. 'https://{url}/'"
             )
         if not self.settings.allows(url):
-            raise BrowserError(self._refusal(url))
-
-    def _refusal(self, url: str) -> str:
-        hosts = ", ".join(self.settings.allowed_hosts)
-        return (
-            f"refused {url!r}: its host {host_of(url)!r} is not in [browser] allowed_hosts ({hosts}); "
-            "add it there to allow it"
-        )
+            raise BrowserError(self.guard.refusal(url))
 
     async def click(self, ref: str) -> None:
         async def do(page: Page) -> None:
@@ -735,7 +595,7 @@ class BrowserSession:
 
         async def do(page: Page) -> str:
             text = await page.inner_text("body")
-            cut = self._cut.get(page.url)
+            cut = self.guard.cut.get(page.url)
             return f"{text}\n... [{cut}]" if cut else text
 
         return await self.run(do, settle=False)
@@ -780,14 +640,6 @@ class BrowserSession:
                 f"no tab {tab_id}: the tabs are 0 to {len(self._tabs) - 1}; the page state lists them"
             )
         return self._tabs[tab_id]
-
-
-def _top_level(request: Request) -> bool:
-    """Whether `request` loads a tab's own document (a popup's first one has no frame to ask yet)."""
-    try:
-        return request.frame.parent_frame is None
-    except Exception:  # Playwright: "Frame for this navigation request is not available"
-        return True
 
 
 def _navigating(exc: Exception) -> bool:
