@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, g
 
 from .errors import ConfigError, OptionsSetupError
 
-__all__ = ["OptionField", "Options", "Spec", "constructor_signature", "option_fields"]
+__all__ = ["ConstructorSignature", "OptionField", "Options", "Spec", "constructor_signature", "option_fields"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,10 +179,13 @@ class Options:
 def constructor_signature(cls: type, record: type[Options]) -> inspect.Signature:
     """The signature of `cls`'s constructor as introspection should show it: the parameters its
     `__init__` names (and, where that takes ``**kwargs``, those its base's `__init__` names, which
-    it forwards them to; a ``**values`` of another name takes the options alone), then one keyword
-    per option of `record`, with its type and default. Set as `cls.__signature__`, for `help()`,
-    `inspect.signature` and the tools that read them."""
+    it forwards them to; a ``**values`` of another name takes the options alone), then, when one
+    of them takes keywords so, one keyword per option of `record`, with its type and default (a
+    constructor that takes none of them, as a replay's agent, shows its own parameters only).
+    Read as `cls.__signature__` (`ConstructorSignature`), for `help()`, `inspect.signature` and
+    the tools that read them."""
     named: dict[str, inspect.Parameter] = {}
+    takes_options = False
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
@@ -191,17 +194,27 @@ def constructor_signature(cls: type, record: type[Options]) -> inspect.Signature
         for parameter in inspect.signature(init).parameters.values():
             if parameter.kind is inspect.Parameter.VAR_KEYWORD:
                 forwards = parameter.name == "kwargs"
+                takes_options = True
             elif parameter.name != "self" and parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
                 named.setdefault(parameter.name, parameter)
         if not forwards:
             break
-    for option in option_fields(record):
+    for option in option_fields(record) if takes_options else ():
         if option.name not in named:
             hint = option.type | None if option.optional else option.type
             named[option.name] = inspect.Parameter(
                 option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default, annotation=hint
             )
     return inspect.Signature(sorted(named.values(), key=lambda parameter: parameter.kind))
+
+
+class ConstructorSignature:
+    """A class attribute ``__signature__`` of a class whose constructor takes the options of its
+    `options_class` by keyword: `constructor_signature` of the class it is read on, made when
+    `inspect.signature` or `help()` asks."""
+
+    def __get__(self, instance: object, owner: type) -> inspect.Signature:
+        return constructor_signature(owner, owner.options_class)  # type: ignore[attr-defined]
 
 
 def option_fields(cls: type[Options]) -> tuple[OptionField, ...]:

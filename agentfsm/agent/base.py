@@ -31,7 +31,7 @@ from ..errors import (
 from ..fsm.machine import MachineTable, Payload, StateSpec
 from ..memory import Memory
 from ..messages import Message, ToolCall
-from ..options import constructor_signature
+from ..options import ConstructorSignature
 from ..questions import Question
 from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint
 from ..recording.files import RecordPath
@@ -66,9 +66,9 @@ class BaseAgent(DrivenModel, ABC):
     """The record of the class's options: its constructor takes each of them by name, and a
     subclass that changes only their defaults names a record that does (`ManusOptions`)."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.__signature__ = constructor_signature(cls, cls.options_class)  # type: ignore[attr-defined]
+    __signature__ = ConstructorSignature()
+    """What `inspect.signature` and `help()` show of each agent class: its own parameters and its
+    record's options, made when asked (nothing at import or class creation)."""
 
     def __init__(
         self,
@@ -200,7 +200,10 @@ class BaseAgent(DrivenModel, ABC):
             raise
         with self._trace(trace, append=False):
             self._next_run_id = run_id
-            return await driver.run(request)
+            try:
+                return await driver.run(request)
+            finally:
+                self._next_run_id = None  # taken by the run's start, or not at all
 
     def run_sync(
         self,

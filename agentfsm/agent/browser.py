@@ -30,12 +30,17 @@ from .page_context import PageContext
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..browser.search import SearchBackend
     from ..browser.session import BrowserSession
     from ..browser.settings import BrowserSettings
     from ..browser.tool import BrowserUseTool
+    from ..memory import Memory
     from ..model.base import ChatModel
+    from ..questions import InputHandler
     from ..toolbox.tool import Tool
+    from .approval import Approver
 
 __all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "BrowserAgent", "BrowserOptions"]
 
@@ -105,15 +110,20 @@ class BrowserAgent(ToolCallAgent):
         browser: BrowserSettings | BrowserSession | None = None,
         search: SearchBackend | None = None,
         extra_tools: Iterable[Tool] = (),
+        memory: Memory | None = None,
+        output_type: type[BaseModel] | None = None,
+        approver: Approver | None = None,
+        input_handler: InputHandler | None = None,
         name: str | None = "browser",
-        **kwargs: Any,
+        options: BrowserOptions | None = None,
+        **values: Any,
     ) -> None:
-        """`ToolCallAgent`'s arguments (`kwargs`: the options, `BrowserOptions`, and `memory`,
-        `output_type`, `approver`, `input_handler`, `options`), and: `browser`: settings for the
-        agent's browser (default: `BrowserSettings()`, the system's Chromium, loopback hosts only),
-        or a session, which the agent then owns and closes. `search`: the backend of browser_use's
-        web_search (None: there is none). `extra_tools` join browser_use and terminate.
-        `output_type`: as `ToolCallAgent`'s (`final_result` joins the toolbox, beside `terminate`)."""
+        """`ToolCallAgent`'s arguments (the options are `BrowserOptions`', by name or as the record
+        `options`), and: `browser`: settings for the agent's browser (default: `BrowserSettings()`,
+        the system's Chromium, loopback hosts only), or a session, which the agent then owns and
+        closes. `search`: the backend of browser_use's web_search (None: there is none).
+        `extra_tools` join browser_use and terminate. `output_type`: as `ToolCallAgent`'s
+        (`final_result` joins the toolbox, beside `terminate`)."""
         from ..browser.session import BrowserSession
         from ..browser.tool import BrowserUseTool
 
@@ -122,8 +132,17 @@ class BrowserAgent(ToolCallAgent):
         self.browser_tool: BrowserUseTool = BrowserUseTool(self.browser, llm=llm, search=search)
         self.page_context = PageContext(self.browser_tool)
         """The page state the next think carries after a step that used the browser."""
-        tools = [self.browser_tool, Terminate(), *extra_tools]
-        super().__init__(llm=llm, tools=tools, name=name, **kwargs)
+        super().__init__(
+            llm=llm,
+            tools=[self.browser_tool, Terminate(), *extra_tools],
+            memory=memory,
+            output_type=output_type,
+            approver=approver,
+            input_handler=input_handler,
+            name=name,
+            options=options,
+            **values,
+        )
 
     async def think(self) -> None:
         async with self.page_context.thinking(self.memory, self.options.next_step_prompt):

@@ -394,10 +394,9 @@ class _DurableCalls(ToolRunner):
     def __init__(self, agent: ToolCallAgent, entries: _Entries) -> None:
         super().__init__(agent)
         self.entries = entries
-        self.tools = agent.tools
 
     async def execute(self, call: ToolCall) -> Observation:
-        tool, entries, execute = self.tools.get(call.name), self.entries, super().execute
+        tool, entries, execute = self.agent.tools.get(call.name), self.entries, super().execute
 
         async def run(began: bool) -> JSON:
             if not began and tool is not None and not tool.idempotent:

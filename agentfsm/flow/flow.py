@@ -60,7 +60,7 @@ from .planning import PlanningTool
 from .result import FlowResult, StepRun
 from .review import AWAITING_PLAN_REVIEW, PlanDecision, Reviewer, with_review
 from .state import FlowState
-from .table import AWAITING_AGENT, FLOW_TABLE, PLANNING_PHASES
+from .table import AWAITING_AGENT, FLOW_TABLE
 from .trace import FlowTraceWriter
 
 __all__ = ["TASK_COMPLETE", "PlanningFlow"]
@@ -83,8 +83,6 @@ class PlanningFlow(DrivenModel):
     """
 
     table: MachineTable = FLOW_TABLE
-    planning_phases: frozenset[str] = PLANNING_PHASES
-    """The phases that make or revise the plan (OpenTelemetry's `plan` spans; see `agentfsm.telemetry`)."""
 
     def __init__(
         self,

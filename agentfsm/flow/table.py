@@ -24,7 +24,6 @@ __all__ = [
     "AWAITING_AGENT",
     "FINISHED_EARLY",
     "FLOW_TABLE",
-    "PLANNING_PHASES",
     "PLAN_DONE",
     "REPLANS_SPENT",
     "STEP_BLOCKED",
@@ -142,6 +141,3 @@ FLOW_TABLE = MachineTable(
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),
     ),
 )
-
-PLANNING_PHASES = frozenset(state.name for state in FLOW_TABLE.states if Payload.PLAN in state.produces)
-"""The phases in which the planner makes or revises the plan: those that produce `Payload.PLAN`."""
