@@ -99,8 +99,8 @@ bound a decision to its call's id only; layout 4 binds it to its pause; layout 5
 records the parking setting at the first pause and each park; layout 6 keeps the
 run's trace in its output (`TRACE_KEY`) instead of an event of its own: an event
 is one more transaction at the run's end, and a notification every worker's
-listener handles, about as much as a sixth step costs a run of five
-(BENCHMARKS.md, "Durable runs across workers"). A worker
+listener handles, which measured about what one more step costs a run
+(BENCHMARKS.md, "Durable runs across workers (step layout 6)"). A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.
@@ -153,7 +153,8 @@ PAUSE_EVENT = "pause"
 """The event a paused run publishes (what it waits for); None once it goes on."""
 TRACE_KEY = "trace"
 """The key of the run's output holding its trace (JSON Lines, as `agent.run(trace=...)` writes it),
-beside the `RunResult`'s own keys: written with the run's end, at no cost of its own."""
+beside the `RunResult`'s own keys: written with the run's end, in its row, with no step or event
+of its own."""
 TRACE_EVENT = "trace"
 """The event that held the trace of a run recorded in layout 5 or earlier (read for those runs)."""
 LAYOUT = 6
