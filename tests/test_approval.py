@@ -277,7 +277,7 @@ async def test_a_paused_run_survives_a_restart_through_its_checkpoint(tmp_path):
     second.approve("call_2")
     second.reject("call_1")
     await second.flush_listeners()  # the journal's writer is off the event loop: let it catch up
-    decisions = read_checkpoint(path)["run_state"]["decisions"]  # decisions are checkpointed
+    decisions = read_checkpoint(path)["run_state"]["turn"]["decisions"]  # decisions are checkpointed
     assert decisions == {"call_2": {"approved": True, "arguments": None, "reason": None},
                          "call_1": {"approved": False, "arguments": None, "reason": None}}  # fmt: skip
     result = await second.resume()  # in place, still writing the checkpoint

@@ -262,8 +262,8 @@ async def test_a_paused_question_survives_a_restart_through_its_checkpoint(tmp_p
     first, greeter, looker = build(GREET_AND_LOOK)
     await first.run("greet me", checkpoint=path)
     state = read_checkpoint(path)["run_state"]
-    assert state["state"] == "AWAITING_INPUT" and list(state["input_requests"]) == ["call_2"]
-    assert state["started_calls"] == ["call_1"]  # the asking call may run again, with the answers
+    assert state["state"] == "AWAITING_INPUT" and list(state["turn"]["input_requests"]) == ["call_2"]
+    assert state["turn"]["started_calls"] == ["call_1"]  # the asking call may run again, with the answers
     del first
     gc.collect()
     second = ToolCallAgent(llm=ScriptedLLM([TERMINATE]), tools=[looker.tool, greeter, Terminate()])
@@ -271,7 +271,7 @@ async def test_a_paused_question_survives_a_restart_through_its_checkpoint(tmp_p
     assert result.paused and [(c.id, q.key) for c, q in result.pending_input] == [("call_2", "name1")]
     second.answer("call_2", {"name": "Ada"})
     await second.flush_listeners()
-    assert read_checkpoint(path)["run_state"]["answers"] == {
+    assert read_checkpoint(path)["run_state"]["turn"]["answers"] == {
         "call_2": {"name1": {"action": "accept", "content": {"name": "Ada"}}}
     }
     result = await second.resume()

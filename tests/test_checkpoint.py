@@ -99,8 +99,9 @@ def test_a_run_killed_after_any_checkpoint_resumes_to_the_same_result_and_runs_n
     for kill, (saved, result, done, tool_texts) in zip(kills, runs, strict=True):
         assert result == reference, kill
         run_state = saved["run_state"]
-        states.add((run_state["state"], len(run_state["completed_calls"]) > 0))
-        started = [c for c in run_state["started_calls"] if c not in run_state["completed_calls"]]
+        states.add((run_state["state"], len(run_state["turn"]["completed_calls"]) > 0))
+        turn = run_state["turn"]
+        started = [c for c in turn["started_calls"] if c not in turn["completed_calls"]]
         if started in ([], ["c4"]):  # c4 is `terminate`: idempotent, so simply run again
             assert done == ["1", "2", "3"], kill  # each side effect exactly once
             assert INTERRUPTED_CALL.format(name="record") not in tool_texts
@@ -180,7 +181,8 @@ def test_a_run_killed_by_the_parent_at_any_moment_finishes_the_same(
         assert result == reference, k
         assert sorted(done) == sorted(set(done)), k  # at most once, always
         run_state = saved["run_state"]
-        in_flight = {c for c in run_state["started_calls"] if c not in run_state["completed_calls"]}
+        turn = run_state["turn"]
+        in_flight = {c for c in turn["started_calls"] if c not in turn["completed_calls"]}
         assert {n for n in ("1", "2", "3") if f"c{n}" not in in_flight} <= set(done), k
 
 
@@ -358,7 +360,8 @@ async def test_resume_in_each_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return next(
             c
             for c in written
-            if c["run_state"]["state"] == state and len(c["run_state"]["completed_calls"]) == completed
+            if c["run_state"]["state"] == state
+            and len(c["run_state"]["turn"]["completed_calls"]) == completed
         )
 
     cases = {  # checkpoint -> (model calls on resume, tool calls that run again)
@@ -390,7 +393,7 @@ async def test_parallel_calls_resume_at_most_once(tmp_path: Path, monkeypatch: p
     completion record is reported interrupted, as in sequential ACTING.
     """
     written = await checkpoints_by_write(tmp_path, monkeypatch, parallel_tool_calls=True)
-    acting = [c["run_state"] for c in written if c["run_state"]["state"] == "ACTING"]
+    acting = [c["run_state"]["turn"] for c in written if c["run_state"]["state"] == "ACTING"]
     shapes = [(sorted(r["started_calls"]), sorted(r["completed_calls"])) for r in acting]
     assert ([], []) in shapes and (["c1", "c2"], []) in shapes  # both started before either ended
     assert (["c1", "c2"], ["c1"]) in shapes
@@ -404,8 +407,8 @@ async def test_parallel_calls_resume_at_most_once(tmp_path: Path, monkeypatch: p
             c
             for c in written
             if c["run_state"]["state"] == "ACTING"
-            and sorted(c["run_state"]["started_calls"]) == list(started)
-            and sorted(c["run_state"]["completed_calls"]) == list(completed)
+            and sorted(c["run_state"]["turn"]["started_calls"]) == list(started)
+            and sorted(c["run_state"]["turn"]["completed_calls"]) == list(completed)
         )
         tools, agent, result = await resume_from(saved, tmp_path, parallel_tool_calls=True)
         assert tools.ran == reruns, started
@@ -539,10 +542,10 @@ def test_a_checkpoint_of_another_schema_is_refused_with_the_fix(tmp_path: Path) 
         Tools().agent().resume_iter(old)
     message = str(refused.value)
     assert message == (
-        f"{old}: checkpoint schema 1 is not supported; this agentfsm reads schema 2; "
+        f"{old}: checkpoint schema 1 is not supported; this agentfsm reads schemas 2 and 3; "
         "finish that run with the agentfsm that wrote it, or start it again"
     )
-    assert checkpoint.CHECKPOINT_SCHEMA == 2 and "\n" not in message
+    assert checkpoint.CHECKPOINT_SCHEMA == 3 and "\n" not in message
 
 
 async def test_a_new_run_on_a_checkpoint_begins_a_new_journal(tmp_path: Path) -> None:

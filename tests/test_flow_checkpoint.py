@@ -144,7 +144,7 @@ def test_a_document_that_is_not_a_flow_s_is_refused(tmp_path: Path) -> None:
 
     path = tmp_path / "x.json"
     path.write_text('{"schema": 1, "agent_class": "x"}')
-    with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 2"):
+    with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 3"):
         read_flow_checkpoint(path)
 
 

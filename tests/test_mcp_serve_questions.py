@@ -111,7 +111,7 @@ async def test_on_2026_07_28_the_pause_answers_input_required_keyed_by_call_and_
         assert isinstance(paused, InputRequiredResult) and paused.request_state
         ((key, request),) = paused.input_requests.items()
         (agent,) = agents.built
-        (call,) = agent.run_state.pending_calls
+        (call,) = agent.run_state.turn.pending_calls
         assert key == f"{call.id}/name" and agent.fsm_state == "AWAITING_INPUT"
         assert isinstance(request, ElicitRequest) and request.params.message == MESSAGE
         done = await session.call_tool(

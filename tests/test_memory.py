@@ -195,13 +195,14 @@ def test_view_reads_memory_without_copying():
 
 def test_run_data_round_trips_through_pydantic():
     from agentfsm import RunResult, StopReason, Usage
+    from agentfsm.agent.turn import AgentRunState, Turn
     from agentfsm.run.result import AgentState
-    from agentfsm.run.state import Observation, RunState
+    from agentfsm.run.state import Observation
 
     call = ToolCall(id="c1", name="t", arguments='{"x": 1}')
-    state = RunState(run_id="r", state="OBSERVING", step=2, pending_calls=[call])
-    state.observations.append(Observation(call=call, content="ok"))
-    assert RunState.model_validate_json(state.model_dump_json()) == state
+    state = AgentRunState(run_id="r", state="OBSERVING", step=2, turn=Turn(pending_calls=[call]))
+    state.turn.observations.append(Observation(call=call, content="ok"))
+    assert AgentRunState.model_validate_json(state.model_dump_json()) == state
     result = RunResult(
         run_id="r", state=AgentState.FINISHED, stop_reason=StopReason.TERMINATED, steps=2, usage=Usage()
     )

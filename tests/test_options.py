@@ -32,7 +32,7 @@ LOCAL = SandboxSettings(mode="local")
 
 class Idle(BaseAgent):
     async def think(self) -> None:
-        self.run_state.pending_calls = []
+        self.run_state.turn.pending_calls = []
 
     async def act(self) -> None:
         raise AssertionError

@@ -159,7 +159,7 @@ async def test_a_resumed_run_sends_back_what_the_checkpoint_kept(toolbox, tmp_pa
         if transition.dest == "ACTING":  # the journal is current once iter() yields the edge
             shutil.copy(path, saved)
     data = read_checkpoint(saved)
-    assert data["run_state"]["reply"]["provider_fields"] == THINKING
+    assert data["run_state"]["turn"]["reply"]["provider_fields"] == THINKING
     llm = ScriptedLLM(thinking_script()[1:])
     second = ToolCallAgent(llm=llm, tools=toolbox)
     result = await second.resume(saved)

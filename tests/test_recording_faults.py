@@ -20,6 +20,7 @@ from conftest import assert_pairs_complete
 
 from agentfsm.agent import ToolCallAgent
 from agentfsm.agent.replay import replay
+from agentfsm.agent.turn import AgentRunState
 from agentfsm.cli import commands as cli_main
 from agentfsm.errors import CheckpointError, RecordingError
 from agentfsm.messages import ToolCall
@@ -396,7 +397,7 @@ def test_restore_of_damaged_data_raises_checkpoint_error(tmp_path: Path) -> None
         ("run_state", {**data["run_state"], "usage": 3}, "its run state does not read back (usage:"),
     ]:
         with pytest.raises(CheckpointError, match=re.escape(f"the checkpoint is damaged: {cause}")):
-            restore(ToolCallAgent(llm=ScriptedLLM([])), {**data, part: value})
+            restore(ToolCallAgent(llm=ScriptedLLM([])), {**data, part: value}, AgentRunState)
 
 
 def test_cli_resume_without_the_config_of_the_run_rebuilds_its_options(

@@ -261,7 +261,9 @@ async def test_each_run_can_be_stepped_while_state_is_inspected(toolbox):
         states.append((agent.state, agent.phase, agent.current_step))
         if transition.dest == "ACTING":
             # pending calls are readable before they run
-            assert [c.name for c in agent.run_state.pending_calls] == [c.name for c in transition.tool_calls]
+            assert [c.name for c in agent.run_state.turn.pending_calls] == [
+                c.name for c in transition.tool_calls
+            ]
     assert states[0] == (AgentState.RUNNING, "THINKING", 1)
     assert states[-1] == (AgentState.FINISHED, None, 2)
 
@@ -311,7 +313,7 @@ async def test_base_agent_runs_any_three_phases():
 
     class Countdown(BaseAgent):
         async def think(self) -> None:
-            self.run_state.pending_calls = []
+            self.run_state.turn.pending_calls = []
 
         async def act(self) -> None:  # never reached: think asks for no calls
             raise AssertionError

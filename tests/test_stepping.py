@@ -22,7 +22,7 @@ async def test_step_next_and_resume(toolbox):
     assert agent.state is AgentState.IDLE  # pauses before the first transition
     first = await stepper.step()
     assert first is not None and (first.source, first.dest) == ("IDLE", "THINKING")
-    assert agent.phase == "THINKING" and agent.run_state.reply is None  # entered, phase not run yet
+    assert agent.phase == "THINKING" and agent.run_state.turn.reply is None  # entered, phase not run yet
     after_next = await stepper.next()
     assert after_next is not None and after_next.dest == "THINKING" and after_next.step == 2
     assert [t.dest for t in stepper.history] == ["THINKING", "ACTING", "OBSERVING", "THINKING"]
@@ -37,8 +37,8 @@ async def test_breakpoints_on_a_state_and_on_an_edge(toolbox):
     stepper = Stepper(agent, "task", breakpoints=[Breakpoint(state="ACTING")])
     hit = await stepper.resume()
     assert hit is not None and hit.dest == "ACTING" and hit.step == 1
-    assert [c.name for c in agent.run_state.pending_calls] == ["add"]  # readable before they run
-    assert agent.run_state.observations == []
+    assert [c.name for c in agent.run_state.turn.pending_calls] == ["add"]  # readable before they run
+    assert agent.run_state.turn.observations == []
     stepper.clear_breakpoint(Breakpoint(state="ACTING"))
     stepper.add_breakpoint(Breakpoint(trigger="observe_done", dest="THINKING"))
     hit = await stepper.resume()

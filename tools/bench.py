@@ -169,7 +169,7 @@ def trigger_costs(quick: bool) -> dict[str, float]:
 
     def walk(fire: Callable[[str], object]) -> None:
         agent.fsm_state, run.step, run.output = table.initial, 0, None
-        run.pending_calls = [ToolCall.create("c1", "add", {"a": 1, "b": 2})]
+        run.turn.pending_calls = [ToolCall.create("c1", "add", {"a": 1, "b": 2})]
         for trigger in ONE_CALL_TRIGGERS[:-1]:  # the last needs `terminate`'s result: stop before it
             fire(trigger)
 

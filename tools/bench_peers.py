@@ -149,6 +149,7 @@ def guarantees_alone(n_calls: int) -> Runner:
     import time
 
     from agentfsm import Memory, Message, RunResult, Terminate, ToolCollection, tool
+    from agentfsm.agent.turn import AgentRunState, Turn
     from agentfsm.run.result import AgentState, StopReason
     from agentfsm.run.state import Observation, RunState
 
@@ -167,16 +168,15 @@ def guarantees_alone(n_calls: int) -> Runner:
 
     async def run(task: str) -> Any:
         memory.clear()
-        state = RunState()
+        state = AgentRunState()
         edge(state, "IDLE")
         state.run_id, state.request, state.step = os.urandom(6).hex(), task, 1
         memory.add_request(Message.user_message(task))
         edge(state, "THINKING")
         while True:
-            state.reply, state.pending_calls, state.observations = None, [], []
-            state.started_calls, state.completed_calls = [], {}
+            state.turn = turn = Turn()
             reply = await model.ask_tool(memory.view(), system_msgs=system, tools=tools.to_params())
-            state.reply = reply
+            turn.reply = reply
             state.usage.add(reply.usage)
             if reply.content:
                 state.output = reply.content
@@ -186,11 +186,11 @@ def guarantees_alone(n_calls: int) -> Runner:
                 state.stop_reason = StopReason.FINAL_ANSWER
                 break
             memory.add_message(Message.from_tool_calls(reply.tool_calls, reply.content))
-            state.pending_calls = list(reply.tool_calls)
+            turn.pending_calls = list(reply.tool_calls)
             edge(state, "ACTING")
-            for call in state.pending_calls:
+            for call in turn.pending_calls:
                 started = time.perf_counter()
-                state.started_calls.append(call.id)
+                turn.started_calls.append(call.id)
                 try:
                     arguments = json.loads(call.arguments)
                     result = await tools.get(call.name)(**arguments)  # type: ignore[misc]
@@ -200,14 +200,14 @@ def guarantees_alone(n_calls: int) -> Runner:
                 observation = Observation(
                     call=call, content=content, is_error=is_error, duration_s=time.perf_counter() - started
                 )
-                state.completed_calls[call.id] = observation
-                state.observations.append(observation)
-            state.usage.tool_calls += len(state.observations)
+                turn.completed_calls[call.id] = observation
+                turn.observations.append(observation)
+            state.usage.tool_calls += len(turn.observations)
             edge(state, "OBSERVING")
             memory.add_messages(
                 [
                     Message.tool_message(o.content, name=o.call.name, tool_call_id=o.call.id)
-                    for o in state.observations
+                    for o in turn.observations
                 ]
             )
             parts = [reply.content or ""] + [f"{c.name}\x00{c.arguments}" for c in reply.tool_calls]
@@ -247,12 +247,12 @@ def engine_alone(n_calls: int) -> Runner:
         async def think(self) -> None:
             run = self.run_state
             if run.step <= n_calls:
-                run.pending_calls = calls[run.step - 1]
+                run.turn.pending_calls = calls[run.step - 1]
             else:
-                run.pending_calls, run.reply, run.output = [], answer, "done"
+                run.turn.pending_calls, run.turn.reply, run.output = [], answer, "done"
 
         async def act(self) -> None:
-            self.run_state.observations = []
+            self.run_state.turn.observations = []
 
         async def observe(self) -> None:
             pass

@@ -32,8 +32,9 @@ from ..memory import Memory
 from ..messages import ToolCall
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
-from ..run.state import Decision, Observation, RunState
+from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
+from .turn import AgentRunState, Turn
 
 __all__ = [
     "AWAITING_APPROVAL",
@@ -58,7 +59,7 @@ class Approving(Protocol):
     """What approvals read and write of an agent (`ToolCallAgent` is one)."""
 
     name: str
-    run_state: RunState
+    run_state: AgentRunState
     memory: Memory
     approver: Approver | None
     paused_edits: tuple[Edit, ...]
@@ -126,8 +127,8 @@ def _decide_all(agent: Approving, call_id: str | None, decision: Decision) -> li
 
 def undecided(agent: Approving) -> list[ToolCall]:
     """This step's calls that need approval and have no decision yet, in call order."""
-    decisions = agent.run_state.decisions
-    return [c for c in agent.run_state.pending_calls if c.id not in decisions and agent.needs_approval(c)]
+    turn = agent.run_state.turn
+    return [c for c in turn.pending_calls if c.id not in turn.decisions and agent.needs_approval(c)]
 
 
 NEEDS_APPROVAL = Guard(
@@ -187,14 +188,14 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
             f"approvals are decided only in {STATE}, while the run is paused there "
             f"(result.paused); agent {agent.name!r} is in {agent.position}"
         )
-    index = next((i for i, c in enumerate(run.pending_calls) if c.id == call_id), None)
+    index = next((i for i, c in enumerate(run.turn.pending_calls) if c.id == call_id), None)
     if index is None:
-        ids = [c.id for c in run.pending_calls]
+        ids = [c.id for c in run.turn.pending_calls]
         raise KeyNotFoundError(f"no pending call with id {call_id!r}; this step's calls: {ids!r}")
-    call = run.pending_calls[index]
-    if call_id in run.decisions:
+    call = run.turn.pending_calls[index]
+    if call_id in run.turn.decisions:
         raise WrongValueError(
-            f"call {call_id!r} ({call.name}) is already decided: {run.decisions[call_id]!r}"
+            f"call {call_id!r} ({call.name}) is already decided: {run.turn.decisions[call_id]!r}"
         )
     if decision.approved and decision.arguments is not None and decision.arguments != call.arguments:
         try:
@@ -207,11 +208,11 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
             ) from None
         if not isinstance(parsed, dict):
             raise WrongValueError(f"edited arguments for {call.name!r} must be a JSON object, got {parsed!r}")
-        calls = list(run.pending_calls)
+        calls = list(run.turn.pending_calls)
         calls[index] = replace(call, arguments=decision.arguments)  # the provider's fields stay on it
         agent.memory.replace_open_calls(calls)  # the model is shown the call that ran
-        run.pending_calls = calls
-    run.decisions[call_id] = decision
+        run.turn.pending_calls = calls
+    run.turn.decisions[call_id] = decision
     edit = Edit(
         agent=agent.name,
         run_id=run.run_id,
@@ -227,11 +228,11 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
     return edit
 
 
-def verdict(run: RunState, call: ToolCall, needed: bool) -> Observation | None:
+def verdict(turn: Turn, call: ToolCall, needed: bool) -> Observation | None:
     """The tool-call path's hook: the observation of `call` when it is not to run, having been
     rejected, or needing approval (`needed`) with no decision (a run resumed past its pause, say);
     None when it runs."""
-    decision = run.decisions.get(call.id)
+    decision = turn.decisions.get(call.id)
     if decision is None and needed:
         decision = Decision.reject("it needs approval and none was given")
     if decision is not None and not decision.approved:

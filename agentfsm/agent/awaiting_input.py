@@ -15,7 +15,7 @@ run, and every other step goes on as before. In AWAITING_INPUT the engine asks t
 `input_handler` (the CLI's asks on the terminal); with none, `run()` returns a paused
 `RunResult` listing the questions (`pending_input`), the app answers each one
 (`agent.answer`) and calls `agent.resume()`. ACTING then runs again: the calls that finished
-keep their observations (`RunState.completed_calls`), and only the calls that asked run
+keep their observations (`Turn.completed_calls`), and only the calls that asked run
 again, through their tool's `resume`, with the answers.
 """
 
@@ -30,8 +30,9 @@ from ..messages import ToolCall
 from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..run.events import AgentEvent, Edit
 from ..run.result import AgentState, StopReason
-from ..run.state import Observation, RunState
+from ..run.state import Observation
 from ..toolbox.tool import ToolCollection
+from .turn import AgentRunState, Turn
 
 __all__ = [
     "AWAITING_INPUT",
@@ -56,7 +57,7 @@ class Answering(Protocol):
     """What the input state reads and writes of an agent (`ToolCallAgent` is one)."""
 
     name: str
-    run_state: RunState
+    run_state: AgentRunState
     input_handler: InputHandler | None
     paused_edits: tuple[Edit, ...]
 
@@ -99,7 +100,7 @@ class Questions:
 
 
 def asked(
-    run: RunState, tools: ToolCollection, call: ToolCall, observation: Observation, cap: int
+    turn: Turn, tools: ToolCollection, call: ToolCall, observation: Observation, cap: int
 ) -> Observation:
     """The tool-call path's hook: `call` asked for input (`observation.input_required`). Its
     questions wait for AWAITING_INPUT (its start record is taken back, so the call runs again with
@@ -107,36 +108,36 @@ def asked(
     error observation instead, and its tool lets go of the question."""
     question = observation.input_required
     assert question is not None
-    rounds = run.input_rounds[call.id] = run.input_rounds.get(call.id, 0) + 1
+    rounds = turn.input_rounds[call.id] = turn.input_rounds.get(call.id, 0) + 1
     if rounds > cap:
         tool = tools.get(call.name)
         if tool is not None:
             tool.abandon(question)
         content = TOO_MANY_ROUNDS.format(name=call.name, rounds=rounds, cap=cap)
         return Observation(call=call, content=content, is_error=True, duration_s=observation.duration_s)
-    run.input_requests[call.id] = question
-    run.answers.pop(call.id, None)
-    if call.id in run.started_calls:
-        run.started_calls.remove(call.id)
+    turn.input_requests[call.id] = question
+    turn.answers.pop(call.id, None)
+    if call.id in turn.started_calls:
+        turn.started_calls.remove(call.id)
     return observation
 
 
 def unanswered(agent: Answering) -> list[tuple[ToolCall, Question]]:
     """This step's questions without an answer yet, with the calls that ask them, in call order."""
-    run = agent.run_state
+    turn = agent.run_state.turn
     waiting = []
-    for call in run.pending_calls:
-        asked = run.input_requests.get(call.id)
+    for call in turn.pending_calls:
+        asked = turn.input_requests.get(call.id)
         if asked is None:
             continue
-        given = run.answers.get(call.id, {})
+        given = turn.answers.get(call.id, {})
         waiting += [(call, q) for q in asked.questions if q.key not in given]
     return waiting
 
 
 NEEDS_INPUT = Guard(
     "needs_input",
-    lambda agent: bool(agent.run_state.input_requests),
+    lambda agent: bool(agent.run_state.turn.input_requests),
     "a tool call of the step asked for input before it could finish",
 )
 
@@ -196,12 +197,12 @@ def answer(
         )
     if not isinstance(reply, Answer):
         raise WrongTypeError(f"an answer is an Answer (Answer.accept(...), ...), got {reply!r}")
-    asked = run.input_requests.get(call_id)
+    asked = run.turn.input_requests.get(call_id)
     if asked is None:
         raise KeyNotFoundError(
-            f"no call {call_id!r} waits for input; the calls that do: {sorted(run.input_requests)!r}"
+            f"no call {call_id!r} waits for input; the calls that do: {sorted(run.turn.input_requests)!r}"
         )
-    given = run.answers.get(call_id, {})
+    given = run.turn.answers.get(call_id, {})
     open_keys = [q.key for q in asked.questions if q.key not in given]
     if key is None:
         if len(open_keys) != 1:
@@ -218,7 +219,7 @@ def answer(
         raise WrongValueError(f"question {key!r} of call {call_id!r} is already answered: {given[key]!r}")
     if reply.action != "accept" and reply.content is not None:
         raise WrongValueError(f"a {reply.action!r} answer carries no content; got {reply.content!r}")
-    run.answers[call_id] = {**given, key: reply}
+    run.turn.answers[call_id] = {**given, key: reply}
     edit = Edit(
         agent=agent.name,
         run_id=run.run_id,

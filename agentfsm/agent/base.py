@@ -36,7 +36,7 @@ from ..questions import Question
 from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..recording.restore import restore
+from ..recording.restore import read_run_state, restore
 from ..recording.trace import Trace, TraceWriter
 from ..recording.writer import off_loop
 from ..run.driver import RunDriver
@@ -47,6 +47,7 @@ from .driven import DrivenModel
 from .options import AgentOptions
 from .streaming import stream_run
 from .table import AGENT_TABLE
+from .turn import AgentRunState, Turn
 
 __all__ = ["BaseAgent"]
 
@@ -65,6 +66,9 @@ class BaseAgent(DrivenModel, ABC):
     options_class: ClassVar[type[AgentOptions]] = AgentOptions
     """The record of the class's options: its constructor takes each of them by name, and a
     subclass that changes only their defaults names a record that does (`ManusOptions`)."""
+    run_state_class: ClassVar[type[RunState]] = AgentRunState
+    run_state: AgentRunState
+    """The run's record: the run's own fields, the current step's `Turn`, and what spans steps."""
 
     __signature__ = ConstructorSignature()
     """What `inspect.signature` and `help()` show of each agent class: its own parameters and its
@@ -438,7 +442,7 @@ class BaseAgent(DrivenModel, ABC):
         try:
             if isinstance(data["config"], dict):
                 self.prepare_resume(data["config"])
-            restore(self, data)
+            self.run_state, self.memory = restore(self, data, type(self.run_state))
             driver = self._new_run(checkpoint, lease)
         except BaseException:
             lease.release()
@@ -460,10 +464,17 @@ class BaseAgent(DrivenModel, ABC):
         agent's parts up as the run had them (Manus: the sandbox its commands ran in), or
         `CheckpointError`. Nothing to do here."""
 
-    def restore_paused(self, run_state: RunState) -> None:
+    @property
+    def turn(self) -> Turn:
+        """The current step's record (`run_state.turn`): what its phases hand on."""
+        return self.run_state.turn
+
+    def restore_paused(self, dump: Any, *, what: str = "the paused run") -> None:
         """Put back a run that paused (for approval, for input) and was saved elsewhere (a flow's
-        checkpoint holds its step's agent so): `resume()` then continues it from that pause."""
+        checkpoint holds its step's agent so), from the dump of its run state (`what` names it in
+        an error): `resume()` then continues it from that pause."""
         self._check_startable()
+        run_state = read_run_state("", dump, type(self.run_state), what=what)
         spec = self.table.by_name.get(run_state.state)
         if spec is None or not spec.pause:
             raise CheckpointError(
@@ -499,9 +510,9 @@ class BaseAgent(DrivenModel, ABC):
                 f"pending calls must be ToolCall objects (ToolCall.create(id, name, args)), got {bad!r}"
             )
         run = self.run_state
-        before = tuple(run.pending_calls)
+        before = tuple(run.turn.pending_calls)
         self.memory.replace_open_calls(new)
-        run.pending_calls = list(new)
+        run.turn.pending_calls = list(new)
         edit = Edit(
             agent=self.name, run_id=run.run_id, step=run.step, kind="pending_calls", before=before, after=new
         )
@@ -516,7 +527,7 @@ class BaseAgent(DrivenModel, ABC):
             "before the results reach memory (after iter() yielded the edge into it)",
         )
         run = self.run_state
-        observations = run.observations
+        observations = run.turn.observations
         if isinstance(key, int):
             if not -len(observations) <= key < len(observations):
                 raise IndexOutOfRangeError(f"no observation {key}: this step has {len(observations)}")
@@ -554,15 +565,15 @@ class BaseAgent(DrivenModel, ABC):
 
     @abstractmethod
     async def think(self) -> None:
-        """Decide what to do next: set `run.reply` and `run.pending_calls`."""
+        """Decide what to do next: set `run.turn.reply` and `run.turn.pending_calls`."""
 
     @abstractmethod
     async def act(self) -> None:
-        """Execute `run.pending_calls`; set `run.observations`."""
+        """Execute `run.turn.pending_calls`; set `run.turn.observations`."""
 
     @abstractmethod
     async def observe(self) -> None:
-        """Record `run.observations` in memory and update stuck detection."""
+        """Record `run.turn.observations` in memory and update stuck detection."""
 
     def trace_config(self) -> dict[str, Any]:
         """What a trace's header and a checkpoint record of the agent (JSON values, never secrets):
@@ -572,10 +583,10 @@ class BaseAgent(DrivenModel, ABC):
     # -- what the driver asks of the agent (`agentfsm.run.view.Driven`) ------------------
 
     def open_run(self, request: str) -> None:
-        """A new run on `request`: a new `RunState` (a result keeps its own), the request in memory."""
+        """A new run on `request`: a new `AgentRunState` (a result keeps its own), the request in memory."""
         run = self.run_state
         if run.run_id:
-            run = self.run_state = RunState(state=run.state)
+            run = self.run_state = AgentRunState(state=run.state)
         run.run_id, run.request = self._next_run_id or os.urandom(6).hex(), request
         self._next_run_id = None
         self.memory.add_request(Message.user_message(request))
@@ -615,12 +626,12 @@ class BaseAgent(DrivenModel, ABC):
         run = self.run_state
         if run.output:
             return run.output
-        if reason is StopReason.TERMINATED and run.observations:
-            return run.observations[-1].content
+        if reason is StopReason.TERMINATED and run.turn.observations:
+            return run.turn.observations[-1].content
         if reason is StopReason.MAX_STEPS:
             return f"Terminated: Reached max steps ({self.max_steps})"
         if reason is StopReason.TOKEN_LIMIT:
-            return f"Stopped: token limit reached ({run.token_limit})"
+            return f"Stopped: token limit reached ({run.turn.token_limit})"
         if reason is StopReason.STUCK:
             return "Stopped: the model kept repeating itself"
         return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message
@@ -27,6 +27,7 @@ from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry
 from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
+from ..run.view import StepPayloads
 from .deltas import DeltaEmitter
 from .event_source import EventSource
 
@@ -41,14 +42,21 @@ class DrivenModel(EventSource, ABC):
     paused_edits: tuple[Edit, ...] = ()
     """Edits made while the run was paused, for the trace a resume appends to."""
     name: str
+    run_state_class: ClassVar[type[RunState]] = RunState
+    """The record of one run: `RunState`, or the subclass with what this kind of machine adds."""
 
     def _init_driven(self) -> None:
         """The state every run starts from: no listener, no run, the table's initial state."""
         EventSource.__init__(self)
-        self.run_state = RunState(state=self.table.initial)
+        self.run_state = self.run_state_class(state=self.table.initial)
         self.last_result: RunResult | None = None
         self._run: RunDriver | None = None
         """The current run's driver, or the paused run's (None between runs)."""
+
+    @property
+    def turn(self) -> StepPayloads | None:
+        """The current step's payloads, for the transitions that carry them (none here)."""
+        return None
 
     @property
     def fsm_state(self) -> str:

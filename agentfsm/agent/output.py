@@ -29,9 +29,10 @@ from ..errors import ArgumentError, OutputValidationError, WrongTypeError
 from ..fsm.machine import Edge, Effect, Guard, MachineTable
 from ..messages import ToolCall
 from ..run.result import StopReason
-from ..run.state import Observation, RunState
+from ..run.state import Observation
 from ..toolbox.tool import Tool, validation_problems
 from .table import MAX_STEPS
+from .turn import AgentRunState
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -100,7 +101,7 @@ class FinalResult(Tool):
 
 
 def final_result(
-    run: RunState, call: ToolCall, tool: FinalResult, arguments: dict[str, Any], started: float
+    run: AgentRunState, call: ToolCall, tool: FinalResult, arguments: dict[str, Any], started: float
 ) -> Observation:
     """The tool-call path's hook for a `final_result` call: validated, the object kept for the
     result (`run.parsed`, and its JSON on the observation, for traces and checkpoints), or the
@@ -121,7 +122,7 @@ def final_result(
     )
 
 
-def count_failures(run: RunState, observations: Sequence[Observation], name: str) -> None:
+def count_failures(run: AgentRunState, observations: Sequence[Observation], name: str) -> None:
     """Count this step's `final_result` calls (`name`) that failed (bad JSON, invalid), keeping the
     last one's text for the error the run ends with once they are too many."""
     failed = [o for o in observations if o.call.name == name and o.is_error]

@@ -26,11 +26,11 @@ class ReActAgent(BaseAgent):
 
     @abstractmethod
     async def think(self) -> None:
-        """Ask for the next move; leave tool calls in `run.pending_calls` (none: no action)."""
+        """Ask for the next move; leave tool calls in `run.turn.pending_calls` (none: no action)."""
 
     @abstractmethod
     async def act(self) -> None:
-        """Carry out `run.pending_calls`, leaving one `Observation` per call in `run.observations`."""
+        """Carry out the step's `pending_calls`, leaving one `Observation` per call in its `observations`."""
 
     async def observe(self) -> None:
         run = self.run_state
@@ -39,10 +39,10 @@ class ReActAgent(BaseAgent):
                 Message.tool_message(
                     obs.content, name=obs.call.name, tool_call_id=obs.call.id, base64_image=obs.base64_image
                 )
-                for obs in run.observations
+                for obs in run.turn.observations
             ]
         )
-        for obs in run.observations:
+        for obs in run.turn.observations:
             if obs.usage is not None:  # a tool that asked a model itself
                 run.usage.add(obs.usage)
         self._detect_stuck()
@@ -55,7 +55,7 @@ class ReActAgent(BaseAgent):
         think; it never accumulates in the prompt.
         """
         run = self.run_state
-        reply = run.reply
+        reply = run.turn.reply
         if reply is None or (not reply.content and not reply.tool_calls):
             return
         parts = [reply.content or ""] + [f"{c.name}\x00{c.arguments}" for c in reply.tool_calls]

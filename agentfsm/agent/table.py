@@ -2,8 +2,8 @@
 
 This table *is* the specification (SPEC.md, "The machine"): the engine fires
 its triggers, the diagram renderer draws it, the docs print it. Guards read
-the run's state (`agent.run_state`, a `RunState`) and a few settings of the agent;
-they never do I/O.
+the run's state (`agent.run_state`, an `AgentRunState`: the run and its
+step's `turn`) and a few settings of the agent; they never do I/O.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from ..fsm.machine import Edge, Effect, Guard, MachineTable, Payload, StateSpec
 from ..run.result import AgentState, StopReason
+from .turn import Turn
 
 __all__ = [
     "AGENT_TABLE",
@@ -30,19 +31,19 @@ TOOL_CALLS_REQUIRED_MESSAGE = "Tool calls required but none provided"
 
 TOKEN_LIMIT = Guard(
     "token_limit",
-    lambda agent: agent.run_state.token_limit is not None,
+    lambda agent: agent.run_state.turn.token_limit is not None,
     "the request is over the model's input window, the provider reported a "
     "context-window error, or the run's token budget is spent",
 )
 HAS_TOOL_CALLS = Guard(
-    "has_tool_calls", lambda agent: bool(agent.run_state.pending_calls), "the reply has tool calls"
+    "has_tool_calls", lambda agent: bool(agent.run_state.turn.pending_calls), "the reply has tool calls"
 )
 FINAL_ANSWER = Guard(
     "final_answer",
     lambda agent: bool(
         agent.finish_on_answer
-        and agent.run_state.reply is not None
-        and agent.run_state.reply.content
+        and agent.run_state.turn.reply is not None
+        and agent.run_state.turn.reply.content
         and agent.run_state.missed_tool_calls == 0
     ),
     "the reply has content and no tool calls, finish_on_answer is on, and tool calls are not required",
@@ -53,7 +54,9 @@ TOOL_CALLS_REQUIRED = Guard(
     "tool_choice is `required` and this is the second reply in a row without tool calls",
 )
 TERMINATED = Guard(
-    "terminated", lambda agent: agent.run_state.terminated_by is not None, "a special tool (terminate) ran"
+    "terminated",
+    lambda agent: agent.run_state.turn.terminated_by is not None,
+    "a special tool (terminate) ran",
 )
 MAX_STEPS = Guard("max_steps", lambda agent: agent.run_state.step >= agent.max_steps, "step == max_steps")
 STUCK = Guard(
@@ -89,6 +92,7 @@ RECORD_REQUIRED_ERROR = Effect("error := 'Tool calls required but none provided'
 
 
 async def _think(agent: Any) -> None:
+    agent.run_state.turn = Turn()  # a step's record begins empty: nothing of the step before leaks in
     await agent.think()
 
 

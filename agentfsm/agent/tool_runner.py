@@ -33,12 +33,13 @@ from ..messages import ToolCall
 from ..model.base import Usage
 from ..questions import Question
 from ..run.events import AgentEvent, ToolCallCompleted, ToolCallStarted
-from ..run.state import Observation, RunState
+from ..run.state import Observation
 from ..toolbox.call_context import ToolCallContext, executing
 from ..toolbox.tool import ToolCollection, ToolResult
 from .approval import verdict
 from .awaiting_input import asked
 from .output import FinalResult, final_result
+from .turn import AgentRunState
 
 __all__ = ["INTERRUPTED_CALL", "Calling", "ToolRunner"]
 
@@ -52,7 +53,7 @@ class Calling(Protocol):
     """What the tool-call path reads of its agent (`ToolCallAgent` is one)."""
 
     name: str
-    run_state: RunState
+    run_state: AgentRunState
     tools: ToolCollection
 
     @property
@@ -114,22 +115,23 @@ class ToolRunner:
         """
         agent = self.agent
         run = agent.run_state
-        recorded = run.completed_calls.get(call.id)
+        turn = run.turn
+        recorded = turn.completed_calls.get(call.id)
         if recorded is not None:
             return recorded
-        refused = verdict(run, call, agent.needs_approval(call))
+        refused = verdict(turn, call, agent.needs_approval(call))
         if refused is not None:
-            run.completed_calls[call.id] = refused
+            turn.completed_calls[call.id] = refused
             return refused
         tool = agent.tools.get(call.name)
-        started = call.id in run.started_calls
+        started = call.id in turn.started_calls
         if started and tool is not None and not tool.idempotent:
             observation = Observation(
                 call=call, content=INTERRUPTED_CALL.format(name=call.name), is_error=True
             )
         else:
             if not started:
-                run.started_calls.append(call.id)
+                turn.started_calls.append(call.id)
                 # Nothing awaits before this event: the calls of a parallel reply emit it in call
                 # order (a durable run draws their steps' places from it).
                 if agent.listening:
@@ -137,11 +139,11 @@ class ToolRunner:
                     await agent.recorded()  # its start is durable (fsynced) before it runs, or it fails
             observation = await self.execute(call)
             if observation.input_required is not None:
-                observation = asked(run, agent.tools, call, observation, agent.max_input_rounds)
+                observation = asked(turn, agent.tools, call, observation, agent.max_input_rounds)
         if observation.input_required is None:
-            run.input_requests.pop(call.id, None)
-            run.answers.pop(call.id, None)
-            run.completed_calls[call.id] = observation
+            turn.input_requests.pop(call.id, None)
+            turn.answers.pop(call.id, None)
+            turn.completed_calls[call.id] = observation
         if agent.listening:
             agent.emit(
                 ToolCallCompleted(agent=agent.name, run_id=run.run_id, step=run.step, observation=observation)
@@ -168,10 +170,10 @@ class ToolRunner:
             context = functools.partial(
                 ToolCallContext, agent.name, run.run_id, run.step, call.id, name, agent.deps
             )
-            asking = run.input_requests.get(call.id)  # answered in AWAITING_INPUT
+            asking = run.turn.input_requests.get(call.id)  # answered in AWAITING_INPUT
             try:
                 if asking is not None:
-                    answers = run.answers.get(call.id, {})
+                    answers = run.turn.answers.get(call.id, {})
                     result = await executing(context, tool.answered(asking, answers, **arguments))
                 else:
                     result = await executing(context, tool(**arguments))

@@ -244,17 +244,14 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
 
     async def think(self) -> None:
         run = self.run_state
-        run.reply, run.pending_calls, run.observations = None, [], []
-        run.started_calls, run.completed_calls, run.decisions = [], {}, {}
-        run.input_requests, run.answers, run.input_rounds = {}, {}, {}
-        run.token_limit, run.terminated_by = None, None
+        turn = run.turn  # new: each THINKING begins with an empty one (`agentfsm.agent.table`)
         nudge, next_step = run.nudge, self.next_step_prompt
         prompt = f"{nudge}\n{next_step}" if nudge and next_step else nudge or next_step or None
         run.nudge = None
 
         budget = self.llm.token_budget
         if budget is not None and run.usage.total_tokens >= budget:
-            run.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
+            turn.token_limit = f"the run's token budget of {budget} is spent ({run.usage.total_tokens} used)"
             return
         # The step prompt follows the history as a user message (OpenManus's place for it, the
         # last thing the model reads), except right after tool results: Mistral rejects a user
@@ -274,11 +271,11 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
         try:
             reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
         except TokenLimitExceeded as exc:
-            run.token_limit = str(exc)
+            turn.token_limit = str(exc)
             return
         if self.tool_choice != "none" and reply.tool_calls:
             reply = self._with_distinct_ids(reply)
-        run.reply = reply
+        turn.reply = reply
         run.usage.add(reply.usage)
         if reply.content:
             run.output = reply.content
@@ -288,7 +285,7 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
             run.missed_tool_calls = 0
             fields = reply.provider_fields
             self.memory.add_message(Message.from_tool_calls(calls, reply.content, provider_fields=fields))
-            run.pending_calls = list(calls)
+            turn.pending_calls = list(calls)
             return
         if reply.content:
             self.memory.add_message(
@@ -358,7 +355,7 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
 
     async def act(self) -> None:
         run = self.run_state
-        calls = run.pending_calls
+        calls = run.turn.pending_calls
         specials = self.special_tool_names
         cut = len(calls)
         for i, call in enumerate(calls):
@@ -367,15 +364,15 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
                 break
         to_run, skipped = calls[:cut], calls[cut:]
         done = await self.tool_runner.run_calls(to_run)
-        if run.input_requests:  # AWAITING_INPUT follows; ACTING runs again with the answers
-            run.observations = done
+        if run.turn.input_requests:  # AWAITING_INPUT follows; ACTING runs again with the answers
+            run.turn.observations = done
             return
         special = to_run[-1] if to_run and to_run[-1].name in specials else None
         if special is not None:
             note = f"Not executed: `{special.name}` was called earlier in this reply."
             done += [Observation(call=call, content=note, is_error=True) for call in skipped]
         run.usage.tool_calls += len(to_run)
-        run.observations = done
+        run.turn.observations = done
         if self.output_name is not None:
             count_failures(run, done[: len(to_run)], self.output_name)
         if (
@@ -383,7 +380,7 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
             and not done[len(to_run) - 1].is_error
             and self.should_finish_execution(special)
         ):
-            run.terminated_by = special.name
+            run.turn.terminated_by = special.name
             if special.name == self.output_name:
                 run.final_output = done[len(to_run) - 1].output
 
@@ -422,16 +419,16 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
         step has one (a call that completed before the interruption keeps what it did), else
         with a note that the run ended first."""
         memory, run = self.memory, self.run_state
-        for call_id, asked in run.input_requests.items():  # nobody will answer them now
-            waiting = next((c for c in run.pending_calls if c.id == call_id), None)
+        for call_id, asked in run.turn.input_requests.items():  # nobody will answer them now
+            waiting = next((c for c in run.turn.pending_calls if c.id == call_id), None)
             tool = self.tools.get(waiting.name) if waiting is not None else None
             if tool is not None:
                 tool.abandon(asked)
         open_calls = memory.open_calls
         if not open_calls:
             return
-        finished = (o for o in run.observations if o.input_required is None)
-        results = {**run.completed_calls, **{o.call.id: o for o in finished}}
+        finished = (o for o in run.turn.observations if o.input_required is None)
+        results = {**run.turn.completed_calls, **{o.call.id: o for o in finished}}
         answers = []
         for call_id, name in open_calls.items():
             done = results.get(call_id)

@@ -207,9 +207,9 @@ class Debugger:
         elif command == "request":
             self._request()
         elif command == "calls":
-            if not run.pending_calls:
+            if not run.turn.pending_calls:
                 self._say("no pending tool calls")
-            for index, call in enumerate(run.pending_calls):
+            for index, call in enumerate(run.turn.pending_calls):
                 self._say(f"{index}: {call.name}({call.arguments})  id {call.id}")
         elif command == "usage":
             u = run.usage
@@ -283,18 +283,18 @@ class Debugger:
         run = self.agent.run_state
         recording = self.agent.table.phase_that(consumes=Payload.OBSERVATIONS)
         name = recording.name if recording is not None else "the phase that records results"
-        if recording is None or self.agent.phase != recording.name or not run.observations:
+        if recording is None or self.agent.phase != recording.name or not run.turn.observations:
             self._say(f"edit works in {name}, before the results are recorded: `break {name}`, then edit")
             return
-        if len(args) < 2 or not args[0].isdigit() or int(args[0]) >= len(run.observations):
-            self._say(f"usage: edit N TEXT, with N from 0 to {len(run.observations) - 1}")
+        if len(args) < 2 or not args[0].isdigit() or int(args[0]) >= len(run.turn.observations):
+            self._say(f"usage: edit N TEXT, with N from 0 to {len(run.turn.observations) - 1}")
             return
         edit = getattr(self.agent, "edit_observation", None)
         index, text = int(args[0]), " ".join(args[1:])
         if edit is not None:
             edit(index, text)  # recorded as an edit event, so traces keep it
         else:
-            run.observations[index].content = text
+            run.turn.observations[index].content = text
         self._say(f"observation {index} is now: {_clip(text)}")
 
     def _show(self, transition: Transition) -> None:

@@ -46,7 +46,9 @@ class Watched(Protocol):
     @property
     def fsm_state(self) -> str: ...
 
-    run_state: RunState
+    @property
+    def run_state(self) -> RunState: ...
+
     table: MachineTable
 
     def on_transition(self, callback: TransitionListener) -> Callable[[], None]: ...

@@ -45,6 +45,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from ..agent.turn import AgentRunState
 from ..errors import CheckpointError
 from ..fsm.machine import MachineTable
 from ..memory import Memory
@@ -68,15 +69,20 @@ __all__ = [
     "restore_flow",
 ]
 
-FLOW_CHECKPOINT_SCHEMA = 2
-"""2: the flow's configuration (``config``) and each agent's paused run (``agents``)."""
+FLOW_CHECKPOINT_SCHEMA = 3
+"""2: the flow's configuration (``config``) and each agent's paused run (``agents``). 3: that
+run's step in a record of its own (`AgentRunState.turn`)."""
+_READ_SCHEMAS = (2, FLOW_CHECKPOINT_SCHEMA)
+"""The schemas a resume reads (2's agents' runs read as `AgentRunState.model_validate` reads them)."""
 
 
 class CheckpointedAgent(Protocol):
     """What a flow's checkpoint reads and writes of one of its agents (`BaseAgent` is one)."""
 
     memory: Memory
-    run_state: RunState
+
+    @property
+    def run_state(self) -> RunState: ...
 
     @property
     def table(self) -> MachineTable: ...
@@ -84,7 +90,7 @@ class CheckpointedAgent(Protocol):
     @property
     def phase(self) -> str | None: ...
 
-    def restore_paused(self, run_state: RunState) -> None: ...
+    def restore_paused(self, dump: Any, *, what: str) -> None: ...
 
     def prepare_resume(self, config: Mapping[str, Any]) -> None: ...
 
@@ -242,11 +248,11 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
             f"{name!r} is not a flow checkpoint of schema {FLOW_CHECKPOINT_SCHEMA}: "
             "it is not the JSON document of a flow"
         )
-    if data.get("schema") != FLOW_CHECKPOINT_SCHEMA:
+    if data.get("schema") not in _READ_SCHEMAS:
         raise CheckpointError(
             f"{name}: flow checkpoint schema {data.get('schema')!r} is not supported; this agentfsm "
-            f"reads schema {FLOW_CHECKPOINT_SCHEMA}; finish that flow with the agentfsm that wrote it, "
-            "or start it again"
+            f"reads schemas {' and '.join(map(str, _READ_SCHEMAS))}; finish that flow with the agentfsm "
+            "that wrote it, or start it again"
         )
     missing = [key for key in _PARTS if key not in data]
     if missing:
@@ -271,7 +277,7 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
         if not isinstance(llm or {}, dict):
             raise damaged(name, f"its config's {where} is {llm!r}, not a table")
     _check_config(name, data["config"])
-    run_state = read_run_state(name, data["run_state"], what="its run_state")
+    run_state = read_run_state(name, data["run_state"], RunState, what="its run_state")
     _check_keys(name, "run_state", data["run_state"], _RUN_STATE_KEYS)
     _check_run_state(name, run_state)
     _check_keys(name, "run_state's usage", data["run_state"]["usage"], _USAGE_KEYS)
@@ -293,7 +299,8 @@ def _checked(path: RecordPath, data: object) -> dict[str, Any]:
             raise damaged(name, f"its agent {agent!r} is {saved!r}, not a table with its memory")
         read_memory(name, saved["memory"], what=f"the memory of its agent {agent!r}")
         if "run_state" in saved:
-            read_run_state(name, saved["run_state"], what=f"the paused run of its agent {agent!r}")
+            what = f"the paused run of its agent {agent!r}"
+            read_run_state(name, saved["run_state"], AgentRunState, what=what)
     return data
 
 
@@ -397,7 +404,7 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
             f"{'; '.join(differ)}; build it with the options the checkpoint records "
             "(`agentfsm resume` does), or start the flow again"
         )
-    run_state = read_run_state("", data["run_state"])
+    run_state = read_run_state("", data["run_state"], RunState)
     if run_state.state not in flow.table.by_name or run_state.state == flow.table.initial:
         raise CheckpointError(
             f"the checkpoint's state {run_state.state!r} is not a state to resume the flow in"
@@ -425,8 +432,7 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
         agent = flow.agents[name]
         agent.memory = read_memory("", saved["memory"], what=f"the memory of its agent {name!r}")
         if "run_state" in saved:
-            what = f"the paused run of its agent {name!r}"
-            agent.restore_paused(read_run_state("", saved["run_state"], what=what))
+            agent.restore_paused(saved["run_state"], what=f"the paused run of its agent {name!r}")
 
 
 def _differences(current: dict[str, Any], recorded: dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ write costs what changed since the one before (the run state, and memory's
 changes as `Memory.watch` reports them), never the whole history again,
 however long the conversation.
 
-Schema version `CHECKPOINT_SCHEMA` = 2. JSON Lines; every record has a ``kind``:
+Schema version `CHECKPOINT_SCHEMA` = 3 (2 is read too). JSON Lines; every record has a ``kind``:
 
 - ``header`` (first): ``schema``, ``agent`` (name), ``agent_class``
   (``module.QualName``), ``config`` (the agent's `trace_config()`, as a
@@ -18,9 +18,11 @@ Schema version `CHECKPOINT_SCHEMA` = 2. JSON Lines; every record has a ``kind``:
   runs there: `agentfsm.sandbox.record`; the field came within schema 2, and
   a checkpoint without it resumes under the sandbox settings given, as a new
   run would), ``started_at`` (ISO 8601, UTC).
-- ``checkpoint`` (one per write): ``run_state`` (the `RunState` dump: machine
-  state, step, pending calls, observations, usage, stuck counters, and the
-  step's started and completed calls; its ``seen``, stuck detection's count of
+- ``checkpoint`` (one per write): ``run_state`` (the run state's dump, an
+  agent's `AgentRunState`: machine state, step, usage, stuck counters, and the
+  step's record ``turn`` with its pending calls, observations, started and
+  completed calls; schema 2 held the step's fields beside the run's; its
+  ``seen``, stuck detection's count of
   each assistant turn of the run, only in the first record of a run or of a
   resume, else left out), ``seen`` (the entries of ``seen`` added or counted up
   since the record before), ``memory`` (memory's changes since the record
@@ -201,7 +203,7 @@ def _record_line(run: RunState, rest: dict[str, Any], *, whole_seen: bool) -> st
     except ValueError:  # a value pydantic will not write as JSON itself (a lone surrogate): the long way
         dump = run.model_dump(mode="json")
         if not whole_seen:
-            del dump["seen"]
+            dump.pop("seen", None)
         state = json.dumps(dump, ensure_ascii=False)
     return f'{{"kind": "checkpoint", "run_state": {state}, {_line(rest)[1:]}'
 
@@ -296,10 +298,13 @@ class Checkpointer:
                 head = _line(self._header(config))
                 self._config = config
         run = agent.run_state
-        seen = dict(run.seen)
+        counted: dict[str, int] | None = getattr(run, "seen", None)  # an agent's (`AgentRunState`)
+        seen = dict(counted) if counted is not None else {}
         changed: dict[str, int] | None = None
         known = self._seen
-        if known is not None and len(seen) >= len(known):  # entries are only ever added or counted up
+        if (
+            counted is not None and known is not None and len(seen) >= len(known)
+        ):  # entries are only ever added or counted up
             delta = {key: count for key, count in seen.items() if known.get(key) != count}
             if len(seen) - len(known) == sum(key not in known for key in delta):
                 changed = delta
@@ -311,7 +316,8 @@ class Checkpointer:
             record["config"] = config
         record["written_at"] = _now()
         try:
-            writer.add(head + _record_line(run, record, whole_seen=changed is None), new=bool(head))
+            whole_seen = counted is not None and changed is None
+            writer.add(head + _record_line(run, record, whole_seen=whole_seen), new=bool(head))
         except BaseException:
             self._forget()  # what was taken from the watch is not in the journal: start whole again
             self._seen = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from ..errors import AgentfsmError, CheckpointError, WrongValueError
 from ..memory import ChangeKind, Memory, MemorySnapshot, apply_change
@@ -33,8 +33,15 @@ __all__ = [
     "restore",
 ]
 
-CHECKPOINT_SCHEMA = 2
-"""The journal's schema version (the module docstring of `agentfsm.recording.checkpoint`)."""
+S = TypeVar("S", bound=RunState)
+"""A run state's class: `RunState`, or the subclass a kind of machine adds its fields with."""
+
+CHECKPOINT_SCHEMA = 3
+"""The journal's schema version (the module docstring of `agentfsm.recording.checkpoint`).
+3: an agent's step in a record of its own (`AgentRunState.turn`)."""
+READ_SCHEMAS = (2, CHECKPOINT_SCHEMA)
+"""The schemas a resume reads: 2 holds the step's fields beside the run's, which
+`AgentRunState.model_validate` reads too."""
 CHECKPOINT_PARTS = ("agent_class", "config", "run_state", "memory")
 """What a checkpoint read back holds (and `write_checkpoint` needs)."""
 _UNCHECKED = frozenset({"llm", "mcp_tools", "sandbox"})
@@ -47,8 +54,9 @@ _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 
 def _schema_error(name: str, found: object) -> CheckpointError:
     return CheckpointError(
-        f"{name}: checkpoint schema {found!r} is not supported; this agentfsm reads schema "
-        f"{CHECKPOINT_SCHEMA}; finish that run with the agentfsm that wrote it, or start it again"
+        f"{name}: checkpoint schema {found!r} is not supported; this agentfsm reads schemas "
+        f"{' and '.join(map(str, READ_SCHEMAS))}; finish that run with the agentfsm that wrote it, "
+        "or start it again"
     )
 
 
@@ -118,7 +126,7 @@ def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
             f"{name} is not an agentfsm checkpoint: its first line is no checkpoint's header; "
             "pass the file a run's --checkpoint wrote"
         )
-    if header.get("schema") != CHECKPOINT_SCHEMA:
+    if header.get("schema") not in READ_SCHEMAS:
         raise _schema_error(name, header.get("schema"))
     if header.get("kind") != "header":
         raise CheckpointError(f"the checkpoint {name} does not begin with its header")
@@ -177,17 +185,18 @@ def _check(name: str, data: dict[str, Any]) -> None:
     model = llm.get("model")
     if model is not None and not isinstance(model, str):
         raise damaged(name, f"its config's llm.model is {model!r}, not a model name")
-    run_state = read_run_state(name, data["run_state"])
+    run_state = read_run_state(name, data["run_state"], RunState)  # the run's own fields
     if run_state.step < 1:
         raise damaged(name, f"its run is at step {run_state.step!r}; a run's steps count from 1")
     read_memory(name, data["memory"])
 
 
-def read_run_state(name: str, dump: Any, *, what: str = "its run state") -> RunState:
-    """The `RunState` a checkpoint's dump reads back as; else `CheckpointError` naming the
+def read_run_state(name: str, dump: Any, cls: type[S], *, what: str = "its run state") -> S:
+    """The run state of class `cls` (the machine's: `RunState`, or a subclass with what its kind
+    of machine adds) a checkpoint's dump reads back as; else `CheckpointError` naming the
     checkpoint `name` (a path; empty: data given in code) and `what` does not read back."""
     try:
-        return RunState.model_validate(dump)
+        return cls.model_validate(dump)
     except ValueError as exc:  # pydantic's ValidationError
         raise damaged(name, f"{what} does not read back", exc) from None
 
@@ -220,7 +229,7 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
     """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
     run_state: Any = None
-    seen: dict[str, Any] = {}
+    seen: dict[str, Any] | None = None  # an agent's stuck counts (a flow's run has none)
     written_at: Any = None
     messages: list[Any] = []
     pinned: int | None = None
@@ -236,8 +245,9 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
         run_state, written_at = record.get("run_state"), record.get("written_at")
         if isinstance(run_state, dict) and "seen" in run_state:
             seen = dict(run_state["seen"])
-        else:
-            seen.update(record.get("seen", {}))
+        elif "seen" in record:
+            seen = {} if seen is None else seen
+            seen.update(record["seen"])
         config = record.get("config", config)
         for change in record.get("memory", ()):
             op = change.get("op") if isinstance(change, dict) else None
@@ -266,7 +276,9 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
         "agent": header.get("agent"),
         "agent_class": header.get("agent_class"),
         "config": config,
-        "run_state": {**run_state, "seen": seen} if isinstance(run_state, dict) else None,
+        "run_state": (
+            {**run_state, **({} if seen is None else {"seen": seen})} if isinstance(run_state, dict) else None
+        ),
         "memory": {"max_messages": max_messages, "messages": messages, "pinned_index": pinned},
         "written_at": written_at,
     }
@@ -290,8 +302,9 @@ def config_differences(current: dict[str, Any], recorded: dict[str, Any]) -> lis
     )
 
 
-def restore(agent: Recorded, data: dict[str, Any]) -> None:
-    """Put the checkpointed run into `agent`, after checking it is the agent that wrote it."""
+def restore(agent: Recorded, data: dict[str, Any], state_class: type[S]) -> tuple[S, Memory]:
+    """The checkpointed run's state (of `state_class`, `agent`'s) and memory, after checking
+    `agent` is the agent that wrote it; the agent puts them in place."""
     cls = type(agent)
     recorded_class = data["agent_class"]
     if recorded_class != f"{cls.__module__}.{cls.__qualname__}":
@@ -306,7 +319,7 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
             f"these options differ: {', '.join(differ)}; build it with the options the checkpoint "
             "records (`agentfsm resume` does), or start the run again"
         )
-    run_state = read_run_state("", data["run_state"])
+    run_state = read_run_state("", data["run_state"], state_class)
     if run_state.state == agent.table.initial:
         raise CheckpointError("the checkpoint's run has not started; there is nothing to resume")
     if run_state.state not in agent.table.by_name:
@@ -315,5 +328,4 @@ def restore(agent: Recorded, data: dict[str, Any]) -> None:
         )
     if run_state.stop_reason is not None:
         run_state.stop_reason = StopReason.of(run_state.stop_reason)
-    agent.memory = read_memory("", data["memory"])
-    agent.run_state = run_state
+    return run_state, read_memory("", data["memory"])

@@ -421,12 +421,15 @@ def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
     a last line cut mid-write (a crash) is dropped. A checkpoint given for a trace is said to be one
     (`agentfsm.recording.kinds`), not a trace of another schema."""
     try:
-        return _records(path)
+        records = _records(path)
     except TraceError:
         found = file_kind(path)
         if found in ("checkpoint", "flow checkpoint"):
             raise TraceError(not_a(path, "trace", found)) from None
         raise
+    if file_kind(path) == "checkpoint":  # a header of the same schema number, then a journal's records
+        raise TraceError(not_a(path, "trace", "checkpoint"))
+    return records
 
 
 def _name(path: Trace) -> str:

@@ -168,7 +168,7 @@ class RunDriver:
         logs = log_enabled()
         if not (self._yields or logs or model.listening):
             return None
-        came, went = table.by_name[source], table.by_name[edge.dest]
+        came, went, turn = table.by_name[source], table.by_name[edge.dest], model.turn
         transition = Transition(
             agent=model.name,
             run_id=run.run_id,
@@ -179,9 +179,13 @@ class RunDriver:
             guards=guards,
             stop_reason=edge.stop_reason,
             duration_s=now - started,
-            reply=run.reply if Payload.REPLY in came.produces else None,
-            tool_calls=tuple(run.pending_calls) if Payload.PENDING_CALLS in went.consumes else (),
-            observations=tuple(run.observations) if Payload.OBSERVATIONS in came.produces else (),
+            reply=turn.reply if turn is not None and Payload.REPLY in came.produces else None,
+            tool_calls=tuple(turn.pending_calls)
+            if turn is not None and Payload.PENDING_CALLS in went.consumes
+            else (),
+            observations=tuple(turn.observations)
+            if turn is not None and Payload.OBSERVATIONS in came.produces
+            else (),
             error=run.error if went.final is not None else None,
         )
         if logs:

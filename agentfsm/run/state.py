@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..messages import ToolCall
-from ..model.base import LLMResponse, Usage
-from ..questions import Answer, InputRequired
+from ..model.base import Usage
+from ..questions import InputRequired
 from ..serde import Serializable
 from .result import StopReason
 
@@ -65,8 +65,10 @@ class Decision(Serializable):
 
 @dataclass(slots=True, kw_only=True)
 class RunState(Serializable):
-    """One run's state. `state` is the machine's leaf state name.
+    """One run's state, whatever machine runs it. `state` is the machine's leaf state name.
 
+    What a kind of machine adds (an agent's step record and stuck counters:
+    `agentfsm.agent.turn.AgentRunState`) is a subclass's: this layer knows none of it.
     `exception` is the one field a dump leaves out: a live object, for `RunResult.exception`.
     """
 
@@ -84,46 +86,6 @@ class RunState(Serializable):
     """The exception behind `error`, when one ended the run (never dumped: a checkpoint keeps the text)."""
     output: str | None = None
     usage: Usage = field(default_factory=Usage)
-
-    reply: LLMResponse | None = None
-    """The last LLM reply (THINKING writes it)."""
-    pending_calls: list[ToolCall] = field(default_factory=list)
-    """Tool calls to execute in ACTING."""
-    observations: list[Observation] = field(default_factory=list)
-    """Results of ACTING, recorded into memory by OBSERVING."""
-    token_limit: str | None = None
-    """Why the last think hit the token limit, if it did."""
-    missed_tool_calls: int = 0
-    """Replies in a row without tool calls while tool_choice is `required`."""
-    terminated_by: str | None = None
-    """The special tool that ran in this step, if any."""
-    nudge: str | None = None
-    """A one-shot prompt for the next think (corrective nudge or stuck hint)."""
-    stuck_streak: int = 0
-    """Steps in a row on which stuck detection fired."""
-    seen: dict[str, int] = field(default_factory=dict)
-    """Signature of each assistant turn of this run -> how often it occurred."""
-    started_calls: list[str] = field(default_factory=list)
-    """Ids of this step's calls whose execution began (checkpointed before the tool runs)."""
-    completed_calls: dict[str, Observation] = field(default_factory=dict)
-    """This step's finished calls by id, checkpointed before their results enter memory, so a
-    resumed ACTING runs only the calls not yet completed."""
-    decisions: dict[str, Decision] = field(default_factory=dict)
-    """This step's approvals and rejections by call id (AWAITING_APPROVAL writes them)."""
-    input_requests: dict[str, InputRequired] = field(default_factory=dict)
-    """This step's calls that asked for input and wait to run again with the answers, by call id."""
-    answers: dict[str, dict[str, Answer]] = field(default_factory=dict)
-    """The answers to them so far, by call id, then by question key (AWAITING_INPUT writes them)."""
-    input_rounds: dict[str, int] = field(default_factory=dict)
-    """How often each of this step's calls asked for input (bounded by `max_input_rounds`)."""
-    output_failures: int = 0
-    """Final answers of this run that failed `output_type`'s validation (bounded by `output_retries`)."""
-    output_problem: str | None = None
-    """What was wrong with the last of them."""
-    final_output: Any = None
-    """The valid final answer, as JSON data, once `final_result` ended the run."""
-    parsed: Any = field(default=None, compare=False, metadata={"exclude": True})
-    """The same answer as the validated object (never dumped: a restored run rebuilds it)."""
     traceparent: str | None = None
     """The W3C ``traceparent`` of the span an exporter of spans (`agentfsm.instrument()`) made for
     this run, kept so that the run resumed after a pause, here or from its checkpoint in another

@@ -8,16 +8,32 @@ which a second machine built the same way (a planning flow) can satisfy too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
+from ..messages import ToolCall
+from ..model.base import LLMResponse
 from .events import AgentEvent, Edit, EventListener
 from .result import AgentState, RunResult, StopReason
-from .state import RunState
+from .state import Observation, RunState
 
-__all__ = ["Driven", "Recorded"]
+__all__ = ["Driven", "Recorded", "StepPayloads"]
+
+
+class StepPayloads(Protocol):
+    """What a step hands from phase to phase, under the table's payload roles (`Payload`): a
+    transition into or out of a phase carries the ones its roles name."""
+
+    @property
+    def reply(self) -> LLMResponse | None: ...
+
+    @property
+    def pending_calls(self) -> Sequence[ToolCall]: ...
+
+    @property
+    def observations(self) -> Sequence[Observation]: ...
 
 
 class Driven(Protocol):
@@ -29,9 +45,15 @@ class Driven(Protocol):
     @property
     def table(self) -> MachineTable: ...
 
-    run_state: RunState
+    @property
+    def run_state(self) -> RunState: ...
+
     fsm_state: str
     last_result: RunResult | None
+
+    @property
+    def turn(self) -> StepPayloads | None:
+        """The current step's payloads (None: a machine whose steps hand none, a flow)."""
 
     @property
     def listening(self) -> bool:
@@ -71,7 +93,9 @@ class Recorded(Protocol):
     @property
     def state(self) -> AgentState: ...
 
-    run_state: RunState
+    @property
+    def run_state(self) -> RunState: ...
+
     memory: Memory
     last_result: RunResult | None
     paused_edits: tuple[Edit, ...]
