@@ -251,7 +251,7 @@ class Checkpointer:
         self._max_messages = 0
         """The memory limit in the journal's last snapshot of memory."""
         self._seen: dict[str, int] | None = None
-        """`RunState.seen` as the journal holds it (None: the next record writes it whole)."""
+        """`AgentRunState.seen` as the journal holds it (None: the next record writes it whole)."""
         self._started = False
         self._unsubscribe = agent.on_event(self._on_event)
 
