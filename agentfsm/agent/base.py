@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from contextlib import AbstractContextManager, aclosing, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar, Self
 
 from ..errors import (
@@ -33,12 +33,11 @@ from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..options import ConstructorSignature
 from ..questions import Question
-from ..recording.checkpoint import Checkpointer, lease_checkpoint, open_checkpoint
+from ..recording.checkpoint import Checkpointer, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.restore import read_run_state, restore
 from ..recording.trace import Trace, TraceWriter
-from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import RunResult, StopReason
@@ -98,8 +97,6 @@ class BaseAgent(DrivenModel, ABC):
         self.memory = memory if memory is not None else Memory()
         self._deps: Any = None
         """The dependencies the current (or last) run was given (`run(..., deps=...)`)."""
-        self._next_run_id: str | None = None
-        """The id the next run takes (`run(..., run_id=...)`); None: a new one."""
 
     # -- the options, by name (read-only: replace `options` to change them) ----------------
 
@@ -120,27 +117,6 @@ class BaseAgent(DrivenModel, ABC):
         return self.options.finish_on_answer
 
     # -- what callers read ------------------------------------------------------
-
-    @property
-    def state_spec(self) -> StateSpec:
-        """The current state's declaration in the table (its role, action, trigger)."""
-        return self.table.by_name[self.run_state.state]
-
-    @property
-    def phase(self) -> str | None:
-        """The current phase (``"THINKING"``, ``"ACTING"``, ``"OBSERVING"``, a pause...), or None."""
-        spec = self.state_spec
-        return spec.name if spec.is_phase else None
-
-    @property
-    def phase_running(self) -> bool:
-        """True while a phase's action is awaited (edits wait for it to finish)."""
-        return self._run is not None and self._run.phase_running
-
-    @property
-    def position(self) -> str:
-        """Where the agent is, for an error refusing an edit: its state, and whether its phase runs."""
-        return f"{self.fsm_state} (its phase is running)" if self.phase_running else self.fsm_state
 
     @property
     def current_step(self) -> int:
@@ -185,29 +161,12 @@ class BaseAgent(DrivenModel, ABC):
         `run_id`: the run's id, for an app that names its runs (a durable run takes its
         workflow's); None: a new one. Results, events, traces and checkpoints carry it.
         """
-        self._check_startable()
         self.check_deps(deps)
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise WrongValueError(
                 f"`run_id` must be a non-empty string, got {run_id!r}: name the run, or pass None"
             )
-        lease = None
-        if checkpoint is not None:  # off the loop: see `lease_checkpoint`
-            lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
-        try:
-            self._check_startable()  # again: another run of this agent may have started meanwhile
-            self._take_deps(deps)
-            driver = self._new_run(checkpoint, lease)
-        except BaseException:
-            if lease is not None:
-                lease.release()
-            raise
-        with self._trace(trace, append=False):
-            self._next_run_id = run_id
-            try:
-                return await driver.run(request)
-            finally:
-                self._next_run_id = None  # taken by the run's start, or not at all
+        return await self._start(request, checkpoint, trace, run_id, lambda: self._take_deps(deps))
 
     def run_sync(
         self,
@@ -305,20 +264,13 @@ class BaseAgent(DrivenModel, ABC):
         dependencies (None: a paused run keeps those it was given; a run from a checkpoint has
         none unless given).
         """
-        if checkpoint is not None and trace is not None:
-            raise WrongValueError(
-                "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
-            )
+        self._check_resume_trace(checkpoint, trace)
         opened = None
-        if checkpoint is not None:  # off the loop: a journal can be long, and see `lease_checkpoint`
+        if checkpoint is not None:
             self._check_idle()
             self.check_deps(deps)
-            path = checkpoint
-            opened = await off_loop(lambda: open_checkpoint(path), abandoned=_release_lease)
-        driver = self._resumed_run(checkpoint, deps, opened)
-        with self._trace(trace, append=True):
-            self.paused_edits = ()  # the trace has them now
-            return await driver.run(None)
+            opened = await self._opened(checkpoint)
+        return await self._continue(self._resumed_run(checkpoint, deps, opened), trace)
 
     def run_stream(
         self,
@@ -350,9 +302,7 @@ class BaseAgent(DrivenModel, ABC):
         self, request: str, *, checkpoint: RecordPath | None = None, deps: Any = None
     ) -> AsyncGenerator[Transition, None]:
         """Run step by step: yields one `Transition` per edge; the run advances between yields."""
-        self._check_startable()
-        self._take_deps(deps)
-        return _transitions(self._new_run(checkpoint), request)
+        return self._stepped(request, checkpoint, lambda: self._take_deps(deps))
 
     def resume_iter(
         self, checkpoint: RecordPath | None = None, *, deps: Any = None
@@ -363,17 +313,11 @@ class BaseAgent(DrivenModel, ABC):
         the model again; ACTING runs only the calls not recorded as completed, see
         `ToolRunner.run_once`; OBSERVING records the observations).
         """
-        driver = self._resumed_run(checkpoint, deps)
-        self.paused_edits = ()
-        return _transitions(driver, None)
+        return self._stepped_on(self._resumed_run(checkpoint, deps))
 
     async def cancel(self) -> RunResult:
         """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
-        self._check_idle()
-        if self._run is None or self.phase is None:
-            raise AgentBusyError(f"agent {self.name!r} has no paused run to cancel (it is {self.fsm_state})")
-        driver, self._run = self._run, None
-        return await driver.cancel()
+        return await self._cancel()
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from a final state (a logged edge). Memory stays unless `clear_memory`."""
@@ -384,32 +328,6 @@ class BaseAgent(DrivenModel, ABC):
             RunDriver(self).fire(self.table.reset)
         if clear_memory:
             self.memory.clear()
-
-    def _check_idle(self) -> None:
-        if self._run is not None and self._run.active:
-            raise AgentBusyError(
-                f"agent {self.name!r} is already running ({self.fsm_state}); "
-                "await the run in progress, or use another agent instance"
-            )
-
-    def _check_startable(self) -> None:
-        """A new run may start: none is in progress, and none is paused."""
-        self._check_idle()
-        if self.phase is not None:
-            raise AgentBusyError(
-                f"agent {self.name!r} has a paused run ({self.fsm_state}); `resume()` it, "
-                "or `await agent.cancel()` to end it, before starting another"
-            )
-
-    def _new_run(self, checkpoint: RecordPath | None, lease: Lease | None = None) -> RunDriver:
-        """The driver of a new run, with its checkpointer (a listener until the run ends), which
-        leases the checkpoint first (`lease`: already leased): a second owner is refused here."""
-        closers: tuple[Callable[[], None], ...] = ()
-        if checkpoint is not None:
-            closers = (Checkpointer(checkpoint, self, lease=lease).close,)
-        driver = self._start_driver(closers)
-        self.paused_edits = ()
-        return driver
 
     def check_deps(self, deps: Any) -> None:
         """Refuse, before a run starts, `deps` that its tools cannot take (`WrongTypeError`);
@@ -428,36 +346,34 @@ class BaseAgent(DrivenModel, ABC):
         """The paused run's driver (no `checkpoint`), or a new one for the run restored from it
         (`opened`: its lease and its contents, already taken by `open_checkpoint`)."""
         try:
-            self._check_idle()
             if checkpoint is None:
                 driver = self._paused_run()
                 self._take_deps(deps if deps is not None else self._deps)
                 return driver
+            self._check_idle()
             self._take_deps(deps)
-            lease, data = opened if opened is not None else open_checkpoint(checkpoint)
+            if opened is None:
+                opened = open_checkpoint(checkpoint)
         except BaseException:
             if opened is not None:
                 opened[0].release()
             raise
-        try:
-            if isinstance(data["config"], dict):
-                self.prepare_resume(data["config"])
-            self.run_state, self.memory = restore(self, data, type(self.run_state))
-            driver = self._new_run(checkpoint, lease)
-        except BaseException:
-            lease.release()
-            raise
-        driver.restarted()
-        return driver
+        return self._restored_run(checkpoint, opened)
 
-    def _paused_run(self) -> RunDriver:
-        """The paused run's driver; `AgentBusyError` when there is none."""
-        if self._run is None or self.phase is None:
-            raise AgentBusyError(
-                f"agent {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
-                "pass the checkpoint file of the run to continue"
-            )
-        return self._run
+    # -- the lifecycle's hooks (`DrivenModel`): the agent's checkpoint is a journal ------------
+
+    def _open_checkpoint(self, path: RecordPath) -> tuple[Lease, dict[str, Any]]:
+        return open_checkpoint(path)
+
+    def _restore(self, data: dict[str, Any]) -> None:
+        if isinstance(data["config"], dict):
+            self.prepare_resume(data["config"])
+        self.run_state, self.memory = restore(self, data, type(self.run_state))
+
+    def _checkpointer(
+        self, path: RecordPath, lease: Lease | None, saved: dict[str, Any] | None
+    ) -> Callable[[], None]:
+        return Checkpointer(path, self, lease=lease).close
 
     def prepare_resume(self, config: Mapping[str, Any]) -> None:
         """Before a run is restored from a checkpoint whose configuration is `config`: set the
@@ -485,7 +401,6 @@ class BaseAgent(DrivenModel, ABC):
         self._new_run(None).restarted()
 
     def _trace(self, path: Trace | None, *, append: bool) -> AbstractContextManager[object]:
-        """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
         if path is None:
             return nullcontext()
         return TraceWriter(path, self, append=append)
@@ -635,17 +550,3 @@ class BaseAgent(DrivenModel, ABC):
         if reason is StopReason.STUCK:
             return "Stopped: the model kept repeating itself"
         return None
-
-
-async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
-    """The driver's loop as `iter()` yields it: every transition, built for the caller."""
-    async with aclosing(driver.steps(request, yields=True)) as steps:
-        async for transition in steps:
-            assert transition is not None  # `yields`: the driver builds every one
-            await driver.model.flush_listeners()  # its records are written (a checkpoint reads it back)
-            yield transition
-
-
-def _release_lease(opened: tuple[Lease, dict[str, Any]]) -> None:
-    """A checkpoint opened for a resume that was cancelled meanwhile: its lease is given back."""
-    opened[0].release()

@@ -9,21 +9,35 @@ flow's planner). Defined once, under both, an agent's run and a flow's look
 the same to the driver, the recorders and the command line. What a run does
 (the `Driven` hooks: `open_run`, `interrupt`, `run_result`, `on_run_end`) is
 each subclass's own.
+
+They share one lifecycle too: a run starts only when none is in progress or
+paused; its checkpoint is leased off the event loop before it starts (a
+second owner is refused); a paused run resumes in place, a saved one from its
+checkpoint (leased, read, restored, then run from the state it was in); and
+`cancel()` ends a paused run. What differs is behind four hooks: how a
+checkpoint is read (`_open_checkpoint`), put back (`_restore`) and written
+(`_checkpointer`), and how a trace is written (`_trace`).
 """
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import AbstractContextManager, aclosing
 from typing import Any, ClassVar
 
+from ..errors import AgentBusyError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message
 from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
 from ..model.retry_report import RetryNotice, retries_to, stop_retries
+from ..recording.checkpoint import lease_checkpoint
+from ..recording.files import RecordPath
+from ..recording.lease import Lease
+from ..recording.writer import off_loop
 from ..run.driver import RunDriver
-from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry
+from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry, Transition
 from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
@@ -42,6 +56,8 @@ class DrivenModel(EventSource, ABC):
     paused_edits: tuple[Edit, ...] = ()
     """Edits made while the run was paused, for the trace a resume appends to."""
     name: str
+    kind: ClassVar[str] = "agent"
+    """What errors call the model: ``"agent"``, ``"flow"``."""
     run_state_class: ClassVar[type[RunState]] = RunState
     """The record of one run: `RunState`, or the subclass with what this kind of machine adds."""
 
@@ -52,6 +68,8 @@ class DrivenModel(EventSource, ABC):
         self.last_result: RunResult | None = None
         self._run: RunDriver | None = None
         """The current run's driver, or the paused run's (None between runs)."""
+        self._next_run_id: str | None = None
+        """The id the next run takes (`run(..., run_id=...)`); None: a new one."""
 
     @property
     def turn(self) -> StepPayloads | None:
@@ -72,6 +90,111 @@ class DrivenModel(EventSource, ABC):
         """The top-level state: IDLE, RUNNING, FINISHED or ERROR (a final state's declared one)."""
         return AgentState.in_table(self.table, self.run_state.state)
 
+    @property
+    def state_spec(self) -> StateSpec:
+        """The current state's declaration in the table (its role, action, trigger)."""
+        return self.table.by_name[self.run_state.state]
+
+    @property
+    def phase(self) -> str | None:
+        """The current phase (``"THINKING"``, ``"EXECUTING"``, a pause...), or None."""
+        spec = self.state_spec
+        return spec.name if spec.is_phase else None
+
+    @property
+    def phase_running(self) -> bool:
+        """True while a phase's action is awaited (edits wait for it to finish)."""
+        return self._run is not None and self._run.phase_running
+
+    @property
+    def position(self) -> str:
+        """Where the model is, for an error refusing an edit: its state, and whether its phase runs."""
+        return f"{self.fsm_state} (its phase is running)" if self.phase_running else self.fsm_state
+
+    # -- the lifecycle: start, resume, lease, restore, cancel -------------------------------
+
+    async def _start(
+        self,
+        request: str,
+        checkpoint: RecordPath | None,
+        trace: Any,
+        run_id: str | None = None,
+        prepare: Callable[[], None] = lambda: None,
+    ) -> RunResult:
+        """A new run on `request` to its end or a pause: refused while a run is in progress or
+        paused; `checkpoint` leased off the event loop first; `prepare()` (the run's own settings,
+        an agent's deps) once it is sure to start; `trace` written around it; `run_id` its id."""
+        self._check_startable()
+        lease = None
+        if checkpoint is not None:  # off the loop: see `lease_checkpoint`
+            lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
+        try:
+            self._check_startable()  # again: another run may have started meanwhile
+            prepare()
+            driver = self._new_run(checkpoint, lease)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        with self._trace(trace, append=False):
+            self._next_run_id = run_id
+            try:
+                return await driver.run(request)
+            finally:
+                self._next_run_id = None  # taken by the run's start, or not at all
+
+    def _stepped(
+        self, request: str, checkpoint: RecordPath | None, prepare: Callable[[], None] = lambda: None
+    ) -> AsyncGenerator[Transition, None]:
+        """A new run on `request`, step by step (`iter()`): one `Transition` per edge."""
+        self._check_startable()
+        prepare()
+        return _transitions(self._new_run(checkpoint), request)
+
+    def _stepped_on(self, driver: RunDriver) -> AsyncGenerator[Transition, None]:
+        """The resumed `driver`'s run, step by step (`resume_iter()`)."""
+        self.paused_edits = ()
+        return _transitions(driver, None)
+
+    async def _continue(self, driver: RunDriver, trace: Any) -> RunResult:
+        """Run the resumed `driver` on to its end or a pause, `trace` (the paused run's) appended to."""
+        with self._trace(trace, append=True):
+            self.paused_edits = ()  # the trace has them now
+            return await driver.run(None)
+
+    async def _opened(self, checkpoint: RecordPath) -> tuple[Lease, dict[str, Any]]:
+        """`checkpoint` leased and read for a resume (`_open_checkpoint`), off the event loop: a
+        journal can be long, and see `lease_checkpoint`."""
+        self._check_idle()
+        return await off_loop(lambda: self._open_checkpoint(checkpoint), abandoned=_release_lease)
+
+    def _restored_run(self, checkpoint: RecordPath, opened: tuple[Lease, dict[str, Any]]) -> RunDriver:
+        """The driver of the run saved in `checkpoint`, put back (`_restore`) from what `opened`
+        read under its lease; the lease is the new run's checkpointer's, or released on failure."""
+        lease, data = opened
+        try:
+            self._check_idle()
+            self._restore(data)
+            driver = self._new_run(checkpoint, lease, data)
+        except BaseException:
+            lease.release()
+            raise
+        driver.restarted()
+        return driver
+
+    def _new_run(
+        self, checkpoint: RecordPath | None, lease: Lease | None = None, saved: dict[str, Any] | None = None
+    ) -> RunDriver:
+        """The driver of a new run, with its checkpointer (a listener until the run ends), which
+        leases the checkpoint first (`lease`: already leased): a second owner is refused here.
+        `saved`: what a resumed run was restored from."""
+        closers: tuple[Callable[[], None], ...] = ()
+        if checkpoint is not None:
+            closers = (self._checkpointer(checkpoint, lease, saved),)
+        driver = self._start_driver(closers)
+        self.paused_edits = ()
+        return driver
+
     def _start_driver(self, closers: tuple[Callable[[], None], ...]) -> RunDriver:
         """The driver of a new run, in place of a paused run's (which stops being recorded); the
         process's run observers (an exporter of spans) watch it until it ends."""
@@ -79,6 +202,70 @@ class DrivenModel(EventSource, ABC):
             self._run.release()
         self._run = RunDriver(self, closers=(*closers, *observers_of(self)))
         return self._run
+
+    async def _cancel(self) -> RunResult:
+        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
+        self._check_idle()
+        if self._run is None or self.phase is None:
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} has no paused run to cancel (it is {self.fsm_state})"
+            )
+        driver, self._run = self._run, None
+        return await driver.cancel()
+
+    def _check_idle(self) -> None:
+        if self._run is not None and self._run.active:
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} is already running ({self.fsm_state}); "
+                f"await the run in progress, or use another {self.kind} instance"
+            )
+
+    def _check_startable(self) -> None:
+        """A new run may start: none is in progress, and none is paused."""
+        self._check_idle()
+        if self.phase is not None:
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} has a paused run (it waits in {self.fsm_state}); `resume()` "
+                f"it, or `await {self.kind}.cancel()` to end it, before starting another"
+            )
+
+    def _paused_run(self) -> RunDriver:
+        """The paused run's driver; `AgentBusyError` when there is none."""
+        self._check_idle()
+        if self._run is None or self.phase is None:
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
+                f"pass the checkpoint of the run to continue"
+            )
+        return self._run
+
+    def _check_resume_trace(self, checkpoint: RecordPath | None, trace: Any) -> None:
+        """A trace goes on only with the paused run it belongs to."""
+        if checkpoint is not None and trace is not None:
+            raise WrongValueError(
+                "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
+            )
+
+    @abstractmethod
+    def _open_checkpoint(self, path: RecordPath) -> tuple[Lease, dict[str, Any]]:
+        """Lease the checkpoint at `path`, then read it for a resume (releasing the lease if that
+        fails); `CheckpointError` naming what is wrong with it. Called off the event loop."""
+
+    @abstractmethod
+    def _restore(self, data: dict[str, Any]) -> None:
+        """Put the run `data` holds (as `_open_checkpoint` read it) in place, after checking it
+        was written by a model built as this one (`CheckpointError` otherwise)."""
+
+    @abstractmethod
+    def _checkpointer(
+        self, path: RecordPath, lease: Lease | None, saved: dict[str, Any] | None
+    ) -> Callable[[], None]:
+        """Start writing the run to its checkpoint at `path` (`lease`: held already; `saved`:
+        what a resumed run was restored from); returns what stops it when the run is over."""
+
+    @abstractmethod
+    def _trace(self, path: Any, *, append: bool) -> AbstractContextManager[object]:
+        """The trace writer around a run (`append`: a paused run's trace goes on), or nothing."""
 
     async def ask_model(
         self,
@@ -190,3 +377,17 @@ class DrivenModel(EventSource, ABC):
 
     async def on_run_end(self, result: RunResult) -> None:
         """Awaited after every run, however it ended (release per-run resources here)."""
+
+
+async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
+    """The driver's loop as `iter()` yields it: every transition, built for the caller."""
+    async with aclosing(driver.steps(request, yields=True)) as steps:
+        async for transition in steps:
+            assert transition is not None  # `yields`: the driver builds every one
+            await driver.model.flush_listeners()  # its records are written (a checkpoint reads it back)
+            yield transition
+
+
+def _release_lease(opened: tuple[Lease, dict[str, Any]]) -> None:
+    """A checkpoint opened for a resume that was cancelled meanwhile: its lease is given back."""
+    opened[0].release()

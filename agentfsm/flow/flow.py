@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -42,17 +42,18 @@ from ..agent.awaiting_input import answer
 from ..agent.base import BaseAgent
 from ..agent.driven import DrivenModel
 from ..agent.toolcall import ToolCallAgent
-from ..errors import AgentBusyError, ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
+from ..errors import ArgumentError, PauseRun, WrongPhaseError, WrongTypeError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse
 from ..model.options import describe_model
 from ..questions import Answer, AnswerAction, InputHandler, Question
+from ..recording.checkpoint import open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
-from ..run.driver import RunDriver
-from ..run.result import AgentState, RunResult, StopReason
+from ..run.events import Transition
+from ..run.result import RunResult, StopReason
 from ..run.state import RunState
 from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
 from .plan import Plan, StepStatus
@@ -83,6 +84,7 @@ class PlanningFlow(DrivenModel):
     """
 
     table: MachineTable = FLOW_TABLE
+    kind = "flow"
 
     def __init__(
         self,
@@ -181,26 +183,25 @@ class PlanningFlow(DrivenModel):
     # -- driving --------------------------------------------------------------------
 
     async def execute(
-        self, request: str, *, checkpoint: RecordPath | None = None, trace: RecordPath | None = None
+        self,
+        request: str,
+        *,
+        checkpoint: RecordPath | None = None,
+        trace: RecordPath | None = None,
+        run_id: str | None = None,
     ) -> FlowResult:
         """Run the flow on `request` to DONE or ERROR (errors inside a phase end it in ERROR), or to a
-        pause for plan review (`result.paused`). `checkpoint`: a file the whole flow is written to
-        after every transition, for `resume(checkpoint=...)` (see `agentfsm.flow.checkpoint`).
-        `trace`: a JSON Lines trace of the flow and, tagged, of its agents' runs
-        (`agentfsm.flow.trace`), which `agentfsm replay` re-drives offline."""
-        if self._run is not None and self._run.active:
-            raise AgentBusyError(f"flow {self.name!r} is already running; await it, or use another flow")
-        if self.state is AgentState.RUNNING:
-            raise AgentBusyError(
-                f"flow {self.name!r} waits in {self.fsm_state}; answer it and `resume()` the flow first"
-            )
-        self._run = self._new_run(checkpoint)
-        with self._trace(trace):
-            result = await self._run.run(request)
-        return self.flow_result(result)
+        pause for plan review or for a step's agent (`result.paused`). `checkpoint`: a file the whole
+        flow is written to after every transition, for `resume(checkpoint=...)` (see
+        `agentfsm.flow.checkpoint`). `trace`: a JSON Lines trace of the flow and, tagged, of its
+        agents' runs (`agentfsm.flow.trace`), which `agentfsm replay` re-drives offline. `run_id`:
+        the run's id, as an agent's `run(run_id=...)`; None: a new one."""
+        return self.flow_result(await self._start(request, checkpoint, trace, run_id))
 
-    def _trace(self, path: RecordPath | None, *, append: bool = False) -> AbstractContextManager[object]:
-        return nullcontext() if path is None else FlowTraceWriter(path, self, append=append)
+    def iter(self, request: str, *, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
+        """Run the flow step by step, as an agent's `iter()`: one `Transition` of the flow per edge
+        (its agents' runs happen inside EXECUTING); the flow advances between yields."""
+        return self._stepped(request, checkpoint)
 
     async def resume(
         self, checkpoint: RecordPath | None = None, *, trace: RecordPath | None = None
@@ -212,40 +213,43 @@ class PlanningFlow(DrivenModel):
         state it was cancelled in (see `agentfsm.flow.checkpoint`); a flow that ended otherwise
         gives back its result and runs nothing. `trace`: the paused flow's trace, appended to (the
         answers given meanwhile first); a flow resumed from a checkpoint has none."""
-        if checkpoint is not None and trace is not None:
-            raise WrongValueError(
-                "`trace` continues a paused flow's trace; a flow resumed from a checkpoint has none"
-            )
-        if self._run is not None and self._run.active:
-            raise AgentBusyError(f"flow {self.name!r} is running; await it before resuming")
-        if checkpoint is not None:
-            lease = Lease.acquire(checkpoint)
-            try:
-                saved = read_flow_checkpoint(checkpoint, resuming=True)
-                for agent in self.agents.values():
-                    if agent.phase is not None:  # paused in the flow run this one replaces (cancelled)
-                        await agent.cancel()
-                restore_flow(self, saved)
-                self._run = self._new_run(checkpoint, lease, saved)
-            except BaseException:
-                lease.release()
-                raise
-            self._run.restarted()
-        elif self._run is None or not self.table.by_name[self.fsm_state].pause:
-            raise AgentBusyError(
-                f"flow {self.name!r} has no paused run to resume (it is {self.fsm_state}); "
-                "pass the checkpoint of the flow to continue"
-            )
-        with self._trace(trace, append=True):
-            return self.flow_result(await self._run.run(None))
+        self._check_resume_trace(checkpoint, trace)
+        if checkpoint is None:
+            return self.flow_result(await self._continue(self._paused_run(), trace))
+        opened = await self._opened(checkpoint)
+        try:
+            for agent in self.agents.values():
+                if agent.phase is not None:  # paused in the flow run this one replaces: that run is over
+                    await agent.cancel()
+        except BaseException:
+            opened[0].release()
+            raise
+        return self.flow_result(await self._continue(self._restored_run(checkpoint, opened), trace))
 
-    def _new_run(
-        self, checkpoint: RecordPath | None, lease: Lease | None = None, saved: dict[str, Any] | None = None
-    ) -> RunDriver:
-        closers: tuple[Callable[[], None], ...] = ()
-        if checkpoint is not None:
-            closers = (FlowCheckpointer(checkpoint, self, lease=lease, resumed=saved).close,)
-        return self._start_driver(closers)
+    async def cancel(self) -> FlowResult:
+        """End the paused flow in ERROR with `cancelled`, and the paused run of its step's agent
+        with it; returns the flow's result."""
+        agent = self.paused_agent
+        result = self.flow_result(await self._cancel())
+        if agent is not None and agent.phase is not None:
+            await agent.cancel()
+        return result
+
+    # -- the lifecycle's hooks (`DrivenModel`): the flow's checkpoint is one document ----------
+
+    def _open_checkpoint(self, path: RecordPath) -> tuple[Lease, dict[str, Any]]:
+        return open_checkpoint(path, lambda at: read_flow_checkpoint(at, resuming=True))
+
+    def _restore(self, data: dict[str, Any]) -> None:
+        restore_flow(self, data)
+
+    def _checkpointer(
+        self, path: RecordPath, lease: Lease | None, saved: dict[str, Any] | None
+    ) -> Callable[[], None]:
+        return FlowCheckpointer(path, self, lease=lease, resumed=saved).close
+
+    def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
+        return nullcontext() if path is None else FlowTraceWriter(path, self, append=append)
 
     # -- plan review (while paused in AWAITING_PLAN_REVIEW) ---------------------------
 
@@ -529,7 +533,8 @@ class PlanningFlow(DrivenModel):
     # -- what the driver asks of the flow (`agentfsm.run.view.Driven`) ------------------
 
     def open_run(self, request: str) -> None:
-        self.run_state = RunState(state=self.run_state.state, run_id=os.urandom(6).hex(), request=request)
+        run_id, self._next_run_id = self._next_run_id or os.urandom(6).hex(), None
+        self.run_state = RunState(state=self.run_state.state, run_id=run_id, request=request)
         self.flow_state = FlowState()
         self.planning = PlanningTool(self.executors)
 

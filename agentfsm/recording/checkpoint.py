@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -359,12 +360,15 @@ def lease_checkpoint(path: RecordPath) -> Lease:
     return Lease.acquire(path)
 
 
-def open_checkpoint(path: RecordPath) -> tuple[Lease, dict[str, Any]]:
-    """Lease the journal at `path` (`lease_checkpoint`), then read it for a resume: the lease
-    first, so no other run moves on from what is read. Released again if the read fails."""
+def open_checkpoint(
+    path: RecordPath, read: Callable[[RecordPath], dict[str, Any]] | None = None
+) -> tuple[Lease, dict[str, Any]]:
+    """Lease the journal at `path` (`lease_checkpoint`), then read it for a resume (`read`: the
+    reader of another kind of checkpoint, a flow's): the lease first, so no other run moves on
+    from what is read. Released again if the read fails."""
     lease = lease_checkpoint(path)
     try:
-        return lease, read_checkpoint(path, resuming=True)
+        return lease, read(path) if read is not None else read_checkpoint(path, resuming=True)
     except BaseException:
         lease.release()
         raise

@@ -1,0 +1,108 @@
+"""A flow's run has the lifecycle an agent's has (`DrivenModel`): the same refusals while a run is
+in progress or paused, `cancel()` of a paused run, `iter()` step by step, a named run id, and a
+checkpoint leased before the run starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentfsm import StopReason, ToolCallAgent, tool
+from agentfsm.errors import AgentBusyError, CheckpointLeasedError
+from agentfsm.flow import FlowStopReason, PlanningFlow, StepStatus
+from agentfsm.recording.lease import Lease
+from agentfsm.run.result import AgentState
+from agentfsm.testing import ScriptedLLM, reply
+
+
+def create(*steps: str) -> object:
+    return reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": list(steps)})])
+
+
+def reviewed_flow(*planner: object) -> PlanningFlow:
+    coder = ToolCallAgent(llm=ScriptedLLM([reply("done it")]), name="coder")
+    return PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM(list(planner)), review=True)
+
+
+async def test_a_flow_paused_for_review_is_cancelled_for_good_and_a_new_run_may_start() -> None:
+    flow = reviewed_flow(create("[coder] a"), create("[coder] b"), reply("summary"))
+    assert (await flow.execute("first")).paused
+    with pytest.raises(AgentBusyError) as refused:
+        await flow.execute("second")
+    assert str(refused.value) == (
+        "flow 'planning' has a paused run (it waits in AWAITING_PLAN_REVIEW); `resume()` it, "
+        "or `await flow.cancel()` to end it, before starting another"
+    )
+    cancelled = await flow.cancel()
+    assert (cancelled.state, cancelled.stop_reason) == (AgentState.ERROR, StopReason.CANCELLED)
+    assert flow.fsm_state == "ERROR" and flow.last_result is not None and not cancelled.paused
+    with pytest.raises(AgentBusyError, match="flow 'planning' has no paused run to cancel"):
+        await flow.cancel()
+    with pytest.raises(AgentBusyError, match="flow 'planning' has no paused run to resume"):
+        await flow.resume()
+    again = await flow.execute("second")  # a new run: the cancelled one is over
+    assert again.paused and again.run_id != cancelled.run_id
+
+
+async def test_cancelling_a_flow_paused_on_its_agent_ends_the_agent_s_paused_run_too() -> None:
+    ran: list[int] = []
+
+    @tool
+    def record(n: int) -> str:
+        """Records `n` (a call that needs approval)."""
+        ran.append(n)
+        return f"recorded {n}"
+
+    coder = ToolCallAgent(
+        llm=ScriptedLLM([reply("recording", [("record", {"n": 1})])]),
+        tools=[record],
+        name="coder",
+        require_approval=["record"],
+    )
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([create("[coder] record one")]))
+    paused = await flow.execute("task")
+    assert paused.paused and coder.fsm_state == "AWAITING_APPROVAL"
+    result = await flow.cancel()
+    assert result.stop_reason == StopReason.CANCELLED and flow.fsm_state == "ERROR"
+    assert coder.phase is None and coder.last_result is not None
+    assert coder.last_result.stop_reason is StopReason.CANCELLED and ran == []  # nothing ran unapproved
+    assert result.plan is not None and result.plan.steps[0].status is StepStatus.IN_PROGRESS
+
+
+async def test_a_flow_steps_edge_by_edge_and_names_its_run() -> None:
+    coder = ToolCallAgent(llm=ScriptedLLM([reply("done it")]), name="coder")
+    flow = PlanningFlow(
+        agents={"coder": coder}, planner_llm=ScriptedLLM([create("[coder] a"), reply("all done")])
+    )
+    seen = []
+    async for transition in flow.iter("task"):
+        seen.append((transition.source, transition.dest))
+        if transition.dest == "EXECUTING":  # the step has not run yet: the flow waits for the caller
+            assert coder.last_result is None and flow.plan is not None
+    assert seen[0] == ("IDLE", "PLANNING") and seen[-1][1] == "DONE"
+    assert ("PLANNING", "EXECUTING") in seen and ("FINALIZING", "DONE") in seen
+    assert flow.last_result is not None and flow.last_result.stop_reason == FlowStopReason.COMPLETED
+
+    other = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=ScriptedLLM([reply("done")]), name="coder")},
+        planner_llm=ScriptedLLM([create("[coder] a"), reply("summary")]),
+    )
+    named = await other.execute("task", run_id="nightly-42")
+    assert named.run_id == "nightly-42" and named.ok
+    assert (await other.execute("task again")).run_id != "nightly-42"  # one run only
+
+
+async def test_a_flow_s_checkpoint_held_by_another_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    path = tmp_path / "flow.checkpoint.json"
+    held = Lease.acquire(path)
+    planner = ScriptedLLM([create("[coder] a")])
+    flow = PlanningFlow(
+        agents={"coder": ToolCallAgent(llm=ScriptedLLM([]), name="coder")}, planner_llm=planner
+    )
+    try:
+        with pytest.raises(CheckpointLeasedError):
+            await flow.execute("task", checkpoint=path)
+    finally:
+        held.release()
+    assert planner.requests == [] and flow.fsm_state == "IDLE"  # refused before the run started
