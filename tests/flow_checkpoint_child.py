@@ -11,7 +11,7 @@ runs a flow whose step's agent calls a tool that needs approval, prints ``paused
 waits in AWAITING_AGENT, and waits to be killed; ``step-approve`` restores it, prints the calls
 waiting (a JSON line), approves them, resumes, and prints the final result. The tool appends
 to ``WORKDIR/ran`` each time it runs. ``write-kill`` (no review) SIGKILLs itself in the middle
-of the checkpoint's third write, half of the document written. Each process builds its
+of the checkpoint's third write, half of its record appended. Each process builds its
 scripted models for the calls it makes.
 """
 
@@ -68,24 +68,20 @@ def build_step(action: str, workdir: Path) -> PlanningFlow:
 
 
 def kill_in_third_write() -> None:
-    """The checkpoint's writer thread writes half of its third document, then the process dies."""
-    from agentfsm.flow import checkpoint
+    """The checkpoint's writer thread appends half of the journal's third record, then the process dies."""
+    from agentfsm.recording import checkpoint
 
-    replace, writes = checkpoint._replace, [0]
+    append, writes = checkpoint.append_record, [0]
 
-    def half_then_die(path: Path, batch: list[tuple[str, bool]]) -> None:
+    def half_then_die(path: Path, text: str, *, new: bool = False) -> None:
         writes[0] += 1
         if writes[0] < 3:
-            replace(path, batch)
+            append(path, text, new=new)
             return
-        text = batch[-1][0]
-        with open(f"{path}.tmp", "w", encoding="utf-8") as out:
-            out.write(text[: len(text) // 2])
-            out.flush()
-            os.fsync(out.fileno())
+        append(path, text[: len(text) // 2].rstrip("\n"), new=new)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    checkpoint._replace = half_then_die  # type: ignore[assignment]
+    checkpoint.append_record = half_then_die  # type: ignore[assignment]
 
 
 async def main(action: str, workdir: Path) -> None:

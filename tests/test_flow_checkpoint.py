@@ -15,6 +15,7 @@ import pytest
 from agentfsm import ToolCallAgent
 from agentfsm.errors import CheckpointError, CheckpointLeasedError
 from agentfsm.flow import PlanningFlow
+from agentfsm.flow.checkpoint import read_flow_checkpoint
 from agentfsm.testing import ScriptedLLM, reply
 
 CHILD = Path(__file__).with_name("flow_checkpoint_child.py")
@@ -53,7 +54,7 @@ def test_a_review_pause_survives_a_sigkill_and_the_approved_plan_runs(tmp_path: 
         ("writer", "completed"),
     ]
     assert result["summary"] == "summary after the restart"
-    final = json.loads((tmp_path / "flow.checkpoint.json").read_text())
+    final = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")
     assert final["run_state"]["state"] == "DONE"
 
 
@@ -68,7 +69,7 @@ def test_a_step_paused_for_approval_survives_a_sigkill_and_its_call_runs_once_af
     finally:
         process.wait(timeout=30)
     assert process.returncode == -9
-    saved = json.loads((tmp_path / "flow.checkpoint.json").read_text())
+    saved = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")
     assert saved["run_state"]["state"] == "AWAITING_AGENT"
     assert saved["agents"]["coder"]["run_state"]["state"] == "AWAITING_APPROVAL"
     assert not (tmp_path / "ran").exists()
@@ -86,11 +87,9 @@ def test_a_step_paused_for_approval_survives_a_sigkill_and_its_call_runs_once_af
 
 
 def test_a_kill_in_the_middle_of_a_checkpoint_write_leaves_the_one_before(tmp_path: Path) -> None:
-    from agentfsm.flow.checkpoint import read_flow_checkpoint
-
     killed = child("write-kill", tmp_path)
     assert killed.returncode == -9, killed.stderr
-    assert (tmp_path / "flow.checkpoint.json.tmp").exists()  # the write cut short
+    assert not (tmp_path / "flow.checkpoint.json").read_text().endswith("\n")  # the write cut short
     saved = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")  # whole, and the one before
     assert saved["run_state"]["state"] == "EXECUTING"
     assert [s["status"] for s in saved["flow_state"]["plan"]["steps"]] == ["not_started", "not_started"]
@@ -99,7 +98,7 @@ def test_a_kill_in_the_middle_of_a_checkpoint_write_leaves_the_one_before(tmp_pa
 def test_a_flow_killed_inside_a_step_runs_that_step_again_and_keeps_the_one_before(tmp_path: Path) -> None:
     killed = child("run-kill", tmp_path)
     assert killed.returncode == -9, killed.stderr
-    saved = json.loads((tmp_path / "flow.checkpoint.json").read_text())
+    saved = read_flow_checkpoint(tmp_path / "flow.checkpoint.json")
     assert saved["run_state"]["state"] == "EXECUTING"
     assert [s["status"] for s in saved["flow_state"]["plan"]["steps"]] == ["completed", "not_started"]
 
@@ -140,8 +139,6 @@ async def test_resume_refuses_another_flow_and_a_held_checkpoint(tmp_path: Path)
 
 
 def test_a_document_that_is_not_a_flow_s_is_refused(tmp_path: Path) -> None:
-    from agentfsm.flow.checkpoint import read_flow_checkpoint
-
     path = tmp_path / "x.json"
     path.write_text('{"schema": 1, "agent_class": "x"}')
     with pytest.raises(CheckpointError, match="is not a flow checkpoint of schema 3"):
@@ -153,22 +150,22 @@ async def test_flow_checkpoint_writes_run_off_the_event_loop(
 ) -> None:
     """Every write and fsync of a flow's checkpoint happens in a thread other than the event loop's
     (an fsync takes a millisecond, or hundreds under load: the loop's other runs never wait on it),
-    and each one leaves the whole document of a transition."""
+    and each one leaves the whole flow of a transition in the journal."""
     import threading
 
-    from agentfsm.flow import checkpoint
+    from agentfsm.recording import checkpoint
 
     loop_thread = threading.get_ident()
     threads: list[int] = []
     states: list[str] = []
-    replace = checkpoint._replace
+    write = checkpoint._write_batch
 
-    def replacing(path: object, batch: list[tuple[str, bool]]) -> None:
+    def writing(path: object, batch: list[tuple[str, bool]]) -> None:
         threads.append(threading.get_ident())
-        replace(path, batch)  # type: ignore[arg-type]
-        states.append(json.loads(Path(str(path)).read_text())["run_state"]["state"])
+        write(path, batch)  # type: ignore[arg-type]
+        states.append(read_flow_checkpoint(Path(str(path)))["run_state"]["state"])
 
-    monkeypatch.setattr(checkpoint, "_replace", replacing)
+    monkeypatch.setattr(checkpoint, "_write_batch", writing)
     plan = reply(
         tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a", "[coder] b"]})]
     )
@@ -180,7 +177,7 @@ async def test_flow_checkpoint_writes_run_off_the_event_loop(
     assert result.ok
     assert threads and loop_thread not in threads
     assert states[-1] == "DONE" and set(states) <= {"PLANNING", "EXECUTING", "FINALIZING", "DONE"}
-    assert json.loads((tmp_path / "flow.json").read_text())["run_state"]["state"] == "DONE"
+    assert read_flow_checkpoint(tmp_path / "flow.json")["run_state"]["state"] == "DONE"
 
 
 async def test_resume_refuses_a_flow_whose_agents_or_limits_differ_and_takes_another_model(
@@ -198,7 +195,7 @@ async def test_resume_refuses_a_flow_whose_agents_or_limits_differ_and_takes_ano
     first = build(ScriptedLLM([plan]))
     assert (await first.execute("task", checkpoint=tmp_path / "held.json")).paused
     shutil.copy(tmp_path / "held.json", path)  # as a process killed in the pause left it: nobody holds it
-    saved = json.loads(path.read_text())
+    saved = read_flow_checkpoint(path)
     assert saved["config"]["llm"]["class"] == "ScriptedLLM"
     assert saved["config"]["agents"]["coder"]["agent_class"] == "agentfsm.agent.toolcall.ToolCallAgent"
     assert saved["config"]["agents"]["coder"]["config"]["max_steps"] == 5
@@ -232,7 +229,6 @@ async def test_a_cancelled_flow_resumes_from_the_state_it_was_cancelled_in(tmp_p
     memory its agent started with, keeping the first step done; ended otherwise, it stays ended."""
     import asyncio
 
-    from agentfsm.flow.checkpoint import read_flow_checkpoint
     from agentfsm.testing import FunctionLLM, ModelRequest
 
     path = tmp_path / "flow.json"
@@ -260,7 +256,7 @@ async def test_a_cancelled_flow_resumes_from_the_state_it_was_cancelled_in(tmp_p
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    saved = json.loads(path.read_text())
+    saved = read_flow_checkpoint(path)
     assert (saved["run_state"]["state"], saved["run_state"]["stop_reason"]) == ("ERROR", "cancelled")
     before = read_flow_checkpoint(path, resuming=True)
     assert before["run_state"]["state"] == "EXECUTING" and before["run_state"]["stop_reason"] is None
@@ -283,7 +279,7 @@ async def test_a_cancelled_flow_resumes_from_the_state_it_was_cancelled_in(tmp_p
     again = build(ScriptedLLM([reply("summed up anew")]), ScriptedLLM([reply("two done anew")]))
     result = await again.resume(checkpoint=tmp_path / "copy.json")  # a new flow, as a new process's
     assert (result.stop_reason, result.summary) == ("completed", "summed up anew")
-    assert json.loads((tmp_path / "copy.json").read_text())["run_state"]["state"] == "DONE"
+    assert read_flow_checkpoint(tmp_path / "copy.json")["run_state"]["state"] == "DONE"
 
     finished = build(ScriptedLLM([]), ScriptedLLM([]))  # a flow that ended: its result, nothing runs
     ended = await finished.resume(checkpoint=path)
@@ -296,7 +292,6 @@ async def test_a_flow_cancelled_right_after_its_resume_resumes_from_the_same_sta
     the one a second resume continues from."""
     import asyncio
 
-    from agentfsm.flow.checkpoint import read_flow_checkpoint
     from agentfsm.testing import FunctionLLM, ModelRequest
 
     path = tmp_path / "flow.json"
@@ -318,7 +313,7 @@ async def test_a_flow_cancelled_right_after_its_resume_resumes_from_the_same_sta
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert json.loads(path.read_text())["run_state"]["stop_reason"] == "cancelled"
+        assert read_flow_checkpoint(path)["run_state"]["stop_reason"] == "cancelled"
         before = read_flow_checkpoint(path, resuming=True)
         assert before["run_state"]["state"] == "EXECUTING"
         assert [s["status"] for s in before["flow_state"]["plan"]["steps"]] == ["not_started"]
@@ -356,7 +351,7 @@ async def test_a_flow_cancelled_while_its_approver_decides_asks_again_on_resume(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert json.loads(path.read_text())["run_state"]["stop_reason"] == "cancelled"
+    assert read_flow_checkpoint(path)["run_state"]["stop_reason"] == "cancelled"
     assert coder.fsm_state == "AWAITING_APPROVAL"  # the flow's run ended; its agent's pause did not
 
     flow.approver = None  # the app decides this time
@@ -414,7 +409,6 @@ async def test_a_damaged_flow_checkpoint_is_one_checkpoint_error(
     """Each damage is refused by the reader, by `PlanningFlow.resume` and by `agentfsm resume` with
     the one `CheckpointError` line naming the file and what is wrong, never another exception."""
     from agentfsm.cli import commands as cli_main
-    from agentfsm.flow.checkpoint import read_flow_checkpoint
 
     path = tmp_path / "flow.json"
     plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
@@ -424,7 +418,7 @@ async def test_a_damaged_flow_checkpoint_is_one_checkpoint_error(
         return PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan]), review=True)
 
     assert (await flow().execute("task", checkpoint=path)).paused
-    doc = json.loads(path.read_text())
+    doc = read_flow_checkpoint(path)
     for label, (damaged, cause) in _flow_damages(doc).items():
         broken = tmp_path / f"{label.replace(' ', '-')}.json"
         broken.write_text(json.dumps(damaged))
@@ -440,3 +434,38 @@ async def test_a_damaged_flow_checkpoint_is_one_checkpoint_error(
         out, err = capfd.readouterr()
         assert out == "" and err.count("\n") == 1 and "Traceback" not in err, (label, err)
         assert cause in err, (label, err)
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "named"),
+    [
+        (("parts", "flow_state", "plan", "steps", 0, "status"), "bogus", "status"),
+        (("parts", "agents", "coder", "memory", "max_messages"), 1, "memory"),
+        (("run_state", "state"), "NOWHERE", "NOWHERE"),
+        (("parts", "reviewing"), "yes", "reviewing"),
+    ],
+)
+async def test_a_damaged_record_of_a_flow_s_journal_is_one_checkpoint_error(
+    tmp_path: Path, where: tuple[Any, ...], value: object, named: str
+) -> None:
+    """The journal's last record holds the whole flow: each part is checked as a document's is."""
+    path = tmp_path / "flow.checkpoint.jsonl"
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+
+    def flow(planner: ScriptedLLM) -> PlanningFlow:
+        coder = ToolCallAgent(llm=ScriptedLLM([]), name="coder")
+        return PlanningFlow(agents={"coder": coder}, planner_llm=planner, review=True)
+
+    assert (await flow(ScriptedLLM([plan])).execute("task", checkpoint=path)).paused
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["kind"] == "header" and all("parts" in r for r in lines[1:])
+    target = lines[-1]
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(CheckpointError) as refused:
+        await flow(ScriptedLLM([])).resume(checkpoint=damaged)
+    message = str(refused.value)
+    assert str(damaged) in message and named in message and "\n" not in message

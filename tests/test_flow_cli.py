@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from agentfsm.cli import commands as cli_main
+from agentfsm.errors import CheckpointError
+from agentfsm.flow.checkpoint import read_flow_checkpoint
 from agentfsm.flow.table import FLOW_TABLE
 from agentfsm.fsm.diagram import to_mermaid
 from agentfsm.recording.trace import read_trace
@@ -21,6 +23,15 @@ KEY = "test-key-4f9a7c"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def state_of(checkpoint: Path) -> str | None:
+    """The flow's state as its checkpoint holds it now (None: not yet written)."""
+    try:
+        state: str = read_flow_checkpoint(checkpoint)["run_state"]["state"]
+    except (OSError, CheckpointError):
+        return None
+    return state
 
 
 def flow_args(llmock: Any, *extra: str) -> list[str]:
@@ -136,10 +147,7 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
     try:  # the terminal's question waits for an answer that never comes
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if (
-                checkpoint.exists()
-                and json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
-            ):
+            if state_of(checkpoint) == "AWAITING_PLAN_REVIEW":
                 break
             time.sleep(0.05)
         process.kill()  # SIGKILL while the plan waits for review
@@ -148,7 +156,7 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
         assert process.stderr is not None and process.stdin is not None
         process.stderr.close()
         process.stdin.close()
-    assert json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
+    assert read_flow_checkpoint(checkpoint)["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
 
     llmock.reply("one done")
     llmock.reply("Resumed and done.")
@@ -228,10 +236,7 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
     )  # fmt: skip
 
     def planned() -> bool:  # the edge into EXECUTING: the first step's agent asks its model next
-        try:
-            return json.loads(checkpoint.read_text())["run_state"]["state"] == "EXECUTING"
-        except (OSError, ValueError):
-            return False
+        return state_of(checkpoint) == "EXECUTING"
 
     try:
         deadline = time.monotonic() + 60
@@ -244,7 +249,7 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
     finally:
         process.kill()
     assert process.returncode == 130, err
-    saved = json.loads(checkpoint.read_text())
+    saved = read_flow_checkpoint(checkpoint)
     assert (saved["run_state"]["state"], saved["run_state"]["stop_reason"]) == ("ERROR", "cancelled")
 
     llmock.reply("one done")
@@ -266,7 +271,7 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
     assert [r["result"]["output"] for r in result["runs"]] == ["one done", "two done"]
     asked = [r.body["model"] for r in llmock.requests if r.started_at > resumed_at]
     assert asked == ["step-model", "step-model", "test-model"]  # each model as recorded
-    assert json.loads(checkpoint.read_text())["run_state"]["state"] == "DONE"
+    assert read_flow_checkpoint(checkpoint)["run_state"]["state"] == "DONE"
     assert "already finished" not in resumed.stderr
 
     again_at = time.monotonic()

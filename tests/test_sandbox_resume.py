@@ -32,6 +32,7 @@ from agentfsm.cli import config
 from agentfsm.cli.config import Settings
 from agentfsm.cli.demo import BUILT_IMAGE, demo_sandbox
 from agentfsm.errors import CheckpointError, SandboxError
+from agentfsm.flow.checkpoint import read_flow_checkpoint
 from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.sandbox.record import SandboxRecord, resumed_settings
 from agentfsm.sandbox.session import SandboxSession
@@ -406,7 +407,7 @@ async def test_a_flow_resumed_from_its_checkpoint_runs_its_manus_where_the_check
     first = flow(ScriptedLLM([plan]), recorded)
     assert (await first.execute("task", checkpoint=held)).paused
     shutil.copy(held, path)  # as a process killed in the pause left it: nobody holds it
-    saved = json.loads(path.read_text())
+    saved = read_flow_checkpoint(path)
     assert saved["config"]["agents"]["coder"]["config"]["sandbox"] == {
         "kind": "docker",
         "image": "agentfsm-recorded:flow",

@@ -17,6 +17,7 @@ import pytest
 from agentfsm import StopReason, Terminate, ToolCallAgent, tool
 from agentfsm.agent.turn import AgentRunState, Turn
 from agentfsm.flow import PlanningFlow
+from agentfsm.flow.checkpoint import is_journal, read_flow_checkpoint
 from agentfsm.recording.checkpoint import read_checkpoint
 from agentfsm.run.state import RunState
 from agentfsm.testing import ScriptedLLM, reply
@@ -147,6 +148,8 @@ async def test_an_agent_s_checkpoint_of_schema_2_resumes_its_pause(tmp_path: Pat
 
 
 def test_a_flow_checkpoint_of_schema_2_resumes_its_paused_step(tmp_path: Path) -> None:
+    """A flow's checkpoint was one JSON document before the journal; schema 2's held its agents'
+    steps beside their runs' fields. It resumes, and goes on as a journal."""
     process = subprocess.Popen(
         [sys.executable, str(FLOW_CHILD), "step-run", str(tmp_path)], stdout=subprocess.PIPE, text=True
     )
@@ -157,7 +160,8 @@ def test_a_flow_checkpoint_of_schema_2_resumes_its_paused_step(tmp_path: Path) -
     finally:
         process.wait(timeout=30)
     path = tmp_path / "flow.checkpoint.json"
-    doc = json.loads(path.read_text())
+    assert is_journal(path)
+    doc = read_flow_checkpoint(path)  # the flow as one document, as schema 3 kept it in the file
     assert doc["schema"] == 3 and "turn" in doc["agents"]["coder"]["run_state"]
     doc["schema"] = 2
     saved = doc["agents"]["coder"]
@@ -178,6 +182,7 @@ def test_a_flow_checkpoint_of_schema_2_resumes_its_paused_step(tmp_path: Path) -
     assert [(c["name"], c["arguments"]) for c in waiting] == [("record", '{"n": 1}')]
     assert (final["state"], final["stop_reason"]) == ("FINISHED", "completed")
     assert (tmp_path / "ran").read_text() == "1\n"
+    assert is_journal(path) and read_flow_checkpoint(path)["run_state"]["state"] == "DONE"  # a journal now
 
 
 @pytest.mark.parametrize("schema", [1, 4])

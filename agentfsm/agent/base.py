@@ -400,6 +400,10 @@ class BaseAgent(DrivenModel, ABC):
         self.run_state = run_state
         self._new_run(None).restarted()
 
+    def checkpoint_parts(self) -> dict[str, Any]:
+        """Nothing beside the run state and memory: an agent's checkpoint holds its whole run."""
+        return {}
+
     def _trace(self, path: Trace | None, *, append: bool) -> AbstractContextManager[object]:
         if path is None:
             return nullcontext()

@@ -1,41 +1,37 @@
-"""A flow's checkpoint: the whole flow as one JSON document, replaced after every flow transition.
+"""A flow's checkpoint: the agents' journal, each record holding the whole flow as of a transition.
 
-Why a snapshot, not the agents' journal: a flow moves on only between agent
-runs (one transition per step, a few per replan), so rewriting its state on
-each is a few writes a run, and the file is always one whole document. It
-holds the flow's `RunState` and `FlowState` (the plan with its statuses, the
-runs so far, a review's decision), each agent's memory as of that
-transition, and the run state of a step's agent that paused (approval,
-input), so that pause survives a restart too. A kill loses at most the
-current phase: `PlanningFlow.resume(checkpoint=...)` enters it again, so a
-step whose agent was killed runs again from the memory it started with, and
-a flow paused for plan review or for its agent pauses again, waiting for the
-same decision or answer.
+Why the agents' journal (`agentfsm.recording.checkpoint`): one checkpoint
+mechanism, with one lease, one writer off the event loop, one torn-tail rule
+and one cancellation rule, for agents and flows alike. The flow's records are
+written by the same `Checkpointer`, after each of the flow's own transitions
+(its agents' events are the flow's next record's business). Beside the
+flow's `RunState`, each record holds under ``parts`` (`flow_parts`) the
+flow's `FlowState` (the plan with its statuses, the runs so far, a review's
+decision), each agent's memory as of that transition, and the run state of a
+step's agent that paused (approval, input), so that pause survives a restart
+too. A flow moves on only between agent runs (one transition per step, a few
+per replan), so writing its parts whole each time is a few records a run. A
+kill loses at most the current phase: `PlanningFlow.resume(checkpoint=...)`
+enters it again, so a step whose agent was killed runs again from the memory
+it started with, and a flow paused for plan review or for its agent pauses
+again, waiting for the same decision or answer.
 
-The document also records how the flow was built (``config``: its
+The journal's header records how the flow was built (``config``: its
 `trace_config()`: its limits, the planner's model, each agent's class,
 options and model); a resume by a flow built otherwise is refused, naming
-the options that differ, as an agent's checkpoint refuses one
-(`agentfsm.recording.checkpoint.restore`). The models may differ: a flow
-may resume on another server.
+the options that differ, as an agent's checkpoint refuses one. The models
+may differ: a flow may resume on another server. A cancelled flow (Ctrl-C,
+its task cancelled) is stopped, not finished, as an agent's run is: a resume
+leaves out the record of its edge into ERROR on `cancelled` and continues
+from the one before, as if the process had been killed at that moment.
 
-Writes leave the event loop, as an agent journal's do: the document is made
-on the loop at the transition and handed to the checkpoint's `RecordWriter`
-(`agentfsm.recording.writer`), whose thread writes it to a temporary file
-beside the checkpoint, fsyncs it and replaces the checkpoint with it
-(`os.replace`), so a kill mid-write leaves the previous one. The flow awaits
-that thread where it matters: before a step's agent runs (so a step marked
-done is never run again), and before `execute()` returns or pauses. The
-checkpoint's `Lease` is held while the flow runs or waits: a second owner is
-refused (`CheckpointLeasedError`).
-
-A cancelled flow (Ctrl-C, its task cancelled) is stopped, not finished, as
-an agent's run is (`agentfsm.recording.checkpoint.read_checkpoint`): the
-document of its edge into ERROR on `cancelled` holds, under ``resume_from``,
-the one written before it (the flow as of the edge into the state it was
-cancelled in), and a resume continues from that one, as if the process had
-been killed at the moment of the cancellation. Both are one document, so a
-kill mid-write still leaves the previous whole one.
+Before the journal, a flow's checkpoint was one JSON document replaced
+after every transition (schemas 2 and 3 of `FLOW_CHECKPOINT_SCHEMA`, with
+``resume_from`` in a cancelled flow's). Such a file still resumes: it is
+read as before, then written again in place as a journal of one record
+(to a file beside it, renamed over it), which the resumed run appends to.
+Either way `read_flow_checkpoint` gives the flow as one document of the
+same parts, checked whole (`_checked`) before anything is restored.
 """
 
 from __future__ import annotations
@@ -49,12 +45,11 @@ from ..agent.turn import AgentRunState
 from ..errors import CheckpointError
 from ..fsm.machine import MachineTable
 from ..memory import Memory
-from ..recording.files import RecordPath, check_writable
+from ..recording.checkpoint import fsync_journal, write_checkpoint
+from ..recording.files import RecordPath
 from ..recording.kinds import file_kind, not_a
-from ..recording.lease import Lease
-from ..recording.restore import config_differences, damaged, read_memory, read_run_state
-from ..recording.writer import Batch, RecordWriter
-from ..run.events import AgentEvent, EventListener, Transition
+from ..recording.restore import config_differences, damaged, read_journal, read_memory, read_run_state
+from ..run.events import EventListener
 from ..run.result import StopReason
 from ..run.state import RunState
 from .plan import Plan, PlanStep
@@ -64,14 +59,17 @@ __all__ = [
     "FLOW_CHECKPOINT_SCHEMA",
     "CheckpointedAgent",
     "CheckpointedFlow",
-    "FlowCheckpointer",
+    "as_journal",
+    "flow_parts",
+    "is_journal",
     "read_flow_checkpoint",
     "restore_flow",
 ]
 
 FLOW_CHECKPOINT_SCHEMA = 3
-"""2: the flow's configuration (``config``) and each agent's paused run (``agents``). 3: that
-run's step in a record of its own (`AgentRunState.turn`)."""
+"""The layout of the flow as `read_flow_checkpoint` gives it, and of a flow's checkpoint
+document before the journal: 2, the flow's configuration (``config``) and each agent's paused run
+(``agents``); 3, that run's step in a record of its own (`AgentRunState.turn`)."""
 _READ_SCHEMAS = (2, FLOW_CHECKPOINT_SCHEMA)
 """The schemas a resume reads (2's agents' runs read as `AgentRunState.model_validate` reads them)."""
 
@@ -117,82 +115,53 @@ class CheckpointedFlow(Protocol):
     def on_event(self, callback: EventListener) -> Callable[[], None]: ...
 
 
-class FlowCheckpointer:
-    """Writes `flow` to `path` after each of its transitions (off the event loop), holding the lease."""
-
-    def __init__(
-        self,
-        path: RecordPath,
-        flow: CheckpointedFlow,
-        *,
-        lease: Lease | None = None,
-        resumed: dict[str, Any] | None = None,
-    ) -> None:
-        """`resumed`: the document the flow was restored from (a cancellation right after the
-        restore resumes from it again)."""
-        check_writable(path, "checkpoint")
-        self.path = os.fspath(path)
-        self.flow = flow
-        self.lease = lease if lease is not None else Lease.acquire(path)
-        self.writer = RecordWriter(self.path, _replace)
-        self._before = resumed
-        """The last document that was not a cancellation's: what a cancelled flow resumes from."""
-        self._unsubscribe = flow.on_event(self._on_event)
-
-    def close(self) -> None:
-        """Stop listening, end the writer's thread once it wrote what it has, release the lease."""
-        self._unsubscribe()
-        self.writer.close()
-        self.lease.release()
-
-    def _on_event(self, event: AgentEvent) -> RecordWriter | None:
-        if not isinstance(event, Transition) or event.agent != self.flow.name:
-            return None
-        self.lease.verify()
-        document = self.document()
-        if not _cancelled(document):
-            self._before = document
-        elif self._before is not None:
-            document[_RESUME_FROM] = self._before
-        self.writer.add(json.dumps(document, ensure_ascii=False), new=False)
-        return self.writer  # the flow awaits it before a step's agent runs, and at its end or pause
-
-    def document(self) -> dict[str, Any]:
-        """The flow as of now, as the checkpoint holds it."""
-        flow = self.flow
-        agents: dict[str, Any] = {}
-        for name, agent in flow.agents.items():
-            saved: dict[str, Any] = {"memory": agent.memory.snapshot().model_dump(mode="json")}
-            if agent.phase is not None:  # paused in the middle of its run: the run goes on after a restart
-                saved["run_state"] = agent.run_state.model_dump(mode="json")
-            agents[name] = saved
-        return {
-            "schema": FLOW_CHECKPOINT_SCHEMA,
-            "flow": flow.name,
-            "executors": list(flow.executors),
-            "reviewing": flow.reviewing,
-            "config": flow.trace_config(),
-            "run_state": flow.run_state.model_dump(mode="json"),
-            "flow_state": flow.flow_state.model_dump(mode="json"),
-            "agents": agents,
-        }
+def flow_parts(flow: CheckpointedFlow) -> dict[str, Any]:
+    """What each record of a flow's journal holds beside its run state (``parts``): its name,
+    executors and review, its state, and each agent's memory and paused run."""
+    agents: dict[str, Any] = {}
+    for name, agent in flow.agents.items():
+        saved: dict[str, Any] = {"memory": agent.memory.snapshot().model_dump(mode="json")}
+        if agent.phase is not None:  # paused in the middle of its run: the run goes on after a restart
+            saved["run_state"] = agent.run_state.model_dump(mode="json")
+        agents[name] = saved
+    return {
+        "flow": flow.name,
+        "executors": list(flow.executors),
+        "reviewing": flow.reviewing,
+        "flow_state": flow.flow_state.model_dump(mode="json"),
+        "agents": agents,
+    }
 
 
-def _replace(path: RecordPath, batch: Batch) -> None:
-    """Write the last document of `batch` (the ones before it are older states) in place of the
-    checkpoint at `path`: a temporary file, fsynced, renamed over it, and the folder fsynced."""
-    text = batch[-1][0]
-    temporary = f"{os.fspath(path)}.tmp"
-    with open(temporary, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
+def as_journal(path: RecordPath, document: dict[str, Any], agent_class: str) -> None:
+    """Write the flow `document` (a checkpoint of schema 3 or before, as read) in place of the file
+    at `path`, as a journal of one record: to a file beside it, fsynced, renamed over it, so a
+    kill leaves one or the other whole. The caller holds `path`'s lease."""
+    temporary = f"{os.fspath(path)}.journal"
+    write_checkpoint(
+        temporary,
+        {
+            "agent": document["flow"],
+            "agent_class": agent_class,
+            "config": document["config"],
+            "run_state": document["run_state"],
+            "memory": Memory().snapshot().model_dump(mode="json"),
+            "parts": {key: document[key] for key in _RECORD_PARTS},
+        },
+    )
     os.replace(temporary, path)
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    fsync_journal(path, directory=True)
+
+
+def is_journal(path: RecordPath) -> bool:
+    """Whether the file at `path` begins as a journal does (a header record), not as a flow's
+    document of schema 3 or before."""
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        with open(path, "rb") as source:
+            first = json.loads(source.readline())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(first, dict) and first.get("kind") == "header"
 
 
 _RESUME_FROM = "resume_from"
@@ -206,6 +175,8 @@ def _cancelled(document: dict[str, Any]) -> bool:
 
 
 _PARTS = ("flow", "executors", "reviewing", "config", "run_state", "flow_state", "agents")
+_RECORD_PARTS = ("flow", "executors", "reviewing", "flow_state", "agents")
+"""What a journal's record holds of the flow under ``parts`` (`flow_parts`)."""
 
 
 def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, Any]:
@@ -225,6 +196,13 @@ def read_flow_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[st
 
 
 def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
+    if is_journal(path):
+        data = read_journal(path, resuming=resuming)
+        parts = data.get("parts")
+        if not isinstance(parts, dict):  # an agent's journal
+            raise CheckpointError(not_a(path, "flow checkpoint", "checkpoint"))
+        whole = {**parts, "config": data["config"], "run_state": data["run_state"]}
+        return _checked(path, {**whole, "schema": FLOW_CHECKPOINT_SCHEMA})
     try:
         with open(path, encoding="utf-8") as source:
             data = json.load(source)

@@ -49,13 +49,13 @@ from ..messages import Message, Role, ToolCall
 from ..model.base import ChatModel, LLMResponse
 from ..model.options import describe_model
 from ..questions import Answer, AnswerAction, InputHandler, Question
-from ..recording.checkpoint import open_checkpoint
+from ..recording.checkpoint import Checkpointer, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..run.events import Transition
 from ..run.result import RunResult, StopReason
 from ..run.state import RunState
-from .checkpoint import FlowCheckpointer, read_flow_checkpoint, restore_flow
+from .checkpoint import as_journal, flow_parts, is_journal, read_flow_checkpoint, restore_flow
 from .plan import Plan, StepStatus
 from .planning import PlanningTool
 from .result import FlowResult, StepRun
@@ -238,7 +238,14 @@ class PlanningFlow(DrivenModel):
     # -- the lifecycle's hooks (`DrivenModel`): the flow's checkpoint is one document ----------
 
     def _open_checkpoint(self, path: RecordPath) -> tuple[Lease, dict[str, Any]]:
-        return open_checkpoint(path, lambda at: read_flow_checkpoint(at, resuming=True))
+        lease, document = open_checkpoint(path, lambda at: read_flow_checkpoint(at, resuming=True))
+        if not is_journal(path):  # a document of schema 3 or before: a journal from now on
+            try:
+                as_journal(path, document, _class_name(self))
+            except BaseException:
+                lease.release()
+                raise
+        return lease, document
 
     def _restore(self, data: dict[str, Any]) -> None:
         restore_flow(self, data)
@@ -246,7 +253,11 @@ class PlanningFlow(DrivenModel):
     def _checkpointer(
         self, path: RecordPath, lease: Lease | None, saved: dict[str, Any] | None
     ) -> Callable[[], None]:
-        return FlowCheckpointer(path, self, lease=lease, resumed=saved).close
+        return Checkpointer(path, self, lease=lease).close
+
+    def checkpoint_parts(self) -> dict[str, Any]:
+        """The flow's plan and its agents (`flow_parts`), whole in each record of its journal."""
+        return flow_parts(self)
 
     def _trace(self, path: RecordPath | None, *, append: bool) -> AbstractContextManager[object]:
         return nullcontext() if path is None else FlowTraceWriter(path, self, append=append)

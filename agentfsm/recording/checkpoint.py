@@ -269,6 +269,8 @@ class Checkpointer:
             event, LLMCall | LLMCallStarted | LLMRetry | RunPaused | TextDelta | ToolCallDelta
         ):  # nothing changed (a retry neither: see `LLMRetry`)
             return None
+        if event.agent != self.agent.name:  # a flow's agent's: the flow's next record holds it
+            return None
         initial = self.agent.table.initial
         if isinstance(event, Transition) and event.dest == initial:
             return None
@@ -313,6 +315,9 @@ class Checkpointer:
         if changed is not None:
             record["seen"] = changed
         record["memory"] = self._memory_changes()
+        parts = agent.checkpoint_parts()
+        if parts:
+            record["parts"] = parts
         if config != self._config:
             record["config"] = config
         record["written_at"] = _now()
@@ -399,6 +404,7 @@ def write_checkpoint(path: RecordPath, data: dict[str, Any]) -> None:
         "kind": "checkpoint",
         "run_state": data["run_state"],
         "memory": [{"op": "snapshot", "memory": data["memory"]}],
+        **({"parts": data["parts"]} if "parts" in data else {}),
         "written_at": data.get("written_at") or _now(),
     }
     lease = Lease.acquire(path)

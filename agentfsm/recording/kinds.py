@@ -13,9 +13,10 @@ checkpoint both begin with a ``header`` record, followed by ``checkpoint``
 records in a checkpoint; a header alone is a trace's when it holds the run's
 ``run_id``, ``request`` or ``history`` (a checkpoint's header has none: a
 journal outlives the runs it resumes); a flow's trace is a trace whose
-``agent_class`` is the flow's; a flow's checkpoint is one JSON document (on
-one line) with no ``kind``, and the flow's name (``flow``) or state
-(``flow_state``).
+``agent_class`` is the flow's, and so is a flow's checkpoint a journal whose
+``agent_class`` is the flow's; a flow's checkpoint of schema 3 or before is
+one JSON document (on one line) with no ``kind``, and the flow's name
+(``flow``) or state (``flow_state``).
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def file_kind(path: RecordPath) -> FileKind | None:
         return None
     if first.get("kind") == "header":
         follows = second.get("kind") if second is not None else None
+        flow = str(first.get("agent_class", "")).endswith(".PlanningFlow")
         if follows == "checkpoint" or (follows is None and not _TRACE_HEADER & set(first)):
-            return "checkpoint"
-        return "flow trace" if str(first.get("agent_class", "")).endswith(".PlanningFlow") else "trace"
+            return "flow checkpoint" if flow else "checkpoint"
+        return "flow trace" if flow else "trace"
     if "kind" not in first and ("flow_state" in first or "flow" in first):
         return "flow checkpoint"
     return None

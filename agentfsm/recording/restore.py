@@ -28,6 +28,7 @@ __all__ = [
     "config_differences",
     "damaged",
     "read_checkpoint",
+    "read_journal",
     "read_memory",
     "read_run_state",
     "restore",
@@ -92,12 +93,21 @@ def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, An
     A trace or a flow's checkpoint given for it is said to be one.
     """
     try:
-        return _read(path, resuming)
+        data = read_journal(path, resuming=resuming)
     except CheckpointError:
         found = file_kind(path)
         if found is not None and found != "checkpoint":
             raise CheckpointError(not_a(path, "checkpoint", found)) from None
         raise
+    if "parts" in data:  # a flow's journal (`agentfsm.flow.checkpoint`)
+        raise CheckpointError(not_a(path, "checkpoint", "flow checkpoint"))
+    return data
+
+
+def read_journal(path: RecordPath, *, resuming: bool = False) -> dict[str, Any]:
+    """`read_checkpoint`'s replay of any journal, an agent's or a flow's (whose records hold its
+    plan and agents, the last one's under ``parts``), without naming another kind of file."""
+    return _read(path, resuming)
 
 
 def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
@@ -186,7 +196,7 @@ def _check(name: str, data: dict[str, Any]) -> None:
     if model is not None and not isinstance(model, str):
         raise damaged(name, f"its config's llm.model is {model!r}, not a model name")
     run_state = read_run_state(name, data["run_state"], RunState)  # the run's own fields
-    if run_state.step < 1:
+    if run_state.step < 1 and "parts" not in data:  # a flow's counts executed steps: 0 while it plans
         raise damaged(name, f"its run is at step {run_state.step!r}; a run's steps count from 1")
     read_memory(name, data["memory"])
 
@@ -229,6 +239,7 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
     """`read_checkpoint`'s replay of the records after the header into one snapshot."""
     config = header.get("config")
     run_state: Any = None
+    parts: Any = None
     seen: dict[str, Any] | None = None  # an agent's stuck counts (a flow's run has none)
     written_at: Any = None
     messages: list[Any] = []
@@ -243,6 +254,7 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
             continue
         records += 1
         run_state, written_at = record.get("run_state"), record.get("written_at")
+        parts = record.get("parts", parts)
         if isinstance(run_state, dict) and "seen" in run_state:
             seen = dict(run_state["seen"])
         elif "seen" in record:
@@ -282,6 +294,8 @@ def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: boo
         "memory": {"max_messages": max_messages, "messages": messages, "pinned_index": pinned},
         "written_at": written_at,
     }
+    if parts is not None:  # a flow's plan and agents, whole in each record (`checkpoint_parts`)
+        data["parts"] = parts
     missing = [key for key in CHECKPOINT_PARTS if data[key] is None] + (
         ["memory"] if max_messages is None else []
     )

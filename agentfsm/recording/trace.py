@@ -427,8 +427,9 @@ def _lines(path: RecordPath) -> list[tuple[int, dict[str, Any]]]:
         if found in ("checkpoint", "flow checkpoint"):
             raise TraceError(not_a(path, "trace", found)) from None
         raise
-    if file_kind(path) == "checkpoint":  # a header of the same schema number, then a journal's records
-        raise TraceError(not_a(path, "trace", "checkpoint"))
+    found = file_kind(path)
+    if found in ("checkpoint", "flow checkpoint"):  # a header of the same schema, then a journal's records
+        raise TraceError(not_a(path, "trace", found))
     return records
 
 

@@ -103,5 +103,9 @@ class Recorded(Protocol):
     def trace_config(self) -> dict[str, Any]:
         """The options a trace's header and a checkpoint record (JSON values, never secrets)."""
 
+    def checkpoint_parts(self) -> dict[str, Any]:
+        """What each checkpoint record holds beside the run state and memory (JSON values): a
+        flow's plan and its agents; nothing for an agent."""
+
     def on_event(self, callback: EventListener) -> Callable[[], None]:
         """Subscribe to every event; returns the function that unsubscribes."""

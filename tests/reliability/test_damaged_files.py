@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 from agentfsm.cli import commands
+from agentfsm.errors import CheckpointError
+from agentfsm.flow.checkpoint import read_flow_checkpoint
 
 KEY = "test-key-4f9a7c"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -205,11 +207,19 @@ def _finished_flow(llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str
     return checkpoint, trace
 
 
+def _flow_state(checkpoint: Path) -> str | None:
+    try:
+        state: str = read_flow_checkpoint(checkpoint)["run_state"]["state"]
+    except (OSError, CheckpointError):
+        return None
+    return state
+
+
 def test_damaged_checkpoints_of_a_finished_flow_are_one_line(
     llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], no_docker: None
 ) -> None:
     checkpoint, _ = _finished_flow(llmock, tmp_path, capfd)
-    document = json.loads(checkpoint.read_text())
+    document = read_flow_checkpoint(checkpoint)  # the flow as one document, which still resumes
     damaged = tmp_path / "damaged.json"
 
     def write(value: Any) -> Path:
@@ -240,10 +250,7 @@ def test_damaged_checkpoints_of_a_flow_paused_at_plan_review_are_one_line(
     try:  # the question on the terminal waits; the process is killed while it does
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if (
-                checkpoint.exists()
-                and json.loads(checkpoint.read_text())["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
-            ):
+            if _flow_state(checkpoint) == "AWAITING_PLAN_REVIEW":
                 break
             time.sleep(0.05)
         process.kill()
@@ -251,7 +258,7 @@ def test_damaged_checkpoints_of_a_flow_paused_at_plan_review_are_one_line(
         process.wait(timeout=30)
         assert process.stdin is not None
         process.stdin.close()
-    document = json.loads(checkpoint.read_text())
+    document = read_flow_checkpoint(checkpoint)
     assert document["run_state"]["state"] == "AWAITING_PLAN_REVIEW"
     damaged = tmp_path / "damaged.json"
 
