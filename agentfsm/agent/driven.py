@@ -142,6 +142,7 @@ class DrivenModel(EventSource, ABC):
                 return await driver.run(request)
             finally:
                 self._next_run_id = None  # taken by the run's start, or not at all
+                self._drop_if_ended(driver)
 
     def _stepped(
         self, request: str, checkpoint: RecordPath | None, prepare: Callable[[], None] = lambda: None
@@ -149,18 +150,40 @@ class DrivenModel(EventSource, ABC):
         """A new run on `request`, step by step (`iter()`): one `Transition` per edge."""
         self._check_startable()
         prepare()
-        return _transitions(self._new_run(checkpoint), request)
+        return self._transitions(self._new_run(checkpoint), request)
 
     def _stepped_on(self, driver: RunDriver) -> AsyncGenerator[Transition, None]:
         """The resumed `driver`'s run, step by step (`resume_iter()`)."""
         self.paused_edits = ()
-        return _transitions(driver, None)
+        return self._transitions(driver, None)
 
     async def _continue(self, driver: RunDriver, trace: Any) -> RunResult:
         """Run the resumed `driver` on to its end or a pause, `trace` (the paused run's) appended to."""
         with self._trace(trace, append=True):
             self.paused_edits = ()  # the trace has them now
-            return await driver.run(None)
+            try:
+                return await driver.run(None)
+            finally:
+                self._drop_if_ended(driver)
+
+    async def _transitions(self, driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
+        """The driver's loop as `iter()` yields it: every transition, built for the caller."""
+        try:
+            async with aclosing(driver.steps(request, yields=True)) as steps:
+                async for transition in steps:
+                    assert transition is not None  # `yields`: the driver builds every one
+                    await self.flush_listeners()  # its records are written (a checkpoint reads it back)
+                    yield transition
+        finally:
+            self._drop_if_ended(driver)
+
+    def _drop_if_ended(self, driver: RunDriver) -> None:
+        """Forget `driver` once its run has ended (a paused run's is kept, to resume). The driver
+        holds the model and the model its driver: let go, a model nobody holds any more is freed
+        at once, with its memory and its last run, rather than by the garbage collector."""
+        if self._run is driver and not driver.active and self.phase is None:
+            driver.release()  # done when the run settled; a second call does nothing
+            self._run = None
 
     async def _opened(self, checkpoint: RecordPath) -> tuple[Lease, dict[str, Any]]:
         """`checkpoint` leased and read for a resume (`_open_checkpoint`), off the event loop: a
@@ -377,15 +400,6 @@ class DrivenModel(EventSource, ABC):
 
     async def on_run_end(self, result: RunResult) -> None:
         """Awaited after every run, however it ended (release per-run resources here)."""
-
-
-async def _transitions(driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
-    """The driver's loop as `iter()` yields it: every transition, built for the caller."""
-    async with aclosing(driver.steps(request, yields=True)) as steps:
-        async for transition in steps:
-            assert transition is not None  # `yields`: the driver builds every one
-            await driver.model.flush_listeners()  # its records are written (a checkpoint reads it back)
-            yield transition
 
 
 def _release_lease(opened: tuple[Lease, dict[str, Any]]) -> None:

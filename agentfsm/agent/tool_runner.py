@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -84,7 +85,17 @@ class ToolRunner:
     """The calls of `agent`'s replies, run (see the module's docstring)."""
 
     def __init__(self, agent: Calling) -> None:
-        self.agent = agent
+        self._agent = weakref.ref(agent)
+        """The agent owns its runner: a weak reference back, so that an agent nobody holds any
+        more is freed at once, with its memory and its run, rather than by the garbage collector."""
+
+    @property
+    def agent(self) -> Calling:
+        """The agent whose calls this runs."""
+        agent = self._agent()
+        if agent is None:
+            raise ReferenceError("the agent of this tool runner is gone; keep the agent while it runs calls")
+        return agent
 
     async def run_calls(self, calls: Sequence[ToolCall]) -> list[Observation]:
         """Run `calls` (one after another, or together with `parallel_tool_calls`); their

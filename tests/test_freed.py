@@ -1,0 +1,82 @@
+"""An agent nobody holds any more is freed at once, by reference counts, with its memory and its
+last run: no reference cycle keeps it for the garbage collector (which costs a worker that builds
+an agent per run, as a durable worker does, a collection every few runs)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from agentfsm import Terminate, ToolCallAgent, tool
+from agentfsm.flow import PlanningFlow
+from agentfsm.testing import ScriptedLLM, reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def one_tool_agent() -> ToolCallAgent:
+    script = [
+        reply(tool_calls=[("add", {"a": 1, "b": 2})]),
+        reply(tool_calls=[("terminate", {"status": "success"})]),
+    ]
+    return ToolCallAgent(llm=ScriptedLLM(script), tools=[add, Terminate()])
+
+
+async def test_an_agent_dropped_after_its_run_is_freed_without_the_collector(no_collector: None) -> None:
+    agent = one_tool_agent()
+    result = await agent.run("add 1 and 2")
+    assert result.ok and agent.memory.messages
+    gone, memory = weakref.ref(agent), weakref.ref(agent.memory)
+    del agent
+    assert gone() is None and memory() is None  # freed by reference counts: the collector is off
+
+
+async def test_an_agent_stepped_to_its_end_is_freed_too(no_collector: None) -> None:
+    agent = one_tool_agent()
+    async for _ in agent.iter("add 1 and 2"):
+        pass
+    gone = weakref.ref(agent)
+    del agent
+    assert gone() is None
+
+
+async def test_a_paused_run_keeps_its_driver_and_resumes(no_collector: None) -> None:
+    agent = ToolCallAgent(
+        llm=ScriptedLLM([reply(tool_calls=[("add", {"a": 1, "b": 2})]), reply("3")]),
+        tools=[add],
+        require_approval=["add"],
+    )
+    assert (await agent.run("add")).paused
+    agent.approve()
+    result = await agent.resume()
+    assert result.ok and result.output == "3"
+    gone = weakref.ref(agent)
+    del agent
+    assert gone() is None
+
+
+async def test_a_flow_and_its_agents_are_freed_after_its_run(no_collector: None) -> None:
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": ["[coder] a"]})])
+    coder = ToolCallAgent(llm=ScriptedLLM([reply("done")]), name="coder")
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("summary")]))
+    assert (await flow.execute("task")).ok
+    gone, agent = weakref.ref(flow), weakref.ref(coder)
+    del flow, coder
+    assert gone() is None and agent() is None
