@@ -45,6 +45,7 @@ __all__ = [
     "CheckpointLeasedError",
     "ConfigError",
     "ConnectTimeout",
+    "DetachedError",
     "EditorError",
     "EndOfInputError",
     "IndexOutOfRangeError",
@@ -161,6 +162,11 @@ class EndOfInputError(AgentfsmError, EOFError):
 
 class AgentBusyError(AgentfsmError, RuntimeError):
     """`run()` or `reset()` was called while a run is in progress."""
+
+
+class DetachedError(AgentfsmError, ReferenceError):
+    """A part of an agent was used after the agent was freed (a tool runner kept without its
+    agent): the agent owns its parts, and they refer back to it weakly."""
 
 
 class RunningLoopError(AgentfsmError, RuntimeError):

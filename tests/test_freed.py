@@ -80,3 +80,14 @@ async def test_a_flow_and_its_agents_are_freed_after_its_run(no_collector: None)
     gone, agent = weakref.ref(flow), weakref.ref(coder)
     del flow, coder
     assert gone() is None and agent() is None
+
+
+async def test_a_tool_runner_kept_without_its_agent_says_so(no_collector: None) -> None:
+    from agentfsm import ToolCall
+    from agentfsm.errors import DetachedError
+
+    agent = one_tool_agent()
+    runner = agent.tool_runner
+    del agent
+    with pytest.raises(DetachedError, match="the agent of this tool runner was freed; keep the agent"):
+        await runner.run_once(ToolCall.create("c1", "add", {"a": 1, "b": 2}))

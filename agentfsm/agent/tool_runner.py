@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DetachedError
 from ..messages import ToolCall
 from ..model.base import Usage
 from ..questions import Question
@@ -94,7 +94,9 @@ class ToolRunner:
         """The agent whose calls this runs."""
         agent = self._agent()
         if agent is None:
-            raise ReferenceError("the agent of this tool runner is gone; keep the agent while it runs calls")
+            raise DetachedError(
+                "the agent of this tool runner was freed; keep the agent while its runner runs calls"
+            )
         return agent
 
     async def run_calls(self, calls: Sequence[ToolCall]) -> list[Observation]:
