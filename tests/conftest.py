@@ -61,6 +61,18 @@ def toolbox() -> ToolCollection:
     return ToolCollection(add, slow_echo, explode, Terminate())
 
 
+def flow_state_of(checkpoint: Path) -> str | None:
+    """The flow's state as its checkpoint holds it now (None: not written yet, or mid-write)."""
+    from agentfsm.errors import CheckpointError
+    from agentfsm.flow.checkpoint import read_flow_checkpoint
+
+    try:
+        state: str = read_flow_checkpoint(checkpoint)["run_state"]["state"]
+    except (OSError, CheckpointError):
+        return None
+    return state
+
+
 def assert_pairs_complete(messages: list[Message]) -> None:
     """Every tool message follows its assistant call; every call has a result, and its own id."""
     open_ids: set[str] = set()

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import flow_state_of
 
 from agentfsm.cli import commands as cli_main
-from agentfsm.errors import CheckpointError
 from agentfsm.flow.checkpoint import read_flow_checkpoint
 from agentfsm.flow.table import FLOW_TABLE
 from agentfsm.fsm.diagram import to_mermaid
@@ -23,15 +23,6 @@ KEY = "test-key-4f9a7c"
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-def state_of(checkpoint: Path) -> str | None:
-    """The flow's state as its checkpoint holds it now (None: not yet written)."""
-    try:
-        state: str = read_flow_checkpoint(checkpoint)["run_state"]["state"]
-    except (OSError, CheckpointError):
-        return None
-    return state
 
 
 def flow_args(llmock: Any, *extra: str) -> list[str]:
@@ -147,7 +138,7 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
     try:  # the terminal's question waits for an answer that never comes
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if state_of(checkpoint) == "AWAITING_PLAN_REVIEW":
+            if flow_state_of(checkpoint) == "AWAITING_PLAN_REVIEW":
                 break
             time.sleep(0.05)
         process.kill()  # SIGKILL while the plan waits for review
@@ -236,7 +227,7 @@ def test_a_flow_interrupted_with_ctrl_c_is_resumed_from_where_it_was(llmock: Any
     )  # fmt: skip
 
     def planned() -> bool:  # the edge into EXECUTING: the first step's agent asks its model next
-        return state_of(checkpoint) == "EXECUTING"
+        return flow_state_of(checkpoint) == "EXECUTING"
 
     try:
         deadline = time.monotonic() + 60

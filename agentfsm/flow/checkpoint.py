@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..agent.turn import AgentRunState
@@ -49,7 +49,6 @@ from ..recording.checkpoint import fsync_journal, write_checkpoint
 from ..recording.files import RecordPath
 from ..recording.kinds import file_kind, not_a
 from ..recording.restore import config_differences, damaged, read_journal, read_memory, read_run_state
-from ..run.events import EventListener
 from ..run.result import StopReason
 from ..run.state import RunState
 from .plan import Plan, PlanStep
@@ -83,9 +82,6 @@ class CheckpointedAgent(Protocol):
     def run_state(self) -> RunState: ...
 
     @property
-    def table(self) -> MachineTable: ...
-
-    @property
     def phase(self) -> str | None: ...
 
     def restore_paused(self, dump: Any, *, what: str) -> None: ...
@@ -111,8 +107,6 @@ class CheckpointedFlow(Protocol):
     def agents(self) -> Mapping[str, CheckpointedAgent]: ...
 
     def trace_config(self) -> dict[str, Any]: ...
-
-    def on_event(self, callback: EventListener) -> Callable[[], None]: ...
 
 
 def flow_parts(flow: CheckpointedFlow) -> dict[str, Any]:

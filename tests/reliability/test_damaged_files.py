@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import flow_state_of
 
 from agentfsm.cli import commands
-from agentfsm.errors import CheckpointError
 from agentfsm.flow.checkpoint import read_flow_checkpoint
 
 KEY = "test-key-4f9a7c"
@@ -207,14 +207,6 @@ def _finished_flow(llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str
     return checkpoint, trace
 
 
-def _flow_state(checkpoint: Path) -> str | None:
-    try:
-        state: str = read_flow_checkpoint(checkpoint)["run_state"]["state"]
-    except (OSError, CheckpointError):
-        return None
-    return state
-
-
 def test_damaged_checkpoints_of_a_finished_flow_are_one_line(
     llmock: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], no_docker: None
 ) -> None:
@@ -250,7 +242,7 @@ def test_damaged_checkpoints_of_a_flow_paused_at_plan_review_are_one_line(
     try:  # the question on the terminal waits; the process is killed while it does
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if _flow_state(checkpoint) == "AWAITING_PLAN_REVIEW":
+            if flow_state_of(checkpoint) == "AWAITING_PLAN_REVIEW":
                 break
             time.sleep(0.05)
         process.kill()
