@@ -235,8 +235,12 @@ async def test_a_worker_taken_for_dead_while_alive_runs_no_call_twice(pg_url, tm
 
 
 async def test_a_queues_rate_limit_holds(pg_url, tmp_path):  # noqa: F811
-    """At most 3 runs start per second: 9 runs take three windows (the starts are counted by the factory).
+    """At most 3 runs start per second: 9 runs take three windows. The windows are read where the limiter
+    keeps them, DBOS's claim stamps on the database's clock; the agents' factory, called a moment after
+    each claim (a moment that varies with the machine's load), sees the same three groups.
     (On SQLite, DBOS's limiter lets a second window start early: measured 0.4 s instead of 1.)"""
+    import psycopg
+
     db = pg_url
     starts: list[float] = []
 
@@ -251,9 +255,16 @@ async def test_a_queues_rate_limit_holds(pg_url, tmp_path):  # noqa: F811
         for run_id in ids:
             await runs.result(run_id, wait=True, timeout=30)
         runs.close()
+    with psycopg.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE workflow_uuid = ANY(%s)", (ids,)
+        ).fetchall()
+    claimed = sorted(ms for (ms,) in rows)
+    assert len(claimed) == 9
+    assert all(sum(1 for t in claimed if start <= t < start + 1000) <= 3 for start in claimed), [
+        t - claimed[0] for t in claimed
+    ]
+    assert claimed[-1] - claimed[0] >= 2000
     times = sorted(starts)
     assert len(times) == 9
-    assert all(sum(1 for t in times if start <= t < start + 0.95) <= 3 for start in times), [
-        round(t - times[0], 3) for t in times
-    ]
-    assert times[-1] - times[0] >= 1.9
+    assert times[-1] - times[0] >= 1.0  # three groups, not one burst

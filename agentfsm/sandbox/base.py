@@ -30,6 +30,7 @@ __all__ = [
     "RESTARTED",
     "SHELL_EXITED",
     "WORKER_ENDED",
+    "WORKER_GRACE_S",
     "WORKER_SOURCE",
     "ExecResult",
     "OutputCapture",
@@ -93,6 +94,11 @@ WORKER_SOURCE = Path(worker.__file__).read_text(encoding="utf-8")
 CODE_GROUP = worker.CODE_GROUP
 """The Python worker's source, run as ``python -u -c WORKER_SOURCE``: nothing of ours need be installed
 where it runs, and the snippets' ``sys.path`` starts with their working directory, as ``python -`` does."""
+WORKER_GRACE_S = worker.DRAIN_S + 2.0
+"""How long after a snippet's timeout the host still waits for the worker's answer before it takes the
+worker for hung and kills it: the worker's own drain allowance after its kill, and a margin for a loaded
+machine, where the worker may get the processor late. Less, and a worker that did its job on time on a
+busy machine would be killed and started again for nothing."""
 WORKER_ENDED = "\n[the Python worker ended during this call; the next call starts a new one]"
 
 

@@ -51,6 +51,7 @@ from .base import (
     RESTARTED,
     SHELL_EXITED,
     WORKER_ENDED,
+    WORKER_GRACE_S,
     ExecResult,
     OutputCapture,
     Sandbox,
@@ -234,9 +235,8 @@ class DockerSandbox(Sandbox):
             out, err = request.captures(self.settings.output_limit, worker.ended)
             began = time.monotonic()
             try:
-                _, cut = await self._supervised(
-                    lambda: converse(worker.stream, request.data, out, err), worker.run, limit + _GRACE_S
-                )
+                talk = functools.partial(converse, worker.stream, request.data, out, err)
+                _, cut = await self._supervised(talk, worker.run, limit + WORKER_GRACE_S)
             except BaseException:
                 self._drop_worker()
                 raise

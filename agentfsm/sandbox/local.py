@@ -35,6 +35,7 @@ from .base import (
     RESTARTED,
     SHELL_EXITED,
     WORKER_ENDED,
+    WORKER_GRACE_S,
     WORKER_SOURCE,
     ExecResult,
     OutputCapture,
@@ -55,8 +56,6 @@ TEMP_PREFIX = f"agentfsm-sandbox-{os.getpid()}-"
 _SHELL = ["bash", "--noprofile", "--norc"]
 _REAPER = os.path.abspath(reaper.__file__)
 """Run as a script (``python -I -S``): the supervisor every command runs under."""
-_GRACE_S = 1.0
-"""The worker is killed from here this long after it should have killed a snippet at its timeout."""
 _DRAIN_S = 2.0
 """After a kill, how long the output pipes may take to close before they are abandoned."""
 
@@ -226,7 +225,7 @@ class LocalSandbox(Sandbox):
             began = time.monotonic()
             worker.send(request.data)
             try:
-                await asyncio.wait_for(asyncio.shield(answered), limit + _GRACE_S)
+                await asyncio.wait_for(asyncio.shield(answered), limit + WORKER_GRACE_S)
             except TimeoutError:
                 await self._stop_worker()
                 return finish(None, out, err, began=began, timed_out=True, limit=limit)

@@ -71,7 +71,7 @@ CODE_GROUP = 2_147_483_000
 """The supplementary group every snippet's processes carry (with ``--as``): the kernel's own mark, which
 no unprivileged process can drop (``setgroups`` needs CAP_SETGID), whatever it forks, execs or leaves."""
 _PASSES = 100
-_DRAIN_S = 1.0
+DRAIN_S = 1.0
 """After a call's processes are killed, how long its output pipes may take to reach their end."""
 _CHUNK = 1 << 16
 _PR_SET_CHILD_SUBREAPER = 36
@@ -252,7 +252,7 @@ class _Call:
     def drain(self) -> None:
         """Pass on what the call's processes wrote before they ended; then close the pipes for good."""
         streams = {self.out: 1, self.err: 2}
-        deadline = time.monotonic() + _DRAIN_S
+        deadline = time.monotonic() + DRAIN_S
         while streams and (left := deadline - time.monotonic()) > 0:
             ready, _, _ = select.select(list(streams), [], [], left)
             for fd in ready:
