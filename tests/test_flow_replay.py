@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from agentfsm import ToolCallAgent, tool
+from agentfsm.agent.replay import TraceReplayer
 from agentfsm.cli import commands as cli_main
 from agentfsm.errors import ReplayError
 from agentfsm.flow import PlanningFlow
-from agentfsm.flow.replay import replay_flow
+from agentfsm.flow.replay import FlowReplayer, replay_flow
 from agentfsm.testing import ScriptedLLM, reply
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -75,6 +76,27 @@ async def test_a_flow_trace_replays_to_the_same_plan_outcomes_and_summary(tmp_pa
         ("EXECUTING", "FINALIZING"),
         ("FINALIZING", "DONE"),
     ]
+
+
+async def test_a_flow_replays_through_the_agents_replay_path_edge_by_edge(tmp_path: Path) -> None:
+    """One replay path: a flow's replayer is the agent's `TraceReplayer` with a flow's hooks, so it
+    steps as an agent's does (`transitions()`, each edge checked as it is taken), and its edges are
+    the recorded ones, the agents' checked beside them."""
+    path = tmp_path / "flow.jsonl"
+    await traced_flow(path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    recorded = [(r["source"], r["dest"]) for r in records if r["kind"] == "transition" and "agent" not in r]
+
+    replayer = FlowReplayer(path)
+    assert isinstance(replayer, TraceReplayer) and replayer.model is replayer.flow
+    seen = []
+    async for transition in replayer.transitions():
+        seen.append((transition.source, transition.dest))
+        assert replayer.edges.replayed == len(seen)  # checked as it came
+    assert seen == recorded and replayer.ended_early is None
+    assert {name: edges.replayed for name, edges in replayer.agent_edges.items()} == {
+        name: len(edges.recorded) for name, edges in replayer.agent_edges.items()
+    }
 
 
 async def test_a_replay_that_diverges_says_where_in_one_line(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ import sys
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from ..errors import ConfigError, ReplayError, TokenLimitExceeded, TraceError, WrongPhaseError
 from ..fsm.machine import MachineTable
@@ -51,13 +51,16 @@ from .tool_runner import Calling, ToolRunner
 from .toolcall import ToolCallAgent, ToolCallOptions
 
 __all__ = [
+    "RecordedEdges",
     "Replay",
     "ReplayAgent",
     "ReplayError",
     "ReplayLLM",
     "ReplayScript",
     "ReplayStop",
+    "Replayed",
     "Replayer",
+    "TraceReplayer",
     "apply_edit",
     "compare_result",
     "compare_transition",
@@ -298,25 +301,21 @@ class ReplayAgent(ToolCallAgent):
         return super()._system_messages(step_prompt)
 
 
-class Replayer:
-    """One replay of the trace at `path`: `transitions()` re-drives it step by step (what
-    `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
+class Replayed(Protocol):
+    """A machine a replay re-drives (a replay agent, a flow of replay agents)."""
 
-    def __init__(self, path: RecordPath, *, agent_class: type[ToolCallAgent] | None = None) -> None:
-        try:
-            self.header, records = read_trace(path)  # each request whole, as the engine sends it
-        except TraceError as exc:
-            raise ReplayError(str(exc)) from None
-        self.script = ReplayScript(records)
-        results = [r for r in records if r["kind"] == "result"]
-        self.recorded_result: Any = results[-1].get("result") if results else None
-        """The last ``result`` record's RunResult (a paused and resumed run's end), or None."""
-        recorded_class = agent_class or recorded_agent_class(self.header.get("agent_class"))
-        table = recorded_class.table if recorded_class is not None else None
-        self.agent: ToolCallAgent = ReplayAgent(self.header, self.script, table)
-        _check_states(self.agent.table, records, self.header.get("agent_class"), recorded_class)
-        self._unfound = None if recorded_class is not None else self.header.get("agent_class")
-        """The recorded class, when it was not found: a divergence may be its table's."""
+    last_result: RunResult | None
+
+    def iter(self, request: str) -> AsyncGenerator[Transition, None]: ...
+
+
+class RecordedEdges:
+    """One machine's recorded edges (an agent's, a flow's, or an agent's inside a flow's trace) and
+    the edits made right after each: what a replay compares the edges it takes with."""
+
+    def __init__(self, records: list[dict[str, Any]], *, name: str | None = None) -> None:
+        self.name = name
+        """Whose edges these are, named in a divergence (None: the trace's own machine)."""
         self.recorded: list[dict[str, Any]] = []
         self.edits: dict[int, list[dict[str, Any]]] = {}  # transition index -> edits right after it
         for record in records:
@@ -324,6 +323,56 @@ class Replayer:
                 self.recorded.append(record)
             elif record["kind"] == "edit":
                 self.edits.setdefault(len(self.recorded) - 1, []).append(record)
+        self.replayed = 0
+
+    def check(self, transition: Transition, complete: bool) -> int:
+        """Compare the next replayed edge with the recorded one (`ReplayError` if they differ, or if
+        the trace is `complete` and has no more); its index."""
+        index, self.replayed = self.replayed, self.replayed + 1
+        try:
+            compare_transition(transition, self.recorded, index, complete)
+        except ReplayError as exc:
+            raise self._named(exc) from None
+        return index
+
+    def check_all_taken(self) -> None:
+        """`ReplayError` unless the replay took every recorded edge (a complete trace's)."""
+        if self.replayed != len(self.recorded):
+            took, has = self.replayed, len(self.recorded)
+            raise self._named(ReplayError(f"the replay took {took} transitions, the trace has {has}"))
+
+    def _named(self, exc: ReplayError) -> ReplayError:
+        return ReplayError(f"{self.name}: {exc}") if self.name else exc
+
+
+class TraceReplayer:
+    """What every replay does, an agent's (`Replayer`) and a flow's (`agentfsm.flow.replay`): read
+    the trace, re-drive the recorded machine with `iter()`, compare each edge with the recorded
+    one, re-apply the edits made after it, and at a complete trace's end check that every edge
+    was taken and that the outcome is the recorded one. What differs is in the hooks: the
+    machine built from the trace (`model`), the records that are its own (`own_records`), what
+    follows an edge (`after_edge`), how a divergence is explained (`diverged`) and the end's
+    further checks (`check_end`)."""
+
+    model: Replayed
+    """The replayed machine, built by the subclass from the trace."""
+    outcome: ClassVar[str] = "run"
+    """What the replayed machine's result is called in a divergence."""
+
+    def __init__(self, path: RecordPath) -> None:
+        try:
+            self.header, records = read_trace(path)  # each request whole, as the engine sends it
+        except TraceError as exc:
+            raise ReplayError(str(exc)) from None
+        self.records = records
+        own = self.own_records(records)
+        results = [r for r in own if r["kind"] == "result"]
+        self.complete = bool(results)
+        """Whether the trace holds the run's end (a trace cut short by a crash does not)."""
+        self.recorded_result: Any = results[-1].get("result") if results else None
+        """The last ``result`` record's RunResult (a paused and resumed run's end), or None."""
+        self.recorded_end: dict[str, Any] | None = results[-1] if results else None
+        self.edges = RecordedEdges(own)
         self.replayed: list[Transition] = []
         self.ended_early: str | None = None
         """Why the replay stopped before the run's end (a trace cut short), or None."""
@@ -332,38 +381,73 @@ class Replayer:
     def request(self) -> str:
         return str(self.header["request"])
 
+    def own_records(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records of the replayed machine itself (a flow's trace holds its agents' too)."""
+        return records
+
+    def after_edge(self, index: int) -> None:
+        """Re-apply what was done after recorded edge `index` (an agent: its edits)."""
+
+    def diverged(self, exc: ReplayError) -> ReplayError:
+        """The error for a replayed edge that is not the recorded one."""
+        return exc
+
+    def check_end(self) -> None:
+        """Further checks at a complete trace's end, after the edges' count (`ReplayError`)."""
+
     async def transitions(self) -> AsyncGenerator[Transition, None]:
-        """Each replayed edge, checked against the trace, with the edits made after it re-applied."""
+        """Each replayed edge, checked against the trace, with what was done after it re-applied."""
         try:
-            steps = self.agent.iter(self.request)
+            steps = self.model.iter(self.request)
             async with aclosing(steps):
                 async for transition in steps:
-                    index = len(self.replayed)
                     self.replayed.append(transition)
                     try:
-                        compare_transition(transition, self.recorded, index, self.script.complete)
+                        index = self.edges.check(transition, self.complete)
                     except ReplayError as exc:
-                        if self._unfound is None:
-                            raise
-                        raise ReplayError(
-                            f"{exc} (the trace's agent class {self._unfound} is not imported here; if it "
-                            "extends its table, give it: `replay(trace, agent_class=...)`, or `agentfsm "
-                            "replay --agent-class MODULE:CLASS`)"
-                        ) from None
-                    for edit in self.edits.get(index, ()):
-                        apply_edit(self.agent, edit)
+                        raise self.diverged(exc) from None
+                    self.after_edge(index)
                     yield transition
         except ReplayStop as stop:
             if stop.error is not None:
                 raise stop.error from None
             self.ended_early = stop.reason
             return
-        if self.script.complete and len(self.replayed) != len(self.recorded):
-            raise ReplayError(
-                f"the replay took {len(self.replayed)} transitions, the trace has {len(self.recorded)}"
-            )
-        if self.script.complete and self.agent.last_result is not None:
-            compare_result(self.agent.last_result.model_dump(mode="json"), self.recorded_result, "run")
+        if self.complete:
+            self.edges.check_all_taken()
+            self.check_end()
+            ended = self.model.last_result
+            if ended is not None:
+                compare_result(ended.model_dump(mode="json"), self.recorded_result, self.outcome)
+
+
+class Replayer(TraceReplayer):
+    """One replay of an agent's trace at `path`: `transitions()` re-drives it step by step (what
+    `agentfsm replay --step` puts under the debugger); `run()` drives it to the end."""
+
+    def __init__(self, path: RecordPath, *, agent_class: type[ToolCallAgent] | None = None) -> None:
+        super().__init__(path)
+        self.script = ReplayScript(self.records)
+        recorded_class = agent_class or recorded_agent_class(self.header.get("agent_class"))
+        table = recorded_class.table if recorded_class is not None else None
+        self.agent: ToolCallAgent = ReplayAgent(self.header, self.script, table)
+        self.model = self.agent
+        _check_states(self.agent.table, self.records, self.header.get("agent_class"), recorded_class)
+        self._unfound = None if recorded_class is not None else self.header.get("agent_class")
+        """The recorded class, when it was not found: a divergence may be its table's."""
+
+    def after_edge(self, index: int) -> None:
+        for edit in self.edges.edits.get(index, ()):
+            apply_edit(self.agent, edit)
+
+    def diverged(self, exc: ReplayError) -> ReplayError:
+        if self._unfound is None:
+            return exc
+        return ReplayError(
+            f"{exc} (the trace's agent class {self._unfound} is not imported here; if it "
+            "extends its table, give it: `replay(trace, agent_class=...)`, or `agentfsm "
+            "replay --agent-class MODULE:CLASS`)"
+        )
 
     @property
     def result(self) -> RunResult | None:

@@ -1,7 +1,7 @@
 """Replay a flow's trace offline: the planner and every agent answered from their recorded replies.
 
-As an agent's replay (`agentfsm.agent.replay`), this re-drives the machines
-instead of reading the transitions back: a `PlanningFlow` built from the
+The agent's replay (`agentfsm.agent.replay.TraceReplayer`) with a flow's hooks:
+it re-drives the machines instead of reading the transitions back: a `PlanningFlow` built from the
 header, whose planner answers with the planner's recorded ``llm`` records
 and whose agents are replay agents, each answered from its own tagged
 records (its replies, its tools' results), with the recorded system prompts
@@ -25,18 +25,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..agent.replay import (
+    RecordedEdges,
     ReplayAgent,
     ReplayError,
     ReplayLLM,
     ReplayScript,
     ReplayStop,
+    TraceReplayer,
     apply_edit,
     compare_result,
-    compare_transition,
 )
-from ..errors import ConfigError, TraceError
+from ..errors import ConfigError
 from ..recording.files import RecordPath
-from ..recording.trace import read_trace
 from ..run.events import Transition
 from .flow import PlanningFlow
 from .result import FlowResult
@@ -63,30 +63,6 @@ class FlowReplay:
     result: FlowResult | None
     """The recomputed FlowResult; None when the trace ended before the flow did."""
     ended_early: str | None = None
-
-
-class _Edges:
-    """One machine's recorded edges (the flow's, or one agent's) and the edits made after each."""
-
-    def __init__(self, name: str | None, records: list[dict[str, Any]]) -> None:
-        self.name = name
-        self.recorded: list[dict[str, Any]] = []
-        self.edits: dict[int, list[dict[str, Any]]] = {}
-        for record in records:
-            if record["kind"] == "transition":
-                self.recorded.append(record)
-            elif record["kind"] == "edit":
-                self.edits.setdefault(len(self.recorded) - 1, []).append(record)
-        self.replayed = 0
-
-    def check(self, transition: Transition, complete: bool) -> int:
-        """Compare the next replayed edge with the recorded one; its index."""
-        index, self.replayed = self.replayed, self.replayed + 1
-        try:
-            compare_transition(transition, self.recorded, index, complete)
-        except ReplayError as exc:
-            raise ReplayStop(ReplayError(f"{self.name}: {exc}" if self.name else str(exc))) from None
-        return index
 
 
 class _ReplayFlow(PlanningFlow):
@@ -123,42 +99,40 @@ def _apply(agent: object, edit: dict[str, Any]) -> None:
         raise ReplayStop(ReplayError(f"{agent.name}: {exc}")) from None
 
 
-class FlowReplayer:
-    """One replay of the flow trace at `path` (`run()` drives it to the end)."""
+class FlowReplayer(TraceReplayer):
+    """One replay of the flow trace at `path` (`run()` drives it to the end): the replay of an
+    agent's trace (`TraceReplayer`), with the flow as the machine, its agents' edges checked as
+    they run, and the flow's plan and runs compared at the end."""
+
+    outcome = "flow"
 
     def __init__(self, path: RecordPath) -> None:
-        try:
-            self.header, records = read_trace(path)
-        except TraceError as exc:
-            raise ReplayError(str(exc)) from None
+        super().__init__(path)
         if not is_flow_trace(self.header):
             raise ReplayError(f"{path}: not a flow's trace; replay it as an agent's")
         config = self.header.get("config") or {}
         _check(path, "header's config", _FlowConfig, config)
         _check(path, "header", _FlowHeader, self.header)
-        own = [r for r in records if "agent" not in r]
-        self.complete = any(r["kind"] == "result" for r in own)
-        results = [r for r in own if r["kind"] == "result"]
-        self.recorded_result: dict[str, Any] | None = results[-1].get("flow") if results else None
-        if self.recorded_result is not None:
+        end = self.recorded_end or {}
+        self.recorded_flow: dict[str, Any] | None = end.get("flow")
+        """The recorded FlowResult (beside the flow's own RunResult, `recorded_result`)."""
+        if self.recorded_flow is not None:
             try:
-                FlowResult.model_validate(self.recorded_result)
+                FlowResult.model_validate(self.recorded_flow)
             except ValidationError as exc:
                 raise _damaged(path, "result record's flow", exc) from None
-        self.recorded_run: Any = results[-1].get("result") if results else None
-        """The flow's own RunResult as recorded (beside its FlowResult)."""
+        own = self.own_records(self.records)
         self.decisions = [
             PlanDecision.model_validate(r["decision"]) for r in own if r["kind"] == "plan_decision"
         ]
         self.deferred: dict[str, list[dict[str, Any]]] = {}
         """Edits to give an agent in AWAITING_AGENT (the flow waited there for them)."""
-        self.flow_edges = _Edges(None, own)
-        self.agent_edges: dict[str, _Edges] = {}
+        self.agent_edges: dict[str, RecordedEdges] = {}
         agents: dict[str, ReplayAgent] = {}
         histories = self.header.get("agents") or {}
-        ending = results[-1:]  # an agent's script is complete when the flow's trace is
+        ending = [end] if end else []  # an agent's script is complete when the flow's trace is
         for name, described in (config.get("agents") or {}).items():
-            tagged = [r for r in records if r.get("agent") == name]
+            tagged = [r for r in self.records if r.get("agent") == name]
             script = ReplayScript(tagged + ending, name=name)
             agent_header = {
                 "agent": name,
@@ -167,7 +141,7 @@ class FlowReplayer:
                 "history": (histories.get(name) or {}).get("history", []),
             }
             agents[name] = ReplayAgent(agent_header, script)
-            self.agent_edges[name] = _Edges(name, tagged)
+            self.agent_edges[name] = RecordedEdges(tagged, name=name)
         planner = ReplayScript(own, name="planner")
         try:
             self.flow = _ReplayFlow(
@@ -182,38 +156,33 @@ class FlowReplayer:
             )
         except (ConfigError, ValueError, TypeError) as exc:
             raise ReplayError(f"the trace's flow cannot be built again: {exc}") from None
-        self.transitions: list[Transition] = []
-        self.ended_early: str | None = None
-        self._stopped = False
-        self.flow.on_transition(self._on_flow_edge)
+        self.model = self.flow
+        self._left = False
+        """The replay is over (stopped inside an agent's run): the edges that follow are the engine's
+        way out (their `cancel`), which the trace never had."""
         for name, agent in agents.items():
             agent.on_transition(self._agent_listener(name))
 
-    def _leaving(self, transition: Transition) -> bool:
-        """Whether the replay is over: stopped, or this is the engine's way out of a run the replay
-        left (its `cancel` edge, which the trace never had)."""
-        if (transition.error or "").startswith(ReplayStop.__name__):
-            self._stopped = True
-        return self._stopped
-
-    def _on_flow_edge(self, transition: Transition) -> None:
-        if self._leaving(transition):
-            return
-        self.transitions.append(transition)
-        self._checked(self.flow_edges, transition)
+    def own_records(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in records if "agent" not in r]
 
     def _agent_listener(self, name: str) -> Callable[[Transition], None]:
         edges = self.agent_edges[name]
         agent = self.flow.agents[name]
 
         def listener(transition: Transition) -> None:
-            if self._leaving(transition):
+            if self._left or (transition.error or "").startswith(ReplayStop.__name__):
+                self._left = True
                 return
-            index = self._checked(edges, transition)
+            try:
+                index = edges.check(transition, self.complete)
+            except ReplayError as exc:
+                self._left = True
+                raise ReplayStop(exc) from None
             edits = edges.edits.get(index, [])
             if not edits:
                 return
-            upcoming = self.flow_edges.recorded[self.flow_edges.replayed : self.flow_edges.replayed + 1]
+            upcoming = self.edges.recorded[self.edges.replayed : self.edges.replayed + 1]
             if upcoming and upcoming[0]["dest"] == AWAITING_AGENT:  # the flow waited for these
                 self.deferred.setdefault(name, []).extend(edits)
             else:
@@ -222,41 +191,21 @@ class FlowReplayer:
 
         return listener
 
-    def _checked(self, edges: _Edges, transition: Transition) -> int:
-        try:
-            return edges.check(transition, self.complete)
-        except ReplayStop:
-            self._stopped = True
-            raise
-
-    @property
-    def request(self) -> str:
-        return str(self.header["request"])
-
     async def run(self) -> FlowReplay:
-        try:
-            result = await self.flow.execute(self.request)
-        except ReplayStop as stop:
-            self._stopped = True
-            if stop.error is not None:
-                raise stop.error from None
-            self.ended_early = stop.reason
-            return FlowReplay(self.header, self.transitions, None, self.ended_early)
-        self._stopped = True
-        if self.complete:
-            self._check_end(result)
-        return FlowReplay(self.header, self.transitions, result, None)
+        async for _ in self.transitions():
+            pass
+        ended = self.flow.last_result
+        if self.ended_early is not None or ended is None:
+            return FlowReplay(self.header, self.replayed, None, self.ended_early)
+        return FlowReplay(self.header, self.replayed, self.flow.flow_result(ended), None)
 
-    def _check_end(self, result: FlowResult) -> None:
-        for edges in (self.flow_edges, *self.agent_edges.values()):
-            if edges.replayed != len(edges.recorded):
-                who = edges.name or "the flow"
-                took, has = edges.replayed, len(edges.recorded)
-                raise ReplayError(f"{who}: the replay took {took} transitions, the trace has {has}")
-        recorded = self.recorded_result
-        if recorded is None:
+    def check_end(self) -> None:
+        for edges in self.agent_edges.values():
+            edges.check_all_taken()
+        recorded, ended = self.recorded_flow, self.flow.last_result
+        if recorded is None or ended is None:
             return
-        mine = result.model_dump(mode="json")
+        mine = self.flow.flow_result(ended).model_dump(mode="json")
         for key in _COMPARED:
             if mine.get(key) != recorded.get(key):
                 raise ReplayError(
@@ -279,8 +228,6 @@ class FlowReplayer:
         for run, theirs in zip(mine.get("runs", []), recorded.get("runs", []), strict=True):
             what = f"step {run['step_id']} ({run['agent']}, attempt {run['attempt']})"
             compare_result(run["result"], theirs.get("result"), what)
-        if self.flow.last_result is not None:
-            compare_result(self.flow.last_result.model_dump(mode="json"), self.recorded_run, "flow")
 
 
 class _AgentConfig(BaseModel):
