@@ -117,10 +117,10 @@ def test_no_import_points_up_the_layers():
         # durable runs: an agent's run as a workflow of steps (its model, its tools), queued and resumed
         "durable": {"agent", "run", "fsm", "model", "toolbox", "recording"},
     }
-    # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives (and their
-    # approvals' Decisions): the one module of the mcp wing that reads the run's data. It
-    # takes its agents from the command line, so it reaches no further up than that.
-    allowed_for_module = {"agentfsm.mcp.serve": {"run"}}
+    # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives, and asks the client
+    # for their approvals' Decisions (`elicit`): the mcp wing's modules that read the run's data.
+    # They take their agents from the command line, so they reach no further up than that.
+    allowed_for_module = {"agentfsm.mcp.serve": {"run"}, "agentfsm.mcp.elicit": {"run"}}
     wrong = []
     for module, targets in GRAPH.items():
         layer = _layer(module)
@@ -161,9 +161,9 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
     httpx2, anyio and uvicorn), playwright: each by one module (the one that talks to it), so an optional
-    integration stays out of the rest. The MCP SDK has three: the client and its stdio transport, and
-    `agentfsm mcp-serve`'s server,
-    the only importer of its server side (and of uvicorn, which serves its HTTP)."""
+    integration stays out of the rest. The MCP SDK has four: the client and its stdio transport, and
+    `agentfsm mcp-serve`'s server with its elicitations, the only importers of its server side (the
+    server is the only importer of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -181,7 +181,12 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["rich"] == {"agentfsm.cli.live"}
     assert importers["pygraphviz"] == {"agentfsm.fsm.diagram"}
     assert importers["jsonschema"] == {"agentfsm.toolbox.tool"}
-    assert importers["mcp"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio", "agentfsm.mcp.serve"}
+    assert importers["mcp"] == {
+        "agentfsm.mcp.client",
+        "agentfsm.mcp.stdio",
+        "agentfsm.mcp.serve",
+        "agentfsm.mcp.elicit",
+    }
     assert importers["uvicorn"] == {"agentfsm.mcp.serve"}
     assert importers["httpx2"] == {"agentfsm.mcp.client"}
     assert importers["anyio"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio"}

@@ -1,7 +1,7 @@
 """`agentfsm mcp-serve`: the engine as an MCP server, with one tool, `run_agent`.
 
-The only module besides `agentfsm.mcp.client` that imports the MCP SDK (its server side).
-Built on the SDK's lowlevel `Server`, which serves both eras on one connection: a client
+With `agentfsm.mcp.elicit` (how a pause is asked of the client), the only importer of the MCP
+SDK's server side. Built on the SDK's lowlevel `Server`, which serves both eras on one connection: a client
 that asks ``server/discover`` speaks the stateless 2026-07-28 revision, one that sends
 ``initialize`` the 2025 handshake. The lowlevel tier, not `MCPServer`, because the tool's
 schemas are the engine's: the input is checked here, so a bad value is an `isError` result
@@ -11,7 +11,7 @@ the dataclass, which `MCPServer`'s derivation from a return annotation refuses).
 Each call is its own run on an agent of its own (built by the `AgentFactory` the command line
 gives), so concurrent calls share no memory. A call that needs approval, and a question one of
 the agent's tools asks (an MCP server's own elicitation, `ask_human` for input), are asked of the
-client as elicitations, in the way its revision has:
+client as elicitations (`agentfsm.mcp.elicit`), in the way its revision has:
 
 - 2025 (handshake): the run's `approver` and `input_handler` send ``elicitation/create`` over the
   session, mid-call, and the run goes on with the answer.
@@ -41,17 +41,16 @@ import logging
 import secrets
 import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigError, MissingExtraError, PauseRun, WrongValueError
+from ..errors import ConfigError, MissingExtraError, WrongValueError
 from ..log import event
-from ..messages import ToolCall
-from ..questions import Answer, AnswerAction, InputHandler, Question
-from ..run.result import AgentState, RunResult, StopReason
-from ..run.state import Decision
+from ..questions import InputHandler
+from ..run.result import AgentState, RunResult
+from .elicit import Approver, Asked, OverTheSession, apply_answers, handlers_for, requests_for
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -59,10 +58,7 @@ if TYPE_CHECKING:
     from mcp.types import (
         CallToolRequestParams,
         CallToolResult,
-        CreateMessageRequest,
-        ElicitRequest,
         InputRequiredResult,
-        ListRootsRequest,
         ListToolsResult,
         PaginatedRequestParams,
     )
@@ -72,46 +68,23 @@ __all__ = ["TOOL", "AgentFactory", "AgentServer", "ServedAgent"]
 TOOL = "run_agent"
 """The name of the one tool the server offers."""
 SERVER_NAME = "agentfsm"
-MODERN = "2026-07-28"
-"""The first revision that elicits through ``input_required`` results."""
 PAUSE_TIMEOUT = 600.0
 """Seconds a run paused for approval or input waits for the client's answer (on 2026-07-28 its retry, and
 the `requestState`'s TTL); then the run is cancelled and its agent released."""
 
-Approver = Callable[[Sequence[ToolCall]], Awaitable[Sequence[Decision]]]
-"""As `agentfsm.agent.approval.Approver`: the waiting calls in, one `Decision` each out."""
 
-
-class ServedAgent(Protocol):
-    """What the server drives of an agent (`ToolCallAgent` is one)."""
+class ServedAgent(Asked, Protocol):
+    """What the server drives of an agent (`ToolCallAgent` is one): a run, and its pauses asked of
+    the client (`Asked`)."""
 
     approver: Approver | None
     input_handler: InputHandler | None
-
-    @property
-    def pending_approval(self) -> list[ToolCall]: ...
-
-    @property
-    def pending_input(self) -> list[tuple[ToolCall, Question]]: ...
 
     async def run(self, request: str) -> RunResult: ...
 
     async def resume(self) -> RunResult: ...
 
     async def cancel(self) -> RunResult: ...
-
-    def approve(self, call_id: str | None = None) -> object: ...
-
-    def reject(self, call_id: str | None = None, reason: str | None = None) -> object: ...
-
-    def answer(
-        self,
-        call_id: str,
-        content: dict[str, Any] | None = None,
-        *,
-        action: AnswerAction = "accept",
-        key: str | None = None,
-    ) -> object: ...
 
 
 AgentFactory = Callable[[str, int | None], ServedAgent]
@@ -297,7 +270,7 @@ class AgentServer:
                     f"the paused run is gone (it waits {self.pause_timeout:g} s, and only in "
                     f"the server process that paused it): call `{TOOL}` again"
                 )
-            _apply_answers(entry.agent, params.input_responses or {})
+            apply_answers(entry.agent, params.input_responses or {})
             return await self._drive(entry.agent, entry.agent.resume())
         try:
             request = self._parse(params.arguments or {})
@@ -307,7 +280,7 @@ class AgentServer:
             agent = self.factory(request.agent, request.max_steps)
         except ValueError as exc:  # ConfigError: this agent cannot be built from the configuration
             return _refusal(f"cannot build the {request.agent} agent: {exc}")
-        agent.approver, agent.input_handler = _handlers_for(ctx, self.pause_timeout)
+        agent.approver, agent.input_handler = handlers_for(ctx, self.pause_timeout)
         return await self._drive(agent, agent.run(request.task))
 
     def _parse(self, arguments: Mapping[str, Any]) -> _Request:
@@ -353,10 +326,10 @@ class AgentServer:
             if not result.paused:
                 return _result(result)
             session = agent.approver
-            if isinstance(session, _OverTheSession) and session.expired:
+            if isinstance(session, OverTheSession) and session.expired:
                 self._expired()
                 return _result(await agent.cancel())
-            asked = _asked(agent)
+            asked = requests_for(agent)
             if not asked:  # nothing the client could answer: it would wait for ever
                 event(
                     "mcp_serve_pause_unanswerable",
@@ -390,210 +363,6 @@ class AgentServer:
             level=logging.INFO,
             message=f"a paused run got no answer within {self.pause_timeout:g} s; cancelled",
         )
-
-
-# -- approvals as elicitations ------------------------------------------------------
-
-
-def _approval_schema() -> dict[str, Any]:
-    """The form an approval asks for: run the call or not, and why not (the model reads it)."""
-    return {
-        "type": "object",
-        "properties": {
-            "approve": {"type": "boolean", "title": "Approve", "description": "run the call"},
-            "reason": {
-                "type": "string",
-                "title": "Reason",
-                "description": "why not (optional; the agent's model reads it)",
-            },
-        },
-        "required": ["approve"],
-    }
-
-
-def _message(call: ToolCall) -> str:
-    return f"The agent asks to call `{call.name}` with arguments {call.arguments}. Approve this call?"
-
-
-def _approval(call: ToolCall) -> ElicitRequest:
-    from mcp.types import ElicitRequest, ElicitRequestFormParams
-
-    return ElicitRequest(
-        params=ElicitRequestFormParams(message=_message(call), requested_schema=_approval_schema())
-    )
-
-
-def _question(call: ToolCall, question: Question) -> ElicitRequest:
-    """A tool's question as the client is asked it: its form, or the page to open."""
-    from mcp.types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams
-
-    if question.url is not None:
-        return ElicitRequest(
-            params=ElicitRequestURLParams(
-                message=question.message, url=question.url, elicitation_id=_question_key(call, question)
-            )
-        )
-    schema = question.schema or {"type": "object", "properties": {}}
-    return ElicitRequest(params=ElicitRequestFormParams(message=question.message, requested_schema=schema))
-
-
-def _question_key(call: ToolCall, question: Question) -> str:
-    """The key of a question among a pause's ``input_requests`` (an approval's is its call's id)."""
-    return f"{call.id}/{question.key}"
-
-
-def _asked(agent: ServedAgent) -> dict[str, ElicitRequest | CreateMessageRequest | ListRootsRequest]:
-    """What the paused run waits for, as elicitations keyed for the client's retry: each call
-    waiting for approval, or each question unanswered (a run waits for one or the other)."""
-    asked: dict[str, ElicitRequest | CreateMessageRequest | ListRootsRequest]
-    asked = {call.id: _approval(call) for call in agent.pending_approval}
-    for call, question in agent.pending_input:
-        asked[_question_key(call, question)] = _question(call, question)
-    return asked
-
-
-def _decision(answer: Any) -> Decision:
-    """The client's answer to one approval, as a `Decision`: only an accepted form with
-    ``approve: true`` runs the call."""
-    from mcp.types import ElicitResult
-
-    if answer is None:
-        return Decision.reject("the MCP client gave no answer for this call")
-    if not isinstance(answer, ElicitResult):
-        return Decision.reject(f"the MCP client answered the approval with a {type(answer).__name__}")
-    if answer.action != "accept":
-        done = {"decline": "declined", "cancel": "cancelled"}.get(answer.action, answer.action)
-        return Decision.reject(f"the MCP client's user {done} the approval")
-    content = answer.content or {}
-    if content.get("approve") is True:
-        return Decision.approve()
-    reason = content.get("reason")
-    return Decision.reject(reason if isinstance(reason, str) and reason.strip() else None)
-
-
-def _answer(answer: Any) -> Answer:
-    """The client's answer to one question, as an `Answer`: an accepted form's fields, or the
-    client's decline or cancel; no answer at all is a cancel."""
-    from mcp.types import ElicitResult
-
-    if not isinstance(answer, ElicitResult):
-        return Answer.cancel()
-    if answer.action == "accept":
-        return Answer.accept(dict(answer.content or {}))
-    return Answer.decline() if answer.action == "decline" else Answer.cancel()
-
-
-def _apply_answers(agent: ServedAgent, answers: Mapping[str, Any]) -> None:
-    for call in agent.pending_approval:
-        decision = _decision(answers.get(call.id))
-        if decision.approved:
-            agent.approve(call.id)
-        else:
-            agent.reject(call.id, decision.reason)
-    for call, question in agent.pending_input:
-        given = _answer(answers.get(_question_key(call, question)))
-        agent.answer(call.id, given.content, action=given.action, key=question.key)
-
-
-def _handlers_for(
-    ctx: ServerRequestContext[Any, Any], timeout: float
-) -> tuple[Approver | None, InputHandler | None]:
-    """How this call's approvals and questions are asked: neither (pause, then ``input_required``)
-    on 2026-07-28; over the session on the handshake revisions, within `timeout` seconds a pause;
-    refused (approvals) and cancelled (questions) when the client declared no elicitation of the
-    kind asked."""
-    capabilities = ctx.session.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None:
-        return _refuse_all, _cancel_all
-    if _is_modern(ctx.protocol_version):
-        return None, None
-    session = _OverTheSession(ctx, timeout, form=elicitation.form is not None or elicitation.url is None)
-    return (session if session.form else _refuse_all), session.ask
-
-
-class _OverTheSession:
-    """A 2025 call's approver (called with the waiting calls) and input handler (`ask`): each
-    waiting call, and each question, asked with ``elicitation/create`` over the session, mid-call.
-    The answers to one pause come within `timeout` seconds or not at all: then the question is
-    withdrawn, the run pauses (`expired` set), and the server cancels it, since a client that
-    does not answer would otherwise hold the run and its agent for ever. `form`: whether the
-    client takes forms (else only pages to open: a form question is cancelled, unasked)."""
-
-    def __init__(self, ctx: ServerRequestContext[Any, Any], timeout: float, *, form: bool) -> None:
-        self.session, self.request_id, self.timeout = ctx.session, ctx.request_id, timeout
-        self.form = form
-        self.expired = False
-
-    async def __call__(self, calls: Sequence[ToolCall]) -> list[Decision]:
-        async with self._deadline(StopReason.AWAITING_APPROVAL, "the approval"):
-            return [await self._approval(call) for call in calls]
-
-    async def ask(self, call: ToolCall, question: Question) -> Answer:
-        """One question of a tool call: the client's answer (a cancel when it cannot be asked)."""
-        if question.url is None and not self.form:
-            return Answer.cancel()
-        async with self._deadline(StopReason.AWAITING_INPUT, f"the question {question.message!r}"):
-            try:
-                if question.url is not None:
-                    answer = await self.session.elicit_url(
-                        question.message,
-                        question.url,
-                        _question_key(call, question),
-                        related_request_id=self.request_id,
-                    )
-                else:
-                    schema: Any = question.schema or {"type": "object", "properties": {}}
-                    answer = await self.session.elicit_form(
-                        question.message, schema, related_request_id=self.request_id
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the client refused or failed the request: no answer
-                event(
-                    "mcp_serve_question_failed",
-                    level=logging.INFO,
-                    message=f"the MCP client could not answer {question.message!r}: {exc}",
-                )
-                return Answer.cancel()
-        return _answer(answer)
-
-    @contextlib.asynccontextmanager
-    async def _deadline(self, reason: StopReason, what: str) -> AsyncIterator[None]:
-        """The pause's questions answered within `timeout` seconds, or the run pauses, expired."""
-        try:
-            async with asyncio.timeout(self.timeout):
-                yield
-        except TimeoutError:
-            self.expired = True
-            raise PauseRun(
-                reason.value, f"the MCP client gave no answer to {what} within {self.timeout:g} s"
-            ) from None
-
-    async def _approval(self, call: ToolCall) -> Decision:
-        try:
-            answer = await self.session.elicit_form(
-                _message(call), _approval_schema(), related_request_id=self.request_id
-            )
-        except Exception as exc:  # the client refused or failed the request: the call does not run
-            return Decision.reject(f"the MCP client could not answer the approval: {exc}")
-        return _decision(answer)
-
-
-async def _refuse_all(calls: Sequence[ToolCall]) -> list[Decision]:
-    why = "the MCP client cannot answer approvals (it declared no form elicitation support)"
-    return [Decision.reject(why) for _ in calls]
-
-
-async def _cancel_all(call: ToolCall, question: Question) -> Answer:
-    """A question the client cannot be asked (it declared no elicitation support): cancelled."""
-    return Answer.cancel()
-
-
-def _is_modern(version: str | None) -> bool:
-    from mcp.types.version import is_version_at_least
-
-    return version is not None and is_version_at_least(version, MODERN)
 
 
 # -- results ----------------------------------------------------------------------
