@@ -101,6 +101,9 @@ def read_checkpoint(path: RecordPath, *, resuming: bool = False) -> dict[str, An
         raise
     if "parts" in data:  # a flow's journal (`agentfsm.flow.checkpoint`)
         raise CheckpointError(not_a(path, "checkpoint", "flow checkpoint"))
+    step = data["run_state"]["step"]  # an agent's counts its steps from 1 (a flow's, executed ones, from 0)
+    if step < 1:
+        raise damaged(os.fspath(path), f"its run is at step {step!r}; a run's steps count from 1")
     return data
 
 
@@ -195,9 +198,7 @@ def _check(name: str, data: dict[str, Any]) -> None:
     model = llm.get("model")
     if model is not None and not isinstance(model, str):
         raise damaged(name, f"its config's llm.model is {model!r}, not a model name")
-    run_state = read_run_state(name, data["run_state"], RunState)  # the run's own fields
-    if run_state.step < 1 and "parts" not in data:  # a flow's counts executed steps: 0 while it plans
-        raise damaged(name, f"its run is at step {run_state.step!r}; a run's steps count from 1")
+    read_run_state(name, data["run_state"], RunState)  # the run's own fields (a kind's own: its reader)
     read_memory(name, data["memory"])
 
 
