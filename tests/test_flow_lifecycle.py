@@ -1,6 +1,6 @@
 """A flow's run has the lifecycle an agent's has (`DrivenModel`): the same refusals while a run is
-in progress or paused, `cancel()` of a paused run, `iter()` step by step, a named run id, and a
-checkpoint leased before the run starts."""
+in progress or paused, `cancel()` of a paused run, `iter()` and `resume_iter()` step by step, a named
+run id, `reset()`, and a checkpoint leased before the run starts."""
 
 from __future__ import annotations
 
@@ -106,3 +106,40 @@ async def test_a_flow_s_checkpoint_held_by_another_is_refused_before_anything_ru
     finally:
         held.release()
     assert planner.requests == [] and flow.fsm_state == "IDLE"  # refused before the run started
+
+
+async def test_a_paused_flow_resumes_step_by_step_in_place_and_from_its_checkpoint(tmp_path: Path) -> None:
+    """`resume_iter()`, as an agent's: the flow's edges one by one, the same the flow's `resume()`
+    takes; from a checkpoint, a flow built again goes on where the saved one paused."""
+    path = tmp_path / "flow.checkpoint"
+    flow = reviewed_flow(create("[coder] a"), reply("summary"))
+    assert (await flow.execute("task", checkpoint=path)).paused
+    flow.approve_plan()
+    seen = [(t.source, t.dest) async for t in flow.resume_iter()]
+    assert seen[0] == ("AWAITING_PLAN_REVIEW", "EXECUTING") and seen[-1] == ("FINALIZING", "DONE")
+    assert flow.last_result is not None and flow.last_result.stop_reason == FlowStopReason.COMPLETED
+
+    saved = tmp_path / "saved.checkpoint"
+    first = reviewed_flow(create("[coder] a"), reply("summary"))
+    assert (await first.execute("task", checkpoint=saved)).paused
+    await first.cancel()  # its process gives the checkpoint up; the file continues from the pause
+    again = reviewed_flow(reply("summary"))  # built as the one that wrote it; its plan is in the file
+    assert [t async for t in again.resume_iter(saved)] == []  # no decision yet: it waits again
+    assert again.fsm_state == "AWAITING_PLAN_REVIEW" and again.plan is not None
+    again.approve_plan()
+    seen = [(t.source, t.dest) async for t in again.resume_iter()]
+    assert seen[0] == ("AWAITING_PLAN_REVIEW", "EXECUTING") and seen[-1] == ("FINALIZING", "DONE")
+
+
+async def test_a_finished_flow_resets_to_idle_by_a_logged_edge_and_a_paused_one_refuses() -> None:
+    flow = reviewed_flow(create("[coder] a"), create("[coder] b"), reply("summary"))
+    assert (await flow.execute("first")).paused
+    with pytest.raises(AgentBusyError, match="flow 'planning' has a paused run"):
+        flow.reset()
+    edges: list[tuple[str, str, str]] = []
+    flow.on_transition(lambda t: edges.append((t.source, t.dest, t.trigger)))
+    await flow.cancel()
+    flow.reset()
+    assert flow.fsm_state == "IDLE" and edges[-1] == ("ERROR", "IDLE", "reset")
+    flow.reset()  # already IDLE: nothing to do
+    assert edges[-1] == ("ERROR", "IDLE", "reset")

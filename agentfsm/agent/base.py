@@ -19,7 +19,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar, Self
 
 from ..errors import (
-    AgentBusyError,
     CheckpointError,
     IndexOutOfRangeError,
     KeyNotFoundError,
@@ -321,11 +320,7 @@ class BaseAgent(DrivenModel, ABC):
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from a final state (a logged edge). Memory stays unless `clear_memory`."""
-        if self._run is not None and self._run.active:
-            raise AgentBusyError(f"agent {self.name!r} is running; `reset()` is allowed only between runs")
-        self._check_startable()
-        if self.fsm_state != self.table.initial:
-            RunDriver(self).fire(self.table.reset)
+        self._reset()
         if clear_memory:
             self.memory.clear()
 

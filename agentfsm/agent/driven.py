@@ -144,6 +144,17 @@ class DrivenModel(EventSource, ABC):
                 self._next_run_id = None  # taken by the run's start, or not at all
                 self._drop_if_ended(driver)
 
+    def _reset(self) -> None:
+        """Back to the initial state from a final one, by the table's `reset` edge (logged): refused
+        while a run is in progress or paused."""
+        if self._run is not None and self._run.active:
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} is running; `reset()` is allowed only between runs"
+            )
+        self._check_startable()
+        if self.fsm_state != self.table.initial:
+            RunDriver(self).fire(self.table.reset)
+
     def _stepped(
         self, request: str, checkpoint: RecordPath | None, prepare: Callable[[], None] = lambda: None
     ) -> AsyncGenerator[Transition, None]:

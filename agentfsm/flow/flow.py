@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, aclosing, nullcontext
 from typing import Any
 
 from ..agent.approval import Approver, Decision, decide
@@ -52,6 +52,7 @@ from ..questions import Answer, AnswerAction, InputHandler, Question
 from ..recording.checkpoint import Checkpointer, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
+from ..run.driver import RunDriver
 from ..run.events import Transition
 from ..run.result import RunResult, StopReason
 from ..run.state import RunState
@@ -214,8 +215,25 @@ class PlanningFlow(DrivenModel):
         gives back its result and runs nothing. `trace`: the paused flow's trace, appended to (the
         answers given meanwhile first); a flow resumed from a checkpoint has none."""
         self._check_resume_trace(checkpoint, trace)
+        return self.flow_result(await self._continue(await self._resumed_run(checkpoint), trace))
+
+    async def resume_iter(self, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
+        """`resume`, step by step, as an agent's `resume_iter()`: one `Transition` of the flow per
+        edge. (A checkpoint is read when the first edge is asked for.)"""
+        async with aclosing(self._stepped_on(await self._resumed_run(checkpoint))) as steps:
+            async for transition in steps:
+                yield transition
+
+    def reset(self) -> None:
+        """Back to IDLE from DONE or ERROR (a logged edge), as an agent's `reset()`; the next run
+        makes a new plan either way."""
+        self._reset()
+
+    async def _resumed_run(self, checkpoint: RecordPath | None) -> RunDriver:
+        """The paused run's driver (no `checkpoint`), or a new one for the flow restored from it,
+        the paused runs of its agents (of the flow run it replaces, which is over) cancelled."""
         if checkpoint is None:
-            return self.flow_result(await self._continue(self._paused_run(), trace))
+            return self._paused_run()
         opened = await self._opened(checkpoint)
         try:
             for agent in self.agents.values():
@@ -224,7 +242,7 @@ class PlanningFlow(DrivenModel):
         except BaseException:
             opened[0].release()
             raise
-        return self.flow_result(await self._continue(self._restored_run(checkpoint, opened), trace))
+        return self._restored_run(checkpoint, opened)
 
     async def cancel(self) -> FlowResult:
         """End the paused flow in ERROR with `cancelled`, and the paused run of its step's agent
