@@ -4,6 +4,7 @@ run id, `reset()`, and a checkpoint leased before the run starts."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ async def test_a_flow_paused_for_review_is_cancelled_for_good_and_a_new_run_may_
     cancelled = await flow.cancel()
     assert (cancelled.state, cancelled.stop_reason) == (AgentState.ERROR, StopReason.CANCELLED)
     assert flow.fsm_state == "ERROR" and flow.last_result is not None and not cancelled.paused
-    with pytest.raises(AgentBusyError, match="flow 'planning' has no paused run to cancel"):
+    with pytest.raises(AgentBusyError, match="flow 'planning' has no run to cancel"):
         await flow.cancel()
     with pytest.raises(AgentBusyError, match="flow 'planning' has no paused run to resume"):
         await flow.resume()
@@ -119,10 +120,11 @@ async def test_a_paused_flow_resumes_step_by_step_in_place_and_from_its_checkpoi
     assert seen[0] == ("AWAITING_PLAN_REVIEW", "EXECUTING") and seen[-1] == ("FINALIZING", "DONE")
     assert flow.last_result is not None and flow.last_result.stop_reason == FlowStopReason.COMPLETED
 
-    saved = tmp_path / "saved.checkpoint"
+    written = tmp_path / "written.checkpoint"
     first = reviewed_flow(create("[coder] a"), reply("summary"))
-    assert (await first.execute("task", checkpoint=saved)).paused
-    await first.cancel()  # its process gives the checkpoint up; the file continues from the pause
+    assert (await first.execute("task", checkpoint=written)).paused
+    saved = tmp_path / "saved.checkpoint"  # as a process killed at the pause would leave it
+    saved.write_bytes(written.read_bytes())
     again = reviewed_flow(reply("summary"))  # built as the one that wrote it; its plan is in the file
     assert [t async for t in again.resume_iter(saved)] == []  # no decision yet: it waits again
     assert again.fsm_state == "AWAITING_PLAN_REVIEW" and again.plan is not None
@@ -143,3 +145,43 @@ async def test_a_finished_flow_resets_to_idle_by_a_logged_edge_and_a_paused_one_
     assert flow.fsm_state == "IDLE" and edges[-1] == ("ERROR", "IDLE", "reset")
     flow.reset()  # already IDLE: nothing to do
     assert edges[-1] == ("ERROR", "IDLE", "reset")
+
+
+async def test_a_flow_cancelled_running_or_paused_stays_ended_through_its_checkpoint(tmp_path: Path) -> None:
+    """`flow.cancel()`, as an agent's: a running flow's task is cancelled and its `execute()`
+    returns the cancelled result; a paused one ends at once; either checkpoint resumes to that end."""
+    started = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits a long time."""
+        started.set()
+        await asyncio.sleep(30)
+        return "waited"
+
+    coder = ToolCallAgent(llm=ScriptedLLM([reply("waiting", [("wait", {})])]), tools=[wait], name="coder")
+    running_path = tmp_path / "running.checkpoint"
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([create("[coder] a")]))
+    running = asyncio.create_task(flow.execute("task", checkpoint=running_path))
+    await started.wait()
+    ended = await flow.cancel()
+    assert (await running).stop_reason == StopReason.CANCELLED == ended.stop_reason
+
+    paused_path = tmp_path / "paused.checkpoint"
+    paused = reviewed_flow(create("[coder] a"))
+    assert (await paused.execute("task", checkpoint=paused_path)).paused
+    await paused.cancel()
+
+    for path in (running_path, paused_path):
+        planner = ScriptedLLM([reply("summary")])
+        coder = ToolCallAgent(llm=ScriptedLLM([]), name="coder")  # as `reviewed_flow` builds it
+        if path is running_path:
+            coder = ToolCallAgent(llm=ScriptedLLM([]), tools=[wait], name="coder")
+        again = PlanningFlow(
+            agents={"coder": coder},
+            planner_llm=planner,
+            review=path is paused_path,
+        )
+        resumed = await again.resume(path)
+        assert (resumed.state, resumed.stop_reason) == (AgentState.ERROR, StopReason.CANCELLED)
+        assert planner.requests == []  # nothing ran

@@ -21,6 +21,7 @@ checkpoint is read (`_open_checkpoint`), put back (`_restore`) and written
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -70,6 +71,10 @@ class DrivenModel(EventSource, ABC):
         """The current run's driver, or the paused run's (None between runs)."""
         self._next_run_id: str | None = None
         """The id the next run takes (`run(..., run_id=...)`); None: a new one."""
+        self._driving: asyncio.Task[Any] | None = None
+        """The task awaiting the run in progress (`run()`, `resume()`), which `cancel()` cancels."""
+        self._cancelled: asyncio.Future[None] | None = None
+        """Set while `cancel()` waits for the run it cancelled to end."""
 
     @property
     def turn(self) -> StepPayloads | None:
@@ -139,7 +144,7 @@ class DrivenModel(EventSource, ABC):
         with self._trace(trace, append=False):
             self._next_run_id = run_id
             try:
-                return await driver.run(request)
+                return await self._driven(driver, request)
             finally:
                 self._next_run_id = None  # taken by the run's start, or not at all
                 self._drop_if_ended(driver)
@@ -173,9 +178,27 @@ class DrivenModel(EventSource, ABC):
         with self._trace(trace, append=True):
             self.paused_edits = ()  # the trace has them now
             try:
-                return await driver.run(None)
+                return await self._driven(driver, None)
             finally:
                 self._drop_if_ended(driver)
+
+    async def _driven(self, driver: RunDriver, request: str | None) -> RunResult:
+        """`driver`'s run to its end or a pause, in this task, which `cancel()` may cancel: the run
+        it ended is then this call's result, not a `CancelledError` (unless this task was also
+        cancelled by someone else)."""
+        task = self._driving = asyncio.current_task()
+        try:
+            return await driver.run(request)
+        except asyncio.CancelledError:
+            if self._cancelled is None or task is None or task.uncancel() > 0:
+                raise
+            assert self.last_result is not None  # the run settled on its way out
+            return self.last_result
+        finally:
+            self._driving = None
+            if self._cancelled is not None:
+                self._cancelled.set_result(None)
+                self._cancelled = None
 
     async def _transitions(self, driver: RunDriver, request: str | None) -> AsyncGenerator[Transition, None]:
         """The driver's loop as `iter()` yields it: every transition, built for the caller."""
@@ -238,14 +261,34 @@ class DrivenModel(EventSource, ABC):
         return self._run
 
     async def _cancel(self) -> RunResult:
-        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
-        self._check_idle()
-        if self._run is None or self.phase is None:
-            raise AgentBusyError(
-                f"{self.kind} {self.name!r} has no paused run to cancel (it is {self.fsm_state})"
-            )
-        driver, self._run = self._run, None
+        """End the run for good, in ERROR with `cancelled`, and return its result: a paused run at
+        once (releasing what it holds), a running one by cancelling the task that awaits it (its
+        `run()` or `resume()` returns that result). The checkpoint keeps the end: a resume from it
+        gives the result back and runs nothing, unlike a run stopped by its task's cancellation,
+        Ctrl-C or a shutdown, which goes on from where it was."""
+        driver = self._run
+        if driver is not None and driver.active:
+            return await self._cancel_running()
+        if driver is None or self.phase is None:
+            raise AgentBusyError(f"{self.kind} {self.name!r} has no run to cancel (it is {self.fsm_state})")
+        self._run = None
+        self.run_state.cancelled_for_good = True
         return await driver.cancel()
+
+    async def _cancel_running(self) -> RunResult:
+        task = self._driving
+        if task is None or task is asyncio.current_task():
+            raise AgentBusyError(
+                f"{self.kind} {self.name!r} runs in this task or is stepped (`iter()`); cancel it "
+                "from another task, or stop iterating (`aclose()`) to end a stepped run"
+            )
+        if self._cancelled is None:
+            self.run_state.cancelled_for_good = True  # carried by the checkpoint's record of the end
+            self._cancelled = asyncio.get_running_loop().create_future()
+            task.cancel(f"{self.kind} {self.name!r} cancelled by cancel()")
+        await asyncio.shield(self._cancelled)
+        assert self.last_result is not None
+        return self.last_result
 
     def _check_idle(self) -> None:
         if self._run is not None and self._run.active:

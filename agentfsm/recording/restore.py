@@ -229,11 +229,17 @@ def read_memory(name: str, dump: Any, *, what: str = "its memory") -> Memory:
 
 
 def _cancellation(record: dict[str, Any]) -> bool:
-    """The record of a run's edge into a final state on `cancelled`: a resume's replay leaves it
-    out, so a cancelled run is resumed from where it was when it was cancelled (as if it had been
-    killed there) rather than reported finished; the resume appends its records after it."""
+    """The record of a run's edge into a final state on `cancelled` by an interruption (its task's
+    cancellation, Ctrl-C, a shutdown): a resume's replay leaves it out, so the run is resumed from
+    where it was when it was stopped (as if it had been killed there) rather than reported
+    finished; the resume appends its records after it. A run ended by `cancel()` is ended for good
+    (`RunState.cancelled_for_good`): its record stays, and a resume gives its result back."""
     run_state = record.get("run_state")
-    return isinstance(run_state, dict) and run_state.get("stop_reason") == StopReason.CANCELLED.value
+    return (
+        isinstance(run_state, dict)
+        and run_state.get("stop_reason") == StopReason.CANCELLED.value
+        and not run_state.get("cancelled_for_good")
+    )
 
 
 def _replayed(name: str, header: dict[str, Any], lines: list[str], resuming: bool) -> dict[str, Any]:

@@ -86,6 +86,10 @@ class RunState(Serializable):
     """The exception behind `error`, when one ended the run (never dumped: a checkpoint keeps the text)."""
     output: str | None = None
     usage: Usage = field(default_factory=Usage)
+    cancelled_for_good: bool = False
+    """Ended by `cancel()`, on purpose: a resume from the checkpoint gives the result back. (A run
+    stopped by its task's cancellation, Ctrl-C or a shutdown also ends `cancelled`, but a resume
+    goes on from where it was, as after a kill.)"""
     traceparent: str | None = None
     """The W3C ``traceparent`` of the span an exporter of spans (`agentfsm.instrument()`) made for
     this run, kept so that the run resumed after a pause, here or from its checkpoint in another
