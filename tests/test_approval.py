@@ -180,11 +180,18 @@ async def test_decisions_are_checked():
     with pytest.raises(ValueError, match="must be a JSON object"):
         agent.approve(first, arguments="[1]")
     agent.approve(first)
-    with pytest.raises(ValueError, match="already decided"):
+    with pytest.raises(ValueError, match=r"already decided in the pause of run '\w+' at step 1"):
         agent.reject(first)
-    # a second pause: the other call is still waiting, and only it is listed
-    result = await agent.resume()
-    assert result.paused and [c.id for c in result.pending_approval] == ["call_2"]
+    # the other call still waits: a resume now would only pause again, so it is refused, naming it
+    with pytest.raises(
+        WrongPhaseError, match=r"waits in AWAITING_APPROVAL for decisions on delete \(call_2\)"
+    ):
+        await agent.resume()
+    assert [c.id for c in agent.pending_approval] == ["call_2"]
+    agent.reject("call_2")
+    assert (await agent.resume()).ok
+    with pytest.raises(WrongPhaseError, match="approvals are decided only in AWAITING_APPROVAL"):
+        agent.approve()  # every waiting call, after the run: refused, not an empty list
 
 
 async def test_a_paused_agent_refuses_a_new_run_and_reset_until_resumed_or_cancelled():

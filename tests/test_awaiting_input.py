@@ -277,3 +277,15 @@ async def test_a_paused_question_survives_a_restart_through_its_checkpoint(tmp_p
     result = await second.resume()
     assert result.stop_reason is StopReason.TERMINATED and looker.looked == ["a"]
     assert "Good day, Ada" in tool_texts(second)[1]
+
+
+async def test_resuming_with_a_question_unanswered_is_refused_naming_it() -> None:
+    """A resume that would only pause again says what is missing instead (the approvals' rule too)."""
+    greeter = Greeter()
+    agent = ToolCallAgent(llm=ScriptedLLM([reply("asking", [("greet", {})]), reply("done")]), tools=[greeter])
+    assert (await agent.run("greet me")).paused
+    with pytest.raises(WrongPhaseError, match=r"waits in AWAITING_INPUT for answers to 'name1' of greet"):
+        await agent.resume()
+    (call, question) = agent.pending_input[0]
+    agent.answer(call.id, {"name": "Ada"}, key=question.key)
+    assert (await agent.resume()).ok

@@ -120,9 +120,26 @@ class Approvals:
 
 
 def _decide_all(agent: Approving, call_id: str | None, decision: Decision) -> list[Edit]:
-    waiting = [call.id for call in undecided(agent)] if agent.fsm_state == STATE else []
-    ids = waiting if call_id is None else [call_id]
-    return [decide(agent, i, decision) for i in ids]
+    """`decision` for `call_id`, or for every call still waiting (None): refused outside the pause,
+    so a decision that lost a race with the run never looks accepted."""
+    if call_id is not None:
+        return [decide(agent, call_id, decision)]
+    _check_paused(agent)
+    return [decide(agent, call.id, decision) for call in undecided(agent)]
+
+
+def _check_paused(agent: Approving, *, by_approver: bool = False) -> None:
+    if agent.fsm_state != STATE or (agent.phase_running and not by_approver):
+        raise WrongPhaseError(
+            f"approvals are decided only in {STATE}, while the run is paused there "
+            f"(result.paused); agent {agent.name!r} is in {agent.position}"
+        )
+
+
+def pause_name(agent: Approving) -> str:
+    """The pause a decision is for, as an error names it: the run and its step."""
+    run = agent.run_state
+    return f"the pause of run {run.run_id!r} at step {run.step}"
 
 
 def undecided(agent: Approving) -> list[ToolCall]:
@@ -183,19 +200,18 @@ def with_approval(table: MachineTable) -> MachineTable:
 def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: bool = False) -> Edit:
     """Record `decision` for the pending call `call_id` (an `approval` edit, traced and checkpointed)."""
     run = agent.run_state
-    if agent.fsm_state != STATE or (agent.phase_running and not by_approver):
-        raise WrongPhaseError(
-            f"approvals are decided only in {STATE}, while the run is paused there "
-            f"(result.paused); agent {agent.name!r} is in {agent.position}"
-        )
+    _check_paused(agent, by_approver=by_approver)
     index = next((i for i, c in enumerate(run.turn.pending_calls) if c.id == call_id), None)
     if index is None:
         ids = [c.id for c in run.turn.pending_calls]
-        raise KeyNotFoundError(f"no pending call with id {call_id!r}; this step's calls: {ids!r}")
+        raise KeyNotFoundError(
+            f"no pending call with id {call_id!r} in {pause_name(agent)}; its calls: {ids!r}"
+        )
     call = run.turn.pending_calls[index]
     if call_id in run.turn.decisions:
         raise WrongValueError(
-            f"call {call_id!r} ({call.name}) is already decided: {run.turn.decisions[call_id]!r}"
+            f"call {call_id!r} ({call.name}) is already decided in {pause_name(agent)}: "
+            f"{run.turn.decisions[call_id]!r}; a decision is given once"
         )
     if decision.approved and decision.arguments is not None and decision.arguments != call.arguments:
         try:

@@ -264,6 +264,11 @@ class BaseAgent(DrivenModel, ABC):
         none unless given).
         """
         self._check_resume_trace(checkpoint, trace)
+        if checkpoint is None and (waiting := self.still_waiting_for()) is not None:
+            raise WrongPhaseError(
+                f"{self.kind} {self.name!r} waits in {self.fsm_state} for {waiting}; give it first "
+                "(resuming now would only pause again)"
+            )
         opened = None
         if checkpoint is not None:
             self._check_idle()
@@ -323,6 +328,13 @@ class BaseAgent(DrivenModel, ABC):
         self._reset()
         if clear_memory:
             self.memory.clear()
+
+    def still_waiting_for(self) -> str | None:
+        """What the paused run waits for that nobody has given and nothing will (the approvals,
+        the answers of a tool-calling agent without an approver or input handler), as an error
+        names it; None when a resume can go on. None here: a base agent's pauses wait for
+        nothing in particular."""
+        return None
 
     def check_deps(self, deps: Any) -> None:
         """Refuse, before a run starts, `deps` that its tools cannot take (`WrongTypeError`);

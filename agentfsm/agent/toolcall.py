@@ -240,6 +240,17 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
             table = with_output(table)
         self.table = table
 
+    def still_waiting_for(self) -> str | None:
+        calls = self.pending_approval if self.approver is None else []
+        questions = self.pending_input if self.input_handler is None else []
+        if calls:
+            names = ", ".join(f"{c.name} ({c.id})" for c in calls)
+            return f"decisions on {names}: `approve()` or `reject()` each"
+        if questions:
+            asked = ", ".join(f"{q.key!r} of {c.name} ({c.id})" for c, q in questions)
+            return f"answers to {asked}: `answer()` each"
+        return None
+
     # -- THINKING -------------------------------------------------------------
 
     async def think(self) -> None:
