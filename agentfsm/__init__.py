@@ -65,6 +65,7 @@ __all__ = [
     "ReActAgent",
     "Role",
     "RunResult",
+    "Runs",
     "StateSpec",
     "StopReason",
     "StrReplaceEditor",
@@ -99,5 +100,6 @@ __getattr__ = lazy_attributes(
         "PythonExecute": "toolbox.python_execute",
         "StrReplaceEditor": "toolbox.editor",
         "instrument": "telemetry.spans",
+        "Runs": "runs.manager",
     },
 )

@@ -180,6 +180,7 @@ RUN = [
     "stepper = Stepper(",
     "flow = PlanningFlow(",
     'agents={"mine": build_my_agent}',
+    'agents={"helper": build_helper}',
 ]
 """Examples the tests below run (by a line only each has)."""
 
@@ -363,6 +364,18 @@ async def test_the_readmes_durable_example_runs_as_written(clean_env):
     built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
     assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
     assert (clean_env / "runs.db").exists()
+
+
+async def test_the_readmes_run_manager_example_runs_as_written(clean_env, capsys):
+    from agentfsm import StopReason
+    from agentfsm.testing import FunctionLLM
+
+    namespace = await _run_example('agents={"helper": build_helper}', llm=FunctionLLM(_terminates))
+    result = namespace["result"]
+    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
+    assert capsys.readouterr().out in ("queued\n", "running\n")
+    (folder,) = (clean_env / "runs").iterdir()
+    assert (folder / "run.json").exists() and (folder / "checkpoint.jsonl").exists()
 
 
 def test_the_repository_layout_names_every_module_in_its_folder() -> None:

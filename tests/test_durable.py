@@ -81,6 +81,10 @@ async def test_a_paused_run_is_approved_or_rejected_through_the_database(sqlite_
     assert "not today" in await sqlite_runs.trace(rejected)
     with pytest.raises(WrongPhaseError, match="is finished, not paused"):
         await sqlite_runs.approve(approved, "c1")
+    # `list`, as `agentfsm.Runs` has it: every run in submission order, or those in one state
+    assert [s.run_id for s in await sqlite_runs.list()] == [approved, rejected]
+    assert [s.run_id for s in await sqlite_runs.list(state="finished")] == [approved, rejected]
+    assert await sqlite_runs.list(state="paused") == []
 
 
 async def test_a_tool_s_question_pauses_the_run_and_its_answer_reaches_the_tool(sqlite_runs, tmp_path):

@@ -115,7 +115,9 @@ def test_no_import_points_up_the_layers():
         # tables: no class of an agent or a flow is known there
         "telemetry": {"run", "fsm", "model"},
         # durable runs: an agent's run as a workflow of steps (its model, its tools), queued and resumed
-        "durable": {"agent", "run", "fsm", "model", "toolbox", "recording"},
+        "durable": {"agent", "run", "fsm", "model", "toolbox", "recording", "runs"},
+        # an app's runs in one process: agents built by factories, run, checkpointed and resumed
+        "runs": {"agent", "run", "fsm", "model", "toolbox", "recording"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives, and asks the client
     # for their approvals' Decisions (`elicit`): the mcp wing's modules that read the run's data.

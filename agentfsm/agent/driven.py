@@ -290,6 +290,16 @@ class DrivenModel(EventSource, ABC):
         assert self.last_result is not None
         return self.last_result
 
+    def suspend(self) -> None:
+        """Let go of the paused run without ending it, as a process killed at the pause would: its
+        checkpoint keeps the pause and its lease is released, so a resume from it (here, by a model
+        built the same way, or in another process) waits there again. For a host shutting down
+        with paused runs (`agentfsm.runs.Runs`); this model has no run afterwards and is not
+        reused (its state stays the pause's)."""
+        driver = self._paused_run()
+        self._run = None
+        driver.release()
+
     def _check_idle(self) -> None:
         if self._run is not None and self._run.active:
             raise AgentBusyError(

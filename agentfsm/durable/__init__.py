@@ -11,10 +11,11 @@ and no tool runs twice. Needs the ``durable`` extra (``pip install
 from __future__ import annotations
 
 from ..errors import MissingExtraError
+from ..runs.spec import AgentFactory, AgentSpec
+from ..runs.status import RunStatus, RunStatusState
 
 try:
-    from .client import DurableRuns, RunStatus, RunStatusState
-    from .spec import AgentFactory, AgentSpec
+    from .client import DurableRuns
     from .worker import DEFAULT_QUEUE, Worker, default_app_version
 except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
     if exc.name not in ("dbos", "sqlalchemy"):

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,49 +16,18 @@ from ..errors import CheckpointError, KeyNotFoundError, WrongPhaseError, WrongVa
 from ..messages import ToolCall
 from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
-from ..serde import Serializable
+from ..runs.spec import AgentSpec
+from ..runs.status import RunStatus, RunStatusState, stale_decision
 from .engine import EngineClient, Listed
 from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, TRACE_KEY, WAKE
-from .spec import AgentSpec
 from .worker import DEFAULT_QUEUE
 
 __all__ = ["DurableRuns", "RunStatus", "RunStatusState"]
 
-RunStatusState = Literal["queued", "running", "paused", "finished", "error", "cancelled"]
 _CANCELLED = "CancelledError: the run was cancelled"
 PARKING_WAIT_S = 5.0
 """How long a decision waits for a run that is leaving its worker at that moment to be parked, to put
 it back on its queue (it takes milliseconds)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunStatus(Serializable):
-    """Where a durable run is: queued, running (on `worker`), paused, or ended with its `result`."""
-
-    run_id: str
-    state: RunStatusState
-    task: str | None = None
-    queue: str | None = None
-    worker: str | None = None
-    """The worker that holds (or last held) the run."""
-    app_version: str | None = None
-    result: RunResult | None = None
-    """Once it ended: its result (a cancelled run's says `cancelled`)."""
-    pending_approval: tuple[ToolCall, ...] = ()
-    """While paused: the calls waiting for a decision (`DurableRuns.approve`, `reject`)."""
-    pending_input: tuple[tuple[ToolCall, Question], ...] = ()
-    """While paused: the questions tool calls asked, each with its call (`DurableRuns.answer`)."""
-    pause: int | None = None
-    """While paused: the pause's number in the run (1, 2, ...), the one a decision is bound to."""
-    decided: tuple[str, ...] = ()
-    """While paused: the calls of this pause decided already (a second decision is refused)."""
-    parked: bool = False
-    """While paused: whether it has left its worker (`Worker(park_after_s=)`), holding no place there;
-    a decision puts it back on its queue."""
-
-    @property
-    def ended(self) -> bool:
-        return self.result is not None
 
 
 class DurableRuns:
@@ -87,6 +55,13 @@ class DurableRuns:
     async def status(self, run_id: str) -> RunStatus:
         listed = await asyncio.to_thread(self._client.get, run_id)
         return await asyncio.to_thread(self._status, listed)
+
+    async def list(self, *, state: RunStatusState | None = None) -> list[RunStatus]:
+        """The status of every run in the database (in submission order), or of those in `state`,
+        as `agentfsm.runs.Runs.list` gives them in one process."""
+        listed = await asyncio.to_thread(self._client.listed)
+        found = await asyncio.to_thread(lambda: [self._status(one) for one in listed])
+        return [status for status in found if state is None or status.state == state]
 
     def _status(self, listed: Listed) -> RunStatus:
         state, result, pause = self._where(listed)
@@ -226,11 +201,7 @@ class DurableRuns:
         only the first decision of a call at a pause in any case, and none of another pause."""
         run_id = status.run_id
         if pause is not None and pause != status.pause:
-            now = f"waits at pause {status.pause}" if status.pause is not None else f"is {status.state}"
-            raise WrongPhaseError(
-                f"the decision of call {call_id!r} was for pause {pause} of run {run_id!r}, which is over "
-                f"(the run {now}): see `agentfsm status {run_id}` and decide what it waits for now"
-            )
+            raise stale_decision(status, call_id, pause, see=f"`agentfsm status {run_id}`")
         if status.state != "paused" or status.pause is None:
             raise WrongPhaseError(
                 f"run {run_id!r} is {status.state}, not paused: a decision is taken only while it waits"

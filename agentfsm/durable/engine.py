@@ -37,9 +37,9 @@ from dbos import error as dbos_error
 from sqlalchemy import exc as sa_exc
 
 from ..errors import ConfigError, KeyNotFoundError
+from ..runs.spec import AgentFactory
 from .fence import Fence
 from .run import durable_run
-from .spec import AgentFactory
 
 __all__ = [
     "CANCELLED_MARK",

@@ -131,8 +131,8 @@ from ..recording.trace import MemoryTrace
 from ..run.events import AgentEvent, ToolCallStarted
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
+from ..runs.spec import AgentFactory, AgentSpec
 from ..toolbox.ask_human import AskHuman, AskHumanInput
-from .spec import AgentFactory, AgentSpec
 
 __all__ = [
     "DECISION_TOPIC",

@@ -49,11 +49,11 @@ from types import TracebackType
 
 from ..errors import WrongValueError
 from ..log import event
+from ..runs.spec import AgentFactory
 from .engine import Engine, EngineClient, check_url
 from .fence import Fence
 from .heartbeat import Beat, Heartbeats
 from .run import LAYOUT
-from .spec import AgentFactory
 
 __all__ = ["DEFAULT_QUEUE", "PARK_AFTER_S", "Worker", "default_app_version"]
 

@@ -1,10 +1,11 @@
-"""`AgentSpec`: the agent of a durable run, declared as data.
+"""`AgentSpec`: the agent of a managed run, declared as data.
 
-A durable run's input is its task and the spec of its agent, never a pickled
-object: the run may be resumed by another process, another machine, or a newer
-release of the application, and each of them builds the agent again from the
-declaration, with the factory its worker registered under the spec's name
-(`Worker(agents={...})`). Secrets are not part of a spec: the worker's
+A run's input is its task and the spec of its agent, never a pickled object:
+the run may be resumed by another process (a `Runs` restarted on its directory,
+a durable worker recovering it), another machine, or a newer release of the
+application, and each of them builds the agent again from the declaration, with
+the factory registered under the spec's name (`Runs(agents={...})`,
+`Worker(agents={...})`). Secrets are not part of a spec: the process's
 environment and configuration hold them.
 """
 
@@ -58,5 +59,5 @@ class AgentSpec(Serializable):
 
 
 AgentFactory = Callable[[AgentSpec], ToolCallAgent]
-"""Builds a durable run's agent from its spec, on the worker that runs it (and on every worker that
-resumes it: the same spec must build the same agent, since the run replays its recorded steps)."""
+"""Builds a run's agent from its spec, in the process that runs it (and in every process that resumes
+it: the same spec must build the same agent, since the run goes on from its recorded steps)."""

@@ -1,0 +1,474 @@
+"""`Runs`: the runs of an application in one process, with `DurableRuns`' verbs.
+
+An app that serves agents needs the same few things whatever it is: start a run and get its
+id, see where it is, decide its approvals and answer its questions from another request,
+cancel it, and find every unfinished run again after a restart. `Runs` owns that: each run gets
+a fresh agent from its factory (given the run's `AgentSpec`, as a durable worker's is), a folder
+of its own under `directory` (``<run_id>/``: ``run.json``, the checkpoint, the trace), and a
+task in this process. The verbs and `RunStatus` are `agentfsm.durable.DurableRuns`' own, so an
+app moves to a DBOS cluster by changing one constructor.
+
+What a restart finds, and why it is safe:
+
+- ``run.json`` holds the task, the spec, the pause count and, once the run ended, its result:
+  an ended run is reported from it without building an agent.
+- Each run this process holds has a lease of its own (``run.lease``, `Lease`: a lock the kernel
+  drops with the process), from its submission to its end. Entering `Runs` resumes every
+  unfinished run in `directory` whose lease it gets: one not started yet starts, a running one
+  goes on from its checkpoint, a paused one waits at its pause again. A second `Runs` on the same
+  directory takes none of them, and a run is never driven twice.
+- A run ended by `cancel()` stays ended (the checkpoint says so: `RunState.cancelled_for_good`);
+  leaving `Runs` (`aclose()`, the end of ``async with``) stops the running runs as a shutdown
+  does, and lets go of the paused ones (`DrivenModel.suspend`), so both go on at the next start.
+
+At most `max_active` runs run at once; the others wait their turn (a paused run waits for its
+decision without holding a place). `keep` prunes the folders of ended runs: a count (the most
+recent that many) or a `timedelta` (those that ended within it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from ..agent.toolcall import ToolCallAgent
+from ..errors import (
+    AgentfsmError,
+    ConfigError,
+    KeyNotFoundError,
+    WrongPhaseError,
+    WrongValueError,
+)
+from ..log import event
+from ..questions import AnswerAction
+from ..recording.lease import Lease
+from ..run.result import AgentState, RunResult, StopReason
+from .spec import AgentFactory, AgentSpec
+from .status import RunStatus, RunStatusState, stale_decision
+
+__all__ = ["Runs"]
+
+RUN_FILE = "run.json"
+CHECKPOINT_FILE = "checkpoint.jsonl"
+TRACE_FILE = "trace.jsonl"
+_LEASED = "run"
+"""The path a run's own lease is named after (``run.lease`` in its folder)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """One run this manager knows: its declaration, its folder, and where it is."""
+
+    run_id: str
+    task: str
+    spec: AgentSpec
+    folder: Path
+    submitted_at: str
+    state: RunStatusState = "queued"
+    pause: int = 0
+    """How many times the run paused: the number of the pause it waits at, while paused."""
+    was_paused: bool = False
+    """Found paused at a start: resumed from its checkpoint, it waits at the same pause again."""
+    result: RunResult | None = None
+    lease: Lease | None = None
+    agent: ToolCallAgent | None = None
+    driving: asyncio.Task[None] | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.folder / CHECKPOINT_FILE
+
+    @property
+    def trace(self) -> Path:
+        return self.folder / TRACE_FILE
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "task": self.task,
+            "spec": self.spec.to_json(),
+            "submitted_at": self.submitted_at,
+            "state": self.state,
+            "pause": self.pause,
+            "result": self.result.model_dump(mode="json") if self.result is not None else None,
+        }
+
+
+class Runs:
+    """The runs under `directory`, each by a fresh agent from `agents` (factory by name), at most
+    `max_active` running at once; `keep`: how many ended runs' folders stay (a count, or a
+    `timedelta` since they ended; None: all). Enter it (``async with``) before the verbs."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        agents: Mapping[str, AgentFactory],
+        max_active: int = 64,
+        keep: int | timedelta | None = None,
+    ) -> None:
+        if not agents:
+            raise ConfigError(
+                "Runs needs at least one agent factory: Runs(directory, agents={'name': factory})"
+            )
+        if isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1:
+            raise WrongValueError(f"max_active must be a positive whole number, got {max_active!r}")
+        if keep is not None and not isinstance(keep, timedelta) and (isinstance(keep, bool) or keep < 0):
+            raise WrongValueError(f"keep must be a count of runs (>= 0) or a timedelta, got {keep!r}")
+        self.directory = Path(directory)
+        self.agents = dict(agents)
+        self.max_active = max_active
+        self.keep = keep
+        self._runs: dict[str, _Run] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._open = False
+
+    # -- the manager's life ------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._slots = asyncio.Semaphore(self.max_active)
+        self._open = True
+        for folder in sorted(p for p in self.directory.iterdir() if p.is_dir()):
+            self._reopen(folder)
+        self._prune()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop: the running runs as a shutdown stops them, the paused ones let go of; both go on
+        when `Runs` is entered again on this directory. Ended runs are not touched."""
+        if not self._open:
+            return
+        self._open = False
+        running = [run.driving for run in self._runs.values() if run.driving is not None]
+        for task in running:
+            task.cancel("Runs closed: the run goes on at the next start")
+        await asyncio.gather(*running, return_exceptions=True)
+        for run in self._runs.values():
+            if run.result is None and run.agent is not None and run.agent.phase is not None:
+                run.agent.suspend()
+            await self._release(run)
+
+    def _reopen(self, folder: Path) -> None:
+        """Take up the run in `folder` (`__aenter__`): ended, it is reported; unfinished and not held
+        by another `Runs`, it is resumed (started, if it never was)."""
+        try:
+            data = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+            run = _Run(
+                run_id=str(data["run_id"]),
+                task=str(data["task"]),
+                spec=AgentSpec.from_json(data["spec"]),
+                folder=folder,
+                submitted_at=str(data.get("submitted_at", "")),
+                pause=int(data.get("pause", 0)),
+                was_paused=data.get("state") == "paused",
+            )
+            ended = data.get("result")
+            run.result = RunResult.model_validate(ended) if ended is not None else None
+        except (OSError, ValueError, KeyError, TypeError, AgentfsmError) as exc:
+            event(
+                "runs_folder_skipped",
+                level=logging.WARNING,
+                folder=str(folder),
+                message=f"{folder}: not a run's folder, or its {RUN_FILE} is damaged ({exc}); left alone",
+            )
+            return
+        if run.result is not None:
+            run.state = _ended_state(run.result)
+            run.ended.set()
+            self._runs[run.run_id] = run
+            return
+        try:
+            run.lease = Lease.acquire(folder / _LEASED)
+        except AgentfsmError:  # CheckpointLeasedError: another `Runs` holds it
+            return
+        self._runs[run.run_id] = run
+        self._start(run, self._drive(run, resumed=run.checkpoint.exists()))
+
+    # -- the verbs ------------------------------------------------------------------------
+
+    async def submit(
+        self, task: str, agent: AgentSpec | str = "toolcall", *, run_id: str | None = None
+    ) -> str:
+        """Start a run of `task` by the agent `agent` (a spec, or a factory's name); its id (`run_id`,
+        or a new one). Submitting again with the same `run_id` gives back that run, not a second one."""
+        self._check_open()
+        spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
+        if spec.agent not in self.agents:
+            raise ConfigError(
+                f"no agent factory {spec.agent!r} here; Runs has {', '.join(sorted(self.agents))}: "
+                "submit one of those, or give Runs(agents=...) a factory of that name"
+            )
+        if run_id is not None and (not run_id or "/" in run_id or run_id.startswith(".")):
+            raise WrongValueError(f"run_id {run_id!r} cannot name a folder: use letters, digits, '-' and '_'")
+        run_id = run_id or uuid.uuid4().hex
+        if run_id in self._runs or (self.directory / run_id).exists():
+            return run_id
+        folder = self.directory / run_id
+        folder.mkdir()
+        run = _Run(run_id=run_id, task=task, spec=spec, folder=folder, submitted_at=_now())
+        run.lease = Lease.acquire(folder / _LEASED)
+        _write(folder / RUN_FILE, run.record())
+        self._runs[run_id] = run
+        self._start(run, self._drive(run, resumed=False))
+        return run_id
+
+    async def status(self, run_id: str) -> RunStatus:
+        run = self._run(run_id)
+        agent = run.agent if run.state == "paused" else None
+        return RunStatus(
+            run_id=run.run_id,
+            state=run.state,
+            task=run.task,
+            result=run.result,
+            pending_approval=tuple(agent.pending_approval) if agent is not None else (),
+            pending_input=tuple(agent.pending_input) if agent is not None else (),
+            pause=run.pause if run.state == "paused" else None,
+            decided=tuple(agent.run_state.turn.decisions) if agent is not None else (),
+        )
+
+    async def list(self, *, state: RunStatusState | None = None) -> list[RunStatus]:
+        """The status of every run this manager holds or has ended (in submission order), or of
+        those in `state`."""
+        ordered = sorted(self._runs.values(), key=lambda run: run.submitted_at)
+        return [await self.status(run.run_id) for run in ordered if state is None or run.state == state]
+
+    async def result(
+        self, run_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> RunResult | None:
+        """The run's result once it ended; None while it has not (`wait`: wait for it, up to `timeout`)."""
+        run = self._run(run_id)
+        if wait and run.result is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.ended.wait(), timeout)
+        return run.result
+
+    async def trace(self, run_id: str) -> str | None:
+        """The run's trace so far (JSON Lines, as `agent.run(trace=...)` writes it), or None."""
+        run = self._run(run_id)
+        try:
+            return run.trace.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    async def cancel(self, run_id: str) -> None:
+        """End the run for good (`ToolCallAgent.cancel`): a queued one before it starts, a running one
+        at once (a tool call in progress is interrupted), a paused one at its pause. An ended run
+        stays as it ended."""
+        run = self._run(run_id)
+        if run.result is not None:
+            return
+        agent = run.agent
+        if agent is None:  # queued: it never started
+            assert run.driving is not None
+            run.driving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run.driving
+            error = "CancelledError: the run was cancelled before it started"
+            await self._ended(run, _ended(run.run_id, error))
+            return
+        result = await agent.cancel()
+        if run.driving is None or run.driving.done():  # paused: nobody else settles it
+            await self._ended(run, result)
+        else:
+            await run.ended.wait()
+
+    async def approve(
+        self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None, pause: int | None = None
+    ) -> None:
+        """Approve the paused run's call `call_id` (with `arguments` instead of the model's, if given);
+        bound to the pause `pause` (its number, `RunStatus.pause`; None: the one it waits at now).
+        The decision that leaves nothing undecided resumes the run. A stale, duplicate or unknown
+        decision raises, naming the pause."""
+        agent = self._paused(run_id, call_id, pause)
+        agent.approve(call_id, arguments=arguments)
+        self._go_on_if_decided(self._runs[run_id])
+
+    async def reject(
+        self, run_id: str, call_id: str, reason: str | None = None, *, pause: int | None = None
+    ) -> None:
+        """Reject the paused run's call `call_id`; the model reads `reason`. Bound to a pause, and
+        resuming the run when it was the last decision, as `approve`."""
+        agent = self._paused(run_id, call_id, pause)
+        agent.reject(call_id, reason)
+        self._go_on_if_decided(self._runs[run_id])
+
+    async def answer(
+        self,
+        run_id: str,
+        call_id: str,
+        content: dict[str, Any] | None = None,
+        *,
+        action: AnswerAction = "accept",
+        key: str | None = None,
+        pause: int | None = None,
+    ) -> None:
+        """Answer the question `key` (None: the call's only one) of the paused run's call `call_id`
+        (as `ToolCallAgent.answer`); the last answer awaited resumes the run, as `approve`."""
+        if action != "accept" and content is not None:
+            raise WrongValueError(f"a {action!r} answer carries no content; got {content!r}")
+        agent = self._paused(run_id, call_id, pause)
+        agent.answer(call_id, content, action=action, key=key)
+        self._go_on_if_decided(self._runs[run_id])
+
+    # -- driving runs -----------------------------------------------------------------------
+
+    def _start(self, run: _Run, driving: Coroutine[Any, Any, None]) -> None:
+        run.driving = asyncio.get_running_loop().create_task(driving, name=f"agentfsm run {run.run_id}")
+
+    async def _drive(self, run: _Run, *, resumed: bool) -> None:
+        """Run `run` (on from its checkpoint when `resumed`, or from its pause when it has an agent)
+        to its end or its next pause, in one of the `max_active` places."""
+        assert self._slots is not None
+        async with self._slots:
+            run.state = "running"
+            try:
+                result = await self._advance(run, resumed)
+            except asyncio.CancelledError:
+                if run.result is None and run.state == "running":
+                    run.state = "queued"  # stopped by `aclose()`: it goes on at the next start
+                raise
+            except Exception as exc:  # the agent could not be built, or its checkpoint not read
+                result = _ended(run.run_id, f"{type(exc).__name__}: {exc}", StopReason.ERROR)
+            finally:
+                run.driving = None
+        if result.paused:
+            if not (resumed and run.was_paused):  # a new pause (not the one a restart found it at)
+                run.pause += 1
+            run.state, run.was_paused = "paused", False
+            _write(run.folder / RUN_FILE, run.record())
+            return
+        await self._ended(run, result)
+
+    async def _advance(self, run: _Run, resumed: bool) -> RunResult:
+        agent = run.agent
+        if agent is not None:  # paused here, and decided: on from the pause
+            return await agent.resume(trace=run.trace)
+        agent = run.agent = self.agents[run.spec.agent](run.spec)
+        if resumed:  # its trace went with the process that stopped: the checkpoint goes on
+            return await agent.resume(run.checkpoint)
+        return await agent.run(run.task, checkpoint=run.checkpoint, trace=run.trace, run_id=run.run_id)
+
+    def _go_on_if_decided(self, run: _Run) -> None:
+        agent = run.agent
+        if agent is not None and agent.still_waiting_for() is None:
+            run.state = "queued"
+            self._start(run, self._drive(run, resumed=False))
+
+    async def _ended(self, run: _Run, result: RunResult) -> None:
+        run.result, run.state = result, _ended_state(result)
+        _write(run.folder / RUN_FILE, run.record())
+        await self._release(run)
+        run.ended.set()
+        self._prune()
+
+    async def _release(self, run: _Run) -> None:
+        agent, run.agent = run.agent, None
+        if agent is not None:
+            try:
+                await agent.aclose()
+            except Exception as exc:
+                event(
+                    "runs_agent_close_failed",
+                    level=logging.WARNING,
+                    run_id=run.run_id,
+                    message=f"closing the agent of run {run.run_id} failed: {type(exc).__name__}: {exc}",
+                )
+        if run.lease is not None:
+            run.lease.release()
+            run.lease = None
+
+    def _prune(self) -> None:
+        """Remove the folders of ended runs beyond `keep`."""
+        if self.keep is None:
+            return
+        ended = sorted(
+            (run for run in self._runs.values() if run.result is not None and run.driving is None),
+            key=lambda run: run.submitted_at,
+            reverse=True,
+        )
+        if isinstance(self.keep, timedelta):
+            cut = datetime.now(UTC) - self.keep
+            gone = [run for run in ended if _submitted(run) < cut]
+        else:
+            gone = ended[self.keep :]
+        for run in gone:
+            shutil.rmtree(run.folder, ignore_errors=True)
+            del self._runs[run.run_id]
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise WrongPhaseError("Runs is not open: use it as `async with Runs(...) as runs:` first")
+
+    def _run(self, run_id: str) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise KeyNotFoundError(
+                f"no run {run_id!r} here; `await runs.list()` shows the runs this manager holds"
+            )
+        return run
+
+    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent:
+        """The agent of the run paused at `pause` (None: now), for a decision about `call_id`."""
+        self._check_open()
+        run = self._run(run_id)
+        if pause is not None and (run.state != "paused" or pause != run.pause):
+            raise stale_decision(
+                RunStatus(run_id=run_id, state=run.state, pause=run.pause if run.state == "paused" else None),
+                call_id,
+                pause,
+                see=f"`status({run_id!r})`",
+            )
+        if run.state != "paused" or run.agent is None:
+            raise WrongPhaseError(
+                f"run {run_id!r} is {run.state}, not paused: a decision is taken only while it waits"
+            )
+        return run.agent
+
+
+def _ended_state(result: RunResult) -> RunStatusState:
+    if result.stop_reason == StopReason.CANCELLED:
+        return "cancelled"
+    return "finished" if result.state is AgentState.FINISHED else "error"
+
+
+def _ended(run_id: str, error: str, reason: StopReason = StopReason.CANCELLED) -> RunResult:
+    """The result of a run that ended without running (cancelled first, or its agent not built)."""
+    return RunResult(run_id=run_id, state=AgentState.ERROR, stop_reason=reason, steps=0, error=error)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _submitted(run: _Run) -> datetime:
+    try:
+        return datetime.fromisoformat(run.submitted_at)
+    except ValueError:
+        return datetime.now(UTC)
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """`data` as the JSON at `path`, replaced whole (a kill leaves the old file or the new one)."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    os.replace(temporary, path)

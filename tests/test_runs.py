@@ -1,0 +1,207 @@
+"""`agentfsm.Runs`: an app's runs in one process, with `DurableRuns`' verbs, resumed after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm import AgentState, Runs, StopReason, Terminate, ToolCallAgent, tool
+from agentfsm.errors import ConfigError, KeyNotFoundError, WrongPhaseError, WrongValueError
+from agentfsm.messages import Role, ToolCall
+from agentfsm.runs import AgentSpec, RunStatus
+from agentfsm.testing import FunctionLLM, ModelRequest, reply
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+class World:
+    """What the runs' tools did (shared by every agent the factories build), and their gates."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.gate = asyncio.Event()
+        self.waiting = 0
+
+    def factories(self) -> dict[str, Any]:
+        world = self
+
+        @tool
+        def note(text: str) -> str:
+            """Write a note."""
+            world.done.append(text)
+            return f"noted {text}"
+
+        @tool(needs_approval=True)
+        def delete(path: str) -> str:
+            """Delete a file (needs approval)."""
+            world.done.append(f"deleted {path}")
+            return f"deleted {path}"
+
+        @tool
+        async def wait() -> str:
+            """Wait until the world's gate opens."""
+            world.waiting += 1
+            await world.gate.wait()
+            return "waited"
+
+        def script(request: ModelRequest) -> Any:
+            """The task is the tool to call, and its argument: ``note hello``, ``delete a``, ``wait``."""
+            if any(m.role is Role.TOOL for m in request.messages):
+                return reply(tool_calls=[ToolCall.create("end", "terminate", {"status": "success"})])
+            task = str(request.messages[0].content)
+            name, _, argument = task.partition(" ")
+            arguments = (
+                {"text": argument} if name == "note" else {"path": argument} if name == "delete" else {}
+            )
+            return reply(tool_calls=[ToolCall.create("c1", name, arguments)])
+
+        def build(spec: AgentSpec) -> ToolCallAgent:
+            return ToolCallAgent(
+                llm=FunctionLLM(script), tools=[note, delete, wait, Terminate()], name="worker"
+            )
+
+        return {"worker": build}
+
+
+async def test_a_run_is_submitted_followed_and_ended_with_its_trace_and_files(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("note hello", "worker")
+        result = await runs.result(run_id, wait=True, timeout=10)
+        assert result is not None and (result.state, result.stop_reason) == (
+            AgentState.FINISHED,
+            StopReason.TERMINATED,
+        )
+        status = await runs.status(run_id)
+        assert (status.state, status.task, status.result) == ("finished", "note hello", result)
+        trace = await runs.trace(run_id)
+        assert trace is not None and '"kind": "header"' in trace.splitlines()[0]
+        assert [s.run_id for s in await runs.list(state="finished")] == [run_id]
+        assert (
+            await runs.submit("note hello", "worker", run_id=run_id) == run_id
+        )  # the same run, not a second
+    assert world.done == ["hello"]
+    saved = json.loads((tmp_path / run_id / "run.json").read_text())
+    assert saved["result"]["state"] == "FINISHED" and saved["spec"] == {"agent": "worker", "options": {}}
+
+
+async def test_the_last_decision_resumes_the_run_and_a_stale_or_duplicate_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("delete a", "worker")
+        status = await _until(runs, run_id, "paused")
+        assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
+        call = status.pending_approval[0].id
+        with pytest.raises(
+            KeyNotFoundError, match=f"no pending call with id 'nope' in the pause of run '{run_id}'"
+        ):
+            await runs.approve(run_id, "nope")
+        with pytest.raises(WrongPhaseError, match=f"was for pause 7 of run '{run_id}', which is over"):
+            await runs.approve(run_id, call, pause=7)
+        await runs.approve(run_id, call, pause=1)  # the last one undecided: the run goes on by itself
+        result = await runs.result(run_id, wait=True, timeout=10)
+        assert result is not None and result.ok and world.done == ["deleted a"]
+        with pytest.raises(WrongPhaseError, match=f"run '{run_id}' is finished, not paused"):
+            await runs.approve(run_id, call)  # the same decision again, after the run: refused
+
+
+async def test_cancel_ends_queued_running_and_paused_runs_for_good(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories(), max_active=1) as runs:
+        running = await runs.submit("wait", "worker")
+        queued = await runs.submit("note never", "worker")
+        await _until(runs, running, "running", lambda: world.waiting == 1)
+        assert (await runs.status(queued)).state == "queued"  # one place, taken
+        await runs.cancel(queued)
+        await runs.cancel(running)
+        paused = await runs.submit("delete a", "worker")
+        await _until(runs, paused, "paused")
+        await runs.cancel(paused)
+        for run_id in (queued, running, paused):
+            status = await runs.status(run_id)
+            assert status.state == "cancelled" and status.result is not None
+            assert status.result.stop_reason == StopReason.CANCELLED
+    assert world.done == []
+    async with Runs(tmp_path, agents=world.factories()) as again:  # cancelled stays cancelled
+        assert {s.state for s in await again.list()} == {"cancelled"}
+        assert world.done == []
+
+
+async def test_a_restart_resumes_running_runs_and_keeps_paused_ones_at_their_pause(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        running = await runs.submit("wait", "worker")
+        paused = await runs.submit("delete a", "worker")
+        done = await runs.submit("note first", "worker")
+        await _until(runs, paused, "paused")
+        await _until(runs, running, "running", lambda: world.waiting == 1)
+        assert (await runs.result(done, wait=True, timeout=10)) is not None
+    # closed: the running run was stopped as a shutdown stops it, the paused one let go of
+    world.gate.set()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        assert (await runs.result(running, wait=True, timeout=10)).ok  # type: ignore[union-attr]
+        status = await _until(runs, paused, "paused")
+        assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
+        await runs.reject(paused, status.pending_approval[0].id, "not today", pause=1)
+        result = await runs.result(paused, wait=True, timeout=10)
+        assert result is not None and result.ok
+        assert (await runs.status(done)).state == "finished"
+    assert world.done == ["first"]  # the rejected call never ran, the finished run never ran again
+
+
+async def test_a_second_manager_on_the_same_directory_takes_no_run_the_first_holds(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as first:
+        paused = await first.submit("delete a", "worker")
+        await _until(first, paused, "paused")
+        async with Runs(tmp_path, agents=world.factories()) as second:
+            assert await second.list() == []
+            with pytest.raises(KeyNotFoundError, match=f"no run '{paused}' here"):
+                await second.status(paused)
+
+
+async def test_keep_prunes_the_folders_of_ended_runs(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories(), keep=2) as runs:
+        ids = []
+        for n in range(4):
+            ids.append(await runs.submit(f"note {n}", "worker"))
+            await runs.result(ids[-1], wait=True, timeout=10)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(ids[-2:])
+    async with Runs(tmp_path, agents=world.factories(), keep=timedelta(0)) as runs:
+        assert await runs.list() == [] and list(tmp_path.iterdir()) == []
+
+
+async def test_bad_arguments_are_refused_with_a_line_naming_the_fix(tmp_path: Path) -> None:
+    world = World()
+    with pytest.raises(WrongValueError, match="max_active must be a positive whole number, got 0"):
+        Runs(tmp_path, agents=world.factories(), max_active=0)
+    with pytest.raises(ConfigError, match="at least one agent factory"):
+        Runs(tmp_path, agents={})
+    runs = Runs(tmp_path, agents=world.factories())
+    with pytest.raises(WrongPhaseError, match="Runs is not open"):
+        await runs.submit("note x", "worker")
+    async with runs:
+        with pytest.raises(ConfigError, match="no agent factory 'manus' here; Runs has worker"):
+            await runs.submit("note x", "manus")
+        with pytest.raises(WrongValueError, match="cannot name a folder"):
+            await runs.submit("note x", "worker", run_id="../x")
+
+
+async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout: float = 10) -> RunStatus:
+    """The run's status once it is in `state` (and `also()` holds)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        status = await runs.status(run_id)
+        if status.state == state and (also is None or also()):
+            return status
+        assert loop.time() < deadline, f"run {run_id} is {status.state}, not {state}"
+        await asyncio.sleep(0.01)
