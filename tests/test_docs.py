@@ -409,3 +409,16 @@ def test_the_repository_layout_names_every_module_in_its_folder() -> None:
         if not re.search(rf"(?<![\w.-]){re.escape(path.name)}\b", folders.get("tools/", "")):
             unnamed.append(str(path.relative_to(ROOT)))
     assert not unnamed, f"the README's repository layout does not name {unnamed} where they are"
+
+
+def test_the_readme_lists_every_event_type_of_the_event_stream() -> None:
+    """The table of events under "Traces and replay" is `AgentEvent`'s members, no more, no fewer."""
+    import re
+    import typing
+
+    from agentfsm.run.events import AgentEvent
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| event | when |") :].split("\n\n", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(cls.__name__ for cls in typing.get_args(AgentEvent))

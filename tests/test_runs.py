@@ -205,3 +205,66 @@ async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout:
             return status
         assert loop.time() < deadline, f"run {run_id} is {status.state}, not {state}"
         await asyncio.sleep(0.01)
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+async def test_a_run_s_events_are_numbered_kept_and_read_from_any_point_to_the_run_s_end(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("delete a", "worker")
+        status = await _until(runs, run_id, "paused")
+        early = [event async for event in _upto(runs.events(run_id), "run_paused")]
+        assert [e.seq for e in early] == list(range(1, len(early) + 1))
+        assert early[0].kind == "transition" and early[0].data["source"] == "IDLE"
+        assert {"llm_call_started", "llm_call", "run_paused"} <= {e.kind for e in early}
+
+        late = asyncio.create_task(_all(runs.events(run_id, after=len(early))))  # joins at the pause
+        whole = asyncio.create_task(_all(runs.events(run_id)))
+        await asyncio.sleep(0.05)
+        assert not late.done()  # a paused run has not ended: its readers wait
+        await runs.approve(run_id, status.pending_approval[0].id)
+        after_pause, everything = await asyncio.wait_for(late, 10), await asyncio.wait_for(whole, 10)
+    assert [e.seq for e in everything] == list(range(1, len(everything) + 1))
+    assert after_pause == everything[len(early) :] and after_pause[0].kind == "edit"
+    assert everything[-1].kind == "transition" and everything[-1].data["dest"] == "FINISHED"
+    for event in everything:
+        assert json.loads(json.dumps(event.to_json())) == event.to_json()
+    async with Runs(tmp_path, agents=world.factories()) as again:  # the history survives a restart
+        assert await _all(again.events(run_id, after=3)) == everything[3:]
+
+
+async def test_a_reader_that_falls_behind_is_dropped_and_the_run_goes_on(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories(), event_buffer=3) as runs:
+        run_id = await runs.submit("delete a", "worker")
+        status = await _until(runs, run_id, "paused")
+        kept = len([e async for e in _upto(runs.events(run_id), "run_paused")])
+        slow = runs.events(run_id, after=kept)
+        first = asyncio.create_task(anext(slow))  # registered, then reads nothing more
+        await asyncio.sleep(0)
+        leaving = runs.events(run_id, after=kept)
+        await runs.approve(run_id, status.pending_approval[0].id)
+        assert (await asyncio.wait_for(anext(leaving), 10)).seq == kept + 1
+        await leaving.aclose()  # a reader that leaves: the run goes on
+        result = await runs.result(run_id, wait=True, timeout=10)
+        assert result is not None and result.ok
+        read = [await first] + [e async for e in slow]
+    # what it took before it stopped reading, then a full buffer (3), then the word it was dropped
+    assert [e.seq for e in read[:-1]] == [kept + 1, kept + 2, kept + 3, kept + 4]
+    assert read[-1].kind == "reader_dropped" and read[-1].data["rejoin_after"] == kept + 4
+
+
+async def _all(events: Any) -> list[Any]:
+    return [event async for event in events]
+
+
+async def _upto(events: Any, kind: str) -> Any:
+    """The events up to the first of `kind` (included)."""
+    async for event in events:
+        yield event
+        if event.kind == kind:
+            return

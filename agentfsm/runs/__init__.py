@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from .events import RunEvent
 from .manager import Runs
 from .spec import AgentFactory, AgentSpec
 from .status import RunStatus, RunStatusState
 
-__all__ = ["AgentFactory", "AgentSpec", "RunStatus", "RunStatusState", "Runs"]
+__all__ = ["AgentFactory", "AgentSpec", "RunEvent", "RunStatus", "RunStatusState", "Runs"]

@@ -35,7 +35,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +54,7 @@ from ..log import event
 from ..questions import AnswerAction
 from ..recording.lease import Lease
 from ..run.result import AgentState, RunResult, StopReason
+from .events import Feed, RunEvent
 from .spec import AgentFactory, AgentSpec
 from .status import RunStatus, RunStatusState, stale_decision
 
@@ -62,6 +63,7 @@ __all__ = ["Runs"]
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.jsonl"
 TRACE_FILE = "trace.jsonl"
+EVENTS_FILE = "events.jsonl"
 _LEASED = "run"
 """The path a run's own lease is named after (``run.lease`` in its folder)."""
 
@@ -85,6 +87,17 @@ class _Run:
     agent: ToolCallAgent | None = None
     driving: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    event_buffer: int = 1000
+    _feed: Feed | None = None
+
+    @property
+    def feed(self) -> Feed:
+        """The run's events (read from its folder when first asked for)."""
+        if self._feed is None:
+            self._feed = Feed(self.run_id, self.folder / EVENTS_FILE, buffer=self.event_buffer)
+            if self.result is not None:
+                self._feed.end()
+        return self._feed
 
     @property
     def checkpoint(self) -> Path:
@@ -109,7 +122,8 @@ class _Run:
 class Runs:
     """The runs under `directory`, each by a fresh agent from `agents` (factory by name), at most
     `max_active` running at once; `keep`: how many ended runs' folders stay (a count, or a
-    `timedelta` since they ended; None: all). Enter it (``async with``) before the verbs."""
+    `timedelta` since they ended; None: all); `event_buffer`: how far an `events` reader may fall
+    behind before it is dropped. Enter it (``async with``) before the verbs."""
 
     def __init__(
         self,
@@ -118,6 +132,7 @@ class Runs:
         agents: Mapping[str, AgentFactory],
         max_active: int = 64,
         keep: int | timedelta | None = None,
+        event_buffer: int = 1000,
     ) -> None:
         if not agents:
             raise ConfigError(
@@ -131,6 +146,9 @@ class Runs:
         self.agents = dict(agents)
         self.max_active = max_active
         self.keep = keep
+        if isinstance(event_buffer, bool) or not isinstance(event_buffer, int) or event_buffer < 1:
+            raise WrongValueError(f"event_buffer must be a positive whole number, got {event_buffer!r}")
+        self.event_buffer = event_buffer
         self._runs: dict[str, _Run] = {}
         self._slots: asyncio.Semaphore | None = None
         self._open = False
@@ -179,6 +197,7 @@ class Runs:
                 submitted_at=str(data.get("submitted_at", "")),
                 pause=int(data.get("pause", 0)),
                 was_paused=data.get("state") == "paused",
+                event_buffer=self.event_buffer,
             )
             ended = data.get("result")
             run.result = RunResult.model_validate(ended) if ended is not None else None
@@ -223,7 +242,14 @@ class Runs:
             return run_id
         folder = self.directory / run_id
         folder.mkdir()
-        run = _Run(run_id=run_id, task=task, spec=spec, folder=folder, submitted_at=_now())
+        run = _Run(
+            run_id=run_id,
+            task=task,
+            spec=spec,
+            folder=folder,
+            submitted_at=_now(),
+            event_buffer=self.event_buffer,
+        )
         run.lease = Lease.acquire(folder / _LEASED)
         _write(folder / RUN_FILE, run.record())
         self._runs[run_id] = run
@@ -267,6 +293,16 @@ class Runs:
             return run.trace.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+
+    def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent]:
+        """The run's events from number `after` on (0: all), the ones kept first, then the live ones,
+        each a `RunEvent` (`seq`, `kind`, `to_json()`); the iteration ends when the run has ended.
+        Any number of readers, joined at any time; one that falls `buffer` (1000) events behind is
+        dropped with a last ``reader_dropped`` event saying where to rejoin. A reader never holds
+        the run up, and one that leaves does not end it (see `agentfsm.runs.events`)."""
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise WrongValueError(f"after must be an event's seq (>= 0), got {after!r}")
+        return self._run(run_id).feed.read(after)
 
     async def cancel(self, run_id: str) -> None:
         """End the run for good (`ToolCallAgent.cancel`): a queued one before it starts, a running one
@@ -362,6 +398,7 @@ class Runs:
         if agent is not None:  # paused here, and decided: on from the pause
             return await agent.resume(trace=run.trace)
         agent = run.agent = self.agents[run.spec.agent](run.spec)
+        agent.on_event(run.feed.publish)
         if resumed:  # its trace went with the process that stopped: the checkpoint goes on
             return await agent.resume(run.checkpoint)
         return await agent.run(run.task, checkpoint=run.checkpoint, trace=run.trace, run_id=run.run_id)
@@ -376,6 +413,7 @@ class Runs:
         run.result, run.state = result, _ended_state(result)
         _write(run.folder / RUN_FILE, run.record())
         await self._release(run)
+        run.feed.end()
         run.ended.set()
         self._prune()
 
