@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -378,3 +379,26 @@ def test_the_mcp_section_sets_the_sdk_beside_agentfsm_for_each_size() -> None:
     table = bench.report(data)
     assert table.startswith("An MCP stdio result of one long line")
     assert "  50 MB       16.50      1.50   11.0x     200,066" in table
+
+
+async def test_the_embed_section_measures_managed_runs_events_and_a_restart_and_reports_the_goals() -> None:
+    """A few runs of each part of `--only embed` (`tools/bench_embed.py`), against the fast server."""
+    import bench_embed
+
+    with bench_embed.fast_server() as base, tempfile.TemporaryDirectory() as scratch:
+        from agentfsm import OpenAICompatible
+
+        model = OpenAICompatible(bench_embed.MODEL, api_base=base, api_key="bench")
+        try:
+            assert await bench_embed._by_hand(model, 5, Path(scratch, "hand")) > 0
+            assert await bench_embed._managed(model, 5, Path(scratch, "runs")) > 0
+            gaps = await bench_embed._latency(model, 5, Path(scratch, "latency"))
+            assert len(gaps) == 5 * 11 and all(gap >= 0 for gap in gaps)  # every event, each read once
+            assert await bench_embed._restart(model, 5, Path(scratch, "restart")) > 0
+        finally:
+            await model.aclose()
+    figures = {"runs": 5, "rounds": 1, "by_hand_s": 1.0, "managed_s": 1.5, "ratio": 1.5, "events": 55,
+               "event_latency_p50_ms": 1.0, "event_latency_p95_ms": 30.0, "restart_s": 0.5}  # fmt: skip
+    table = bench.report({"embed": figures})
+    assert "(1.50x, goal <= 1.2: NOT met)" in table and "goal p95 <= 20 ms: NOT met" in table
+    assert "all back with their calls: 0.500 s (goal <= 2 s: met)" in table

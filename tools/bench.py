@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_embed
 import bench_http
 import bench_mcp
 import bench_otel
@@ -573,6 +574,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "stream": bench_stream.lines,
     "sandbox": bench_sandbox.lines,
     "mcp": bench_mcp.lines,
+    "embed": bench_embed.lines,
 }
 
 
@@ -590,6 +592,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("sandbox", bench_sandbox.sandbox),
         ("telemetry", bench_otel.telemetry),
         ("mcp", bench_mcp.mcp),
+        ("embed", bench_embed.embed),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -602,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox,mcp",
+        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox,mcp,embed",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)

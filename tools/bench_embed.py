@@ -1,0 +1,159 @@
+"""Embedding in an app: `agentfsm.Runs` beside the same runs driven by hand.
+
+Every run is one `add` call and the answer, against `tools/fast_server.py` (its own process and
+core), with a checkpoint and a trace on both sides: by hand, each is `agent.run(...,
+checkpoint=, trace=)` on a fresh agent, all at once under `asyncio.gather`; through `Runs`, each is
+`submit` (its folder, `run.json`, its lease, its events kept and fanned out) and `result(wait=True)`.
+Rounds alternate, the median of each. Three goals (issue 36): the managed runs' wall time at most
+1.2x the hand-driven ones'; an event's latency (emitted by the agent, read by a reader of
+`Runs.events`, one reader a run) at most 20 ms at p95; a restart with that many unfinished runs
+(paused at an approval) back, each showing its pending call, within 2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_http import MODEL, fast_server
+
+GOAL_RATIO = 1.2
+GOAL_LATENCY_MS = 20.0
+GOAL_RESTART_S = 2.0
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _agents(model: Any, *, approval: bool = False, emitted: dict[str, list[float]] | None = None) -> Any:
+    from agentfsm import Terminate, ToolCallAgent, tool
+    from agentfsm.runs import AgentSpec
+
+    adding = tool(needs_approval=True)(add) if approval else tool(add)
+
+    def build(spec: AgentSpec) -> ToolCallAgent:
+        agent = ToolCallAgent(llm=model, tools=[adding, Terminate()], name="adder")
+        if emitted is not None:  # before the feed's listener: the moment each event is emitted
+            agent.on_event(lambda event: emitted.setdefault(event.run_id, []).append(time.perf_counter()))
+        return agent
+
+    return build
+
+
+async def _by_hand(model: Any, count: int, folder: Path) -> float:
+    build = _agents(model)
+    agents = [build(None) for _ in range(count)]
+    began = time.perf_counter()
+    folder.mkdir()
+    runs = [
+        a.run("add", checkpoint=folder / f"{i}.ckpt", trace=folder / f"{i}.jsonl")
+        for i, a in enumerate(agents)
+    ]
+    await asyncio.gather(*runs)
+    return time.perf_counter() - began
+
+
+async def _managed(model: Any, count: int, folder: Path) -> float:
+    from agentfsm import Runs
+
+    async with Runs(folder, agents={"adder": _agents(model)}, max_active=count) as runs:
+        began = time.perf_counter()
+        ids = [await runs.submit("add", "adder") for _ in range(count)]
+        await asyncio.gather(*(runs.result(run_id, wait=True) for run_id in ids))
+        return time.perf_counter() - began
+
+
+async def _latency(model: Any, count: int, folder: Path) -> list[float]:
+    """Each event's time from the agent's emitting it to a reader's reading it (ms)."""
+    from agentfsm import Runs
+
+    emitted: dict[str, list[float]] = {}
+    read: dict[str, list[float]] = {}
+
+    async def reader(runs: Any, run_id: str) -> None:
+        times = read.setdefault(run_id, [])
+        async for _ in runs.events(run_id):
+            times.append(time.perf_counter())
+
+    async with Runs(folder, agents={"adder": _agents(model, emitted=emitted)}, max_active=count) as runs:
+        ids = [await runs.submit("add", "adder") for _ in range(count)]
+        await asyncio.gather(*(reader(runs, run_id) for run_id in ids))
+    gaps = []
+    for run_id in ids:
+        emits, reads = emitted[run_id], read[run_id]
+        assert len(emits) == len(reads), (run_id, len(emits), len(reads))
+        gaps += [(r - e) * 1000 for e, r in zip(emits, reads, strict=True)]
+    return gaps
+
+
+async def _restart(model: Any, count: int, folder: Path) -> float:
+    """Seconds from entering `Runs` on `count` paused runs to all of them paused again, with their calls."""
+    from agentfsm import Runs
+
+    factories = {"adder": _agents(model, approval=True)}
+    async with Runs(folder, agents=factories, max_active=count) as runs:
+        for _ in range(count):
+            await runs.submit("add", "adder")
+        while len(await runs.list(state="paused")) < count:
+            await asyncio.sleep(0.01)
+    began = time.perf_counter()
+    async with Runs(folder, agents=factories, max_active=count) as runs:
+        while True:
+            paused = await runs.list(state="paused")
+            if len(paused) == count and all(s.pending_approval for s in paused):
+                return time.perf_counter() - began
+            await asyncio.sleep(0.005)
+
+
+async def embed(quick: bool) -> dict[str, Any]:
+    from agentfsm import OpenAICompatible
+
+    count = 200 if quick else 1_000
+    rounds = 1 if quick else 3
+    hand: list[float] = []
+    managed: list[float] = []
+    with fast_server() as base, tempfile.TemporaryDirectory(prefix="agentfsm-embed-") as scratch:
+        model = OpenAICompatible(MODEL, api_base=base, api_key="bench", timeout=120)
+        try:
+            for n in range(rounds):
+                hand.append(await _by_hand(model, count, Path(scratch, f"hand{n}")))
+                managed.append(await _managed(model, count, Path(scratch, f"runs{n}")))
+            gaps = await _latency(model, count, Path(scratch, "latency"))
+            restart = await _restart(model, count, Path(scratch, "restart"))
+        finally:
+            await model.aclose()
+    return {
+        "runs": count,
+        "rounds": rounds,
+        "by_hand_s": round(statistics.median(hand), 3),
+        "managed_s": round(statistics.median(managed), 3),
+        "ratio": round(statistics.median(managed) / statistics.median(hand), 3),
+        "event_latency_p50_ms": round(statistics.median(gaps), 2),
+        "event_latency_p95_ms": round(statistics.quantiles(gaps, n=20)[-1], 2),
+        "events": len(gaps),
+        "restart_s": round(restart, 3),
+        "goals": {"ratio": GOAL_RATIO, "latency_p95_ms": GOAL_LATENCY_MS, "restart_s": GOAL_RESTART_S},
+    }
+
+
+def lines(e: dict[str, Any], out: list[str]) -> None:
+    out.append(f"Embedding: {e['runs']} concurrent one-tool runs, fast local server, median of {e['rounds']}")
+    out.append(f"  by hand (asyncio.gather, checkpoint and trace)  {e['by_hand_s']:>8.3f} s")
+    mark = "met" if e["ratio"] <= GOAL_RATIO else "NOT met"
+    out.append(
+        f"  through Runs {e['managed_s']:>35.3f} s  ({e['ratio']:.2f}x, goal <= {GOAL_RATIO:g}: {mark})"
+    )
+    mark = "met" if e["event_latency_p95_ms"] <= GOAL_LATENCY_MS else "NOT met"
+    out.append(
+        f"  event latency p50 / p95  {e['event_latency_p50_ms']:.2f} / {e['event_latency_p95_ms']:.2f} ms "
+        f"over {e['events']} events (goal p95 <= {GOAL_LATENCY_MS:g} ms: {mark})"
+    )
+    mark = "met" if e["restart_s"] <= GOAL_RESTART_S else "NOT met"
+    back = f"{e['restart_s']:.3f} s (goal <= {GOAL_RESTART_S:g} s: {mark})"
+    out.append(f"  a restart with {e['runs']} paused runs, all back with their calls: {back}")
