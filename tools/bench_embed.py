@@ -24,6 +24,9 @@ from bench_http import MODEL, fast_server
 GOAL_RATIO = 1.2
 GOAL_LATENCY_MS = 20.0
 GOAL_RESTART_S = 2.0
+MODEL_TIME_S = 0.2
+"""The latency is measured twice: against the server answering at once (the loop never idle: each
+event waits its turn among every run's work), and answering after this long, as a model does."""
 
 
 def add(a: int, b: int) -> int:
@@ -128,6 +131,15 @@ async def embed(quick: bool) -> dict[str, Any]:
             restart = await _restart(model, count, Path(scratch, "restart"))
         finally:
             await model.aclose()
+    with (
+        fast_server(delay=MODEL_TIME_S) as base,
+        tempfile.TemporaryDirectory(prefix="agentfsm-embed-") as scratch,
+    ):
+        model = OpenAICompatible(MODEL, api_base=base, api_key="bench", timeout=120)
+        try:
+            paced = await _latency(model, count, Path(scratch, "latency"))
+        finally:
+            await model.aclose()
     return {
         "runs": count,
         "rounds": rounds,
@@ -137,6 +149,9 @@ async def embed(quick: bool) -> dict[str, Any]:
         "event_latency_p50_ms": round(statistics.median(gaps), 2),
         "event_latency_p95_ms": round(statistics.quantiles(gaps, n=20)[-1], 2),
         "events": len(gaps),
+        "paced_event_latency_p50_ms": round(statistics.median(paced), 2),
+        "paced_event_latency_p95_ms": round(statistics.quantiles(paced, n=20)[-1], 2),
+        "model_time_s": MODEL_TIME_S,
         "restart_s": round(restart, 3),
         "goals": {"ratio": GOAL_RATIO, "latency_p95_ms": GOAL_LATENCY_MS, "restart_s": GOAL_RESTART_S},
     }
@@ -149,11 +164,16 @@ def lines(e: dict[str, Any], out: list[str]) -> None:
     out.append(
         f"  through Runs {e['managed_s']:>35.3f} s  ({e['ratio']:.2f}x, goal <= {GOAL_RATIO:g}: {mark})"
     )
-    mark = "met" if e["event_latency_p95_ms"] <= GOAL_LATENCY_MS else "NOT met"
-    out.append(
-        f"  event latency p50 / p95  {e['event_latency_p50_ms']:.2f} / {e['event_latency_p95_ms']:.2f} ms "
-        f"over {e['events']} events (goal p95 <= {GOAL_LATENCY_MS:g} ms: {mark})"
-    )
+    for prefix, what in (
+        ("", "the server answering at once"),
+        ("paced_", f"a model of {e['model_time_s']:g} s"),
+    ):
+        p50, p95 = e[f"{prefix}event_latency_p50_ms"], e[f"{prefix}event_latency_p95_ms"]
+        mark = "met" if p95 <= GOAL_LATENCY_MS else "NOT met"
+        out.append(
+            f"  event latency, {what}: p50 / p95  {p50:.2f} / {p95:.2f} ms over {e['events']} events "
+            f"(goal p95 <= {GOAL_LATENCY_MS:g} ms: {mark})"
+        )
     mark = "met" if e["restart_s"] <= GOAL_RESTART_S else "NOT met"
     back = f"{e['restart_s']:.3f} s (goal <= {GOAL_RESTART_S:g} s: {mark})"
     out.append(f"  a restart with {e['runs']} paused runs, all back with their calls: {back}")
