@@ -397,9 +397,9 @@ async def test_the_embed_section_measures_managed_runs_events_and_a_restart_and_
             assert await bench_embed._restart(model, 5, Path(scratch, "restart")) > 0
         finally:
             await model.aclose()
-    figures = {"runs": 5, "rounds": 1, "by_hand_s": 1.0, "managed_s": 1.5, "ratio": 1.5, "events": 55,
-               "event_latency_p50_ms": 1.0, "event_latency_p95_ms": 30.0, "restart_s": 0.5, "model_time_s": 0.2,
-               "paced_event_latency_p50_ms": 1.0, "paced_event_latency_p95_ms": 3.0}  # fmt: skip
+    figures: dict[str, Any] = {"runs": 5, "rounds": 1, "by_hand_s": 1.0, "managed_s": 1.5, "ratio": 1.5}
+    figures |= {"events": 55, "event_latency_p50_ms": 1.0, "event_latency_p95_ms": 30.0, "restart_s": 0.5}
+    figures |= {"model_time_s": 0.2, "paced_event_latency_p50_ms": 1.0, "paced_event_latency_p95_ms": 3.0}
     table = bench.report({"embed": figures})
     assert "(1.50x, goal <= 1.2: NOT met)" in table
     assert "at once: p50 / p95  1.00 / 30.00 ms over 55 events (goal p95 <= 20 ms: NOT met)" in table
