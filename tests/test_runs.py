@@ -268,3 +268,19 @@ async def _upto(events: Any, kind: str) -> Any:
         yield event
         if event.kind == kind:
             return
+
+
+async def test_a_decided_run_waiting_for_a_place_is_cancelled_before_it_goes_on(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories(), max_active=1) as runs:
+        paused = await runs.submit("delete a", "worker")
+        status = await _until(runs, paused, "paused")
+        running = await runs.submit("wait", "worker")
+        await _until(runs, running, "running", lambda: world.waiting == 1)
+        await runs.approve(paused, status.pending_approval[0].id)  # decided: it waits for the place
+        assert (await runs.status(paused)).state == "queued"
+        await runs.cancel(paused)
+        assert (await runs.status(paused)).state == "cancelled"
+        world.gate.set()
+        assert (await runs.result(running, wait=True, timeout=10)).ok  # type: ignore[union-attr]
+    assert world.done == []  # the approved call never ran: the run was cancelled first

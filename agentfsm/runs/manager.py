@@ -311,20 +311,20 @@ class Runs:
         run = self._run(run_id)
         if run.result is not None:
             return
-        agent = run.agent
-        if agent is None:  # queued: it never started
-            assert run.driving is not None
+        if run.state == "queued" and run.driving is not None:  # waiting for a place: it takes no step
             run.driving.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await run.driving
+        agent = run.agent
+        if agent is None:  # it never started
             error = "CancelledError: the run was cancelled before it started"
             await self._ended(run, _ended(run.run_id, error))
             return
-        result = await agent.cancel()
-        if run.driving is None or run.driving.done():  # paused: nobody else settles it
-            await self._ended(run, result)
-        else:
+        if run.state == "running":  # its own task settles it: `run()` returns the cancelled result
+            await agent.cancel()
             await run.ended.wait()
+            return
+        await self._ended(run, await agent.cancel())  # paused (or decided and not yet going on)
 
     async def approve(
         self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None, pause: int | None = None
@@ -406,7 +406,8 @@ class Runs:
     def _go_on_if_decided(self, run: _Run) -> None:
         agent = run.agent
         if agent is not None and agent.still_waiting_for() is None:
-            run.state = "queued"
+            run.state = "queued"  # its pause is over: a restart from here goes on, it does not wait again
+            _write(run.folder / RUN_FILE, run.record())
             self._start(run, self._drive(run, resumed=False))
 
     async def _ended(self, run: _Run, result: RunResult) -> None:
