@@ -21,12 +21,11 @@ checkpoint is read (`_open_checkpoint`), put back (`_restore`) and written
 
 from __future__ import annotations
 
-import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractContextManager, aclosing
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import AgentBusyError, WrongValueError
 from ..fsm.machine import MachineTable, StateSpec
@@ -45,6 +44,9 @@ from ..run.state import RunState
 from ..run.view import StepPayloads
 from .deltas import DeltaEmitter
 from .event_source import EventSource
+
+if TYPE_CHECKING:  # `import agentfsm` does not load asyncio: a run does, when it starts
+    import asyncio
 
 __all__ = ["DrivenModel"]
 
@@ -186,6 +188,8 @@ class DrivenModel(EventSource, ABC):
         """`driver`'s run to its end or a pause, in this task, which `cancel()` may cancel: the run
         it ended is then this call's result, not a `CancelledError` (unless this task was also
         cancelled by someone else)."""
+        import asyncio  # loaded: this runs in an event loop
+
         task = self._driving = asyncio.current_task()
         try:
             return await driver.run(request)
@@ -276,6 +280,8 @@ class DrivenModel(EventSource, ABC):
         return await driver.cancel()
 
     async def _cancel_running(self) -> RunResult:
+        import asyncio  # loaded: this runs in an event loop
+
         task = self._driving
         if task is None or task is asyncio.current_task():
             raise AgentBusyError(
