@@ -8,8 +8,10 @@ through a `Feed`:
 - Every event of the run's agent (`agentfsm.run.events.AgentEvent`) becomes a `RunEvent`: its
   number in the run (`seq`, from 1), its kind (``transition``, ``llm_call``, ``text_delta``, ...)
   and its JSON (`to_json()`).
-- The feed appends each to the run's ``events.jsonl`` as it happens (one line each, a kill loses
-  at most the line being written) and keeps them in memory: a reader gets those from `after` on
+- The feed appends each to the run's ``events.jsonl`` as it happens, written out before any reader
+  gets it (one line each: a kill loses at most the line being written, and never an event a reader
+  has seen, so a reader's last `seq` still means the same event after a restart), and keeps them in
+  memory: a reader gets those from `after` on
   first, then the live ones. The file is read back when a restarted `Runs` takes the run up, so
   the history survives a restart.
 - Each reader has a buffer of `buffer` events. One that falls that far behind is dropped: it gets a
@@ -95,11 +97,12 @@ class _Reader:
 class Feed:
     """One run's events: numbered, appended to `path`, kept, and given to every reader."""
 
-    def __init__(self, run_id: str, path: Path, *, buffer: int = 1000) -> None:
+    def __init__(self, run_id: str, path: Path, *, buffer: int = 1000, new: bool = False) -> None:
+        """`new`: a run that has no events yet (nothing to read back)."""
         self.run_id = run_id
         self.path = path
         self.buffer = buffer
-        self.history: list[RunEvent] = _read(path)  # a line a kill cut short is cut off the file
+        self.history: list[RunEvent] = [] if new else _read(path)  # a line a kill cut short is cut off
         self.ended = False
         self._readers: set[_Reader] = set()
         self._out: TextIO | None = None

@@ -88,13 +88,15 @@ class _Run:
     driving: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     event_buffer: int = 1000
+    new: bool = False
+    """Submitted in this process: its folder holds no events to read back."""
     _feed: Feed | None = None
 
     @property
     def feed(self) -> Feed:
         """The run's events (read from its folder when first asked for)."""
         if self._feed is None:
-            self._feed = Feed(self.run_id, self.folder / EVENTS_FILE, buffer=self.event_buffer)
+            self._feed = Feed(self.run_id, self.folder / EVENTS_FILE, buffer=self.event_buffer, new=self.new)
             if self.result is not None:
                 self._feed.end()
         return self._feed
@@ -249,6 +251,7 @@ class Runs:
             folder=folder,
             submitted_at=_now(),
             event_buffer=self.event_buffer,
+            new=True,
         )
         run.lease = Lease.acquire(folder / _LEASED)
         _write(folder / RUN_FILE, run.record())
