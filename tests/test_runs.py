@@ -284,3 +284,38 @@ async def test_a_decided_run_waiting_for_a_place_is_cancelled_before_it_goes_on(
         world.gate.set()
         assert (await runs.result(running, wait=True, timeout=10)).ok  # type: ignore[union-attr]
     assert world.done == []  # the approved call never ran: the run was cancelled first
+
+
+async def test_a_damaged_run_folder_is_left_alone_with_a_warning_and_the_others_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        kept = await runs.submit("note kept", "worker")
+        await runs.result(kept, wait=True, timeout=10)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.json").write_text('{"run_id": "broken", "task": ')
+    with caplog.at_level("WARNING", logger="agentfsm"):
+        async with Runs(tmp_path, agents=world.factories()) as runs:
+            assert [s.run_id for s in await runs.list()] == [kept]
+    assert any(
+        "its run.json is damaged" in r.getMessage() and "left alone" in r.getMessage() for r in caplog.records
+    )
+
+
+async def test_closing_the_manager_ends_its_readers_of_unfinished_runs_who_rejoin_after(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("delete a", "worker")
+        await _until(runs, run_id, "paused")
+        reader = asyncio.create_task(_all(runs.events(run_id)))
+        await asyncio.sleep(0.05)
+    seen = await asyncio.wait_for(reader, 5)  # ended by the close, not left waiting
+    assert seen[-1].kind == "run_paused"
+    async with Runs(tmp_path, agents=world.factories()) as again:
+        status = await _until(again, run_id, "paused")
+        await again.approve(run_id, status.pending_approval[0].id)
+        rest = await asyncio.wait_for(_all(again.events(run_id, after=seen[-1].seq)), 10)
+    assert rest[0].seq == seen[-1].seq + 1 and rest[-1].data["dest"] == "FINISHED"

@@ -124,6 +124,11 @@ class Feed:
     def end(self) -> None:
         """The run ended: each reader finishes once it has read what came before."""
         self.ended = True
+        self.close()
+
+    def close(self) -> None:
+        """The process lets go of the unfinished run (its manager closes): the file is closed, and
+        each reader's iteration ends (it rejoins from its last `seq` once the run is taken up again)."""
         if self._out is not None:
             self._out.close()
             self._out = None

@@ -101,6 +101,12 @@ class _Run:
                 self._feed.end()
         return self._feed
 
+    def let_go(self) -> None:
+        """This process stops driving the unfinished run: its events file is closed and its readers'
+        iterations end (they rejoin from their last `seq` when a `Runs` takes the run up again)."""
+        if self._feed is not None:
+            self._feed.close()
+
     @property
     def checkpoint(self) -> Path:
         return self.folder / CHECKPOINT_FILE
@@ -161,8 +167,9 @@ class Runs:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._slots = asyncio.Semaphore(self.max_active)
         self._open = True
-        for folder in sorted(p for p in self.directory.iterdir() if p.is_dir()):
-            self._reopen(folder)
+        found = [self._found(folder) for folder in self.directory.iterdir() if folder.is_dir()]
+        for run in sorted((run for run in found if run is not None), key=lambda run: run.submitted_at):
+            self._reopen(run)  # in the order they were submitted
         self._prune()
         return self
 
@@ -184,11 +191,12 @@ class Runs:
         for run in self._runs.values():
             if run.result is None and run.agent is not None and run.agent.phase is not None:
                 run.agent.suspend()
+            if run.result is None:
+                run.let_go()
             await self._release(run)
 
-    def _reopen(self, folder: Path) -> None:
-        """Take up the run in `folder` (`__aenter__`): ended, it is reported; unfinished and not held
-        by another `Runs`, it is resumed (started, if it never was)."""
+    def _found(self, folder: Path) -> _Run | None:
+        """The run in `folder` as its ``run.json`` says (None: not a run's folder, or damaged)."""
         try:
             data = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
             run = _Run(
@@ -210,14 +218,19 @@ class Runs:
                 folder=str(folder),
                 message=f"{folder}: not a run's folder, or its {RUN_FILE} is damaged ({exc}); left alone",
             )
-            return
+            return None
+        return run
+
+    def _reopen(self, run: _Run) -> None:
+        """Take up `run` (`__aenter__`): ended, it is reported; unfinished and not held by another
+        `Runs`, it is resumed (started, if it never was)."""
         if run.result is not None:
             run.state = _ended_state(run.result)
             run.ended.set()
             self._runs[run.run_id] = run
             return
         try:
-            run.lease = Lease.acquire(folder / _LEASED)
+            run.lease = Lease.acquire(run.folder / _LEASED)
         except AgentfsmError:  # CheckpointLeasedError: another `Runs` holds it
             return
         self._runs[run.run_id] = run
