@@ -319,3 +319,17 @@ async def test_closing_the_manager_ends_its_readers_of_unfinished_runs_who_rejoi
         await again.approve(run_id, status.pending_approval[0].id)
         rest = await asyncio.wait_for(_all(again.events(run_id, after=seen[-1].seq)), 10)
     assert rest[0].seq == seen[-1].seq + 1 and rest[-1].data["dest"] == "FINISHED"
+
+
+async def test_an_event_holding_a_lone_surrogate_is_kept_and_read_back(tmp_path: Path) -> None:
+    """A model's text may hold half a character (a provider that cut one in two): the event is
+    written escaped, not lost, and reads back after a restart as it was given."""
+    from agentfsm.runs.events import Feed
+
+    feed = Feed("r1", tmp_path / "events.jsonl", new=True)
+    feed.add("text_delta", {"text": "half \ud800 a character"})
+    feed.end()
+    again = Feed("r1", tmp_path / "events.jsonl")
+    assert [(e.seq, e.kind, e.data) for e in again.history] == [
+        (1, "text_delta", {"text": "half \ud800 a character"})
+    ]

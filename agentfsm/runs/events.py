@@ -36,6 +36,7 @@ from typing import Any, TextIO, get_args
 
 from pydantic import TypeAdapter
 
+from ..recording.files import escape_surrogates, json_line
 from ..run.events import AgentEvent
 
 __all__ = ["DROPPED", "Feed", "RunEvent", "event_kind"]
@@ -79,6 +80,7 @@ def _dumper(event_class: type[Any]) -> tuple[TypeAdapter[Any], set[str] | None]:
 
 _DUMPERS = MappingProxyType({cls: _dumper(cls) for cls in get_args(AgentEvent)})
 """Each event class's dumper, made once (read-only)."""
+_KINDS = MappingProxyType({cls: event_kind(cls) for cls in get_args(AgentEvent)})
 
 
 def event_json(event: AgentEvent) -> dict[str, Any]:
@@ -109,14 +111,18 @@ class Feed:
 
     def publish(self, event: AgentEvent) -> None:
         """The agent's listener: number `event`, write it, hand it to the readers. Never waits."""
-        self.add(event_kind(type(event)), event_json(event))
+        self.add(_KINDS[type(event)], event_json(event))
 
     def add(self, kind: str, data: dict[str, Any]) -> None:
         item = RunEvent(self.run_id, len(self.history) + 1, kind, data)
         self.history.append(item)
         if self._out is None:
             self._out = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run's life
-        self._out.write(json.dumps(item.to_json(), ensure_ascii=False) + "\n")
+        line = json_line(item.to_json())
+        try:
+            self._out.write(line)
+        except UnicodeEncodeError:  # a lone surrogate in a model's text; nothing was written
+            self._out.write(escape_surrogates(line))
         self._out.flush()
         for reader in list(self._readers):
             self._give(reader, item)
