@@ -191,8 +191,10 @@ async def test_bad_arguments_are_refused_with_a_line_naming_the_fix(tmp_path: Pa
     async with runs:
         with pytest.raises(ConfigError, match="no agent factory 'manus' here; Runs has worker"):
             await runs.submit("note x", "manus")
-        with pytest.raises(WrongValueError, match="cannot name a folder"):
-            await runs.submit("note x", "worker", run_id="../x")
+        for bad in ("../x", "..", "", "a/b", "a\\b", "a\0b", ".hidden", "x" * 129):
+            with pytest.raises(WrongValueError, match="cannot name a folder"):
+                await runs.submit("note x", "worker", run_id=bad)
+        assert await runs.submit("note x", "worker", run_id="order-42.v2") == "order-42.v2"
 
 
 async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout: float = 10) -> RunStatus:

@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -64,6 +65,8 @@ RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.jsonl"
 TRACE_FILE = "trace.jsonl"
 EVENTS_FILE = "events.jsonl"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""A run id chosen by the app names its folder: nothing a path could read otherwise."""
 _LEASED = "run"
 """The path a run's own lease is named after (``run.lease`` in its folder)."""
 
@@ -250,8 +253,11 @@ class Runs:
                 f"no agent factory {spec.agent!r} here; Runs has {', '.join(sorted(self.agents))}: "
                 "submit one of those, or give Runs(agents=...) a factory of that name"
             )
-        if run_id is not None and (not run_id or "/" in run_id or run_id.startswith(".")):
-            raise WrongValueError(f"run_id {run_id!r} cannot name a folder: use letters, digits, '-' and '_'")
+        if run_id is not None and not _RUN_ID.fullmatch(run_id):
+            raise WrongValueError(
+                f"run_id {run_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
+                "beginning with a letter or digit"
+            )
         run_id = run_id or uuid.uuid4().hex
         if run_id in self._runs or (self.directory / run_id).exists():
             return run_id
