@@ -13,31 +13,16 @@ import json
 from typing import Any
 
 from aiohttp import web
+from loopback_chat_server import LoopbackChatServer
 
 __all__ = ["AppModel"]
 
 
-class AppModel:
+class AppModel(LoopbackChatServer):
     def __init__(self, slow_s: float = 5.0) -> None:
+        super().__init__()
         self.slow_s = slow_s
         self.requests = 0
-        self.base = ""
-        self._runner: web.AppRunner | None = None
-
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._reply)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base = f"http://127.0.0.1:{port}/v1"
-        return self.base
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     async def _reply(self, request: web.Request) -> web.Response:
         self.requests += 1

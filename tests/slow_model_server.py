@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from aiohttp import web
+from loopback_chat_server import LoopbackChatServer
 
 CALL = {
     "role": "assistant",
@@ -26,29 +27,13 @@ CALL = {
 ANSWER = {"role": "assistant", "content": "done"}
 
 
-class SlowModelServer:
+class SlowModelServer(LoopbackChatServer):
     def __init__(self, delay: float = 0.1) -> None:
+        super().__init__()
         self.delay = delay
         self.in_flight = 0
         self.most_in_flight = 0
         self.requests: Counter[str] = Counter()
-        self._runner: web.AppRunner | None = None
-        self.base = ""
-
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._reply)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base = f"http://127.0.0.1:{port}/v1"
-        return self.base
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     async def _reply(self, request: web.Request) -> web.Response:
         body: dict[str, Any] = await request.json()

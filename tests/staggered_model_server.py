@@ -13,36 +13,21 @@ import re
 from typing import Any
 
 from aiohttp import web
+from loopback_chat_server import LoopbackChatServer
 
 __all__ = ["StaggeredModel"]
 
 
-class StaggeredModel:
+class StaggeredModel(LoopbackChatServer):
     """An OpenAI-compatible model on 127.0.0.1 whose run for ``task N`` takes two requests, each
     answered after ``0.1 + step * N`` seconds: first a call of a tool the agent does not have
     (the model reads that it is unknown), then the answer ``answer N``. So the runs overlap,
     and end one after another while the later ones still have a request to make."""
 
     def __init__(self, step: float = 0.06) -> None:
+        super().__init__()
         self.step = step
         self.served: list[int] = []
-        self._runner: web.AppRunner | None = None
-        self.base = ""
-
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._reply)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.base = f"http://127.0.0.1:{port}/v1"
-        return self.base
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     async def _reply(self, request: web.Request) -> web.Response:
         messages = (await request.json())["messages"]
