@@ -335,3 +335,25 @@ async def test_an_event_holding_a_lone_surrogate_is_kept_and_read_back(tmp_path:
     assert [(e.seq, e.kind, e.data) for e in again.history] == [
         (1, "text_delta", {"text": "half \ud800 a character"})
     ]
+
+
+async def test_a_spec_its_factory_refuses_ends_that_run_in_error_saying_why_and_the_others_go_on(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    factories = world.factories()
+    build = factories["worker"]
+
+    def picky(spec: AgentSpec) -> ToolCallAgent:
+        if spec.options.get("max_steps") == 0:
+            raise ConfigError("max_steps must be at least 1, got 0; give a positive max_steps")
+        return build(spec)  # type: ignore[no-any-return]
+
+    async with Runs(tmp_path, agents={"worker": picky}) as runs:
+        refused = await runs.submit("note x", AgentSpec(agent="worker", options={"max_steps": 0}))
+        fine = await runs.submit("note y", "worker")
+        result = await runs.result(refused, wait=True, timeout=10)
+        assert result is not None and (await runs.status(refused)).state == "error"
+        assert result.error == "ConfigError: max_steps must be at least 1, got 0; give a positive max_steps"
+        assert (await runs.result(fine, wait=True, timeout=10)).ok  # type: ignore[union-attr]
+    assert world.done == ["y"]
