@@ -365,7 +365,8 @@ class TraceReplayer:
         except TraceError as exc:
             raise ReplayError(str(exc)) from None
         self.records = records
-        own = self.own_records(records)
+        own = self.own = self.own_records(records)
+        """The replayed machine's own records (`own_records`)."""
         results = [r for r in own if r["kind"] == "result"]
         self.complete = bool(results)
         """Whether the trace holds the run's end (a trace cut short by a crash does not)."""

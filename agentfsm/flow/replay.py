@@ -121,7 +121,7 @@ class FlowReplayer(TraceReplayer):
                 FlowResult.model_validate(self.recorded_flow)
             except ValidationError as exc:
                 raise _damaged(path, "result record's flow", exc) from None
-        own = self.own_records(self.records)
+        own = self.own
         self.decisions = [
             PlanDecision.model_validate(r["decision"]) for r in own if r["kind"] == "plan_decision"
         ]
