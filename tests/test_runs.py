@@ -197,6 +197,19 @@ async def test_bad_arguments_are_refused_with_a_line_naming_the_fix(tmp_path: Pa
         assert await runs.submit("note x", "worker", run_id="order-42.v2") == "order-42.v2"
 
 
+async def test_one_run_id_submitted_twice_at_once_is_one_run(tmp_path: Path) -> None:
+    """A submission makes its run's folder off the event loop; a second submission of the same id
+    meanwhile (a retried request) waits for it and gets the same run, not a second one or an error."""
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        ids = await asyncio.gather(*(runs.submit("note x", "worker", run_id="once") for _ in range(5)))
+        assert ids == ["once"] * 5
+        assert [status.run_id for status in await runs.list()] == ["once"]
+        result = await runs.result("once", wait=True, timeout=10)
+        assert result is not None and result.ok
+    assert world.done == ["x"]
+
+
 async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout: float = 10) -> RunStatus:
     """The run's status once it is in `state` (and `also()` holds)."""
     loop = asyncio.get_running_loop()

@@ -54,6 +54,7 @@ from ..errors import (
 from ..log import event
 from ..questions import AnswerAction
 from ..recording.lease import Lease
+from ..recording.writer import off_loop
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
 from .spec import AgentFactory, AgentSpec
@@ -163,6 +164,8 @@ class Runs:
         self._runs: dict[str, _Run] = {}
         self._slots: asyncio.Semaphore | None = None
         self._open = False
+        self._making: dict[str, asyncio.Future[None]] = {}
+        """The runs being submitted, by id, until their folders are made (`submit`)."""
 
     # -- the manager's life ------------------------------------------------------------
 
@@ -259,21 +262,29 @@ class Runs:
                 "beginning with a letter or digit"
             )
         run_id = run_id or uuid.uuid4().hex
-        if run_id in self._runs or (self.directory / run_id).exists():
+        if run_id in self._runs:
             return run_id
-        folder = self.directory / run_id
-        folder.mkdir()
+        if (making := self._making.get(run_id)) is not None:  # submitted a moment ago, still being made
+            await asyncio.shield(making)
+            return run_id
         run = _Run(
             run_id=run_id,
             task=task,
             spec=spec,
-            folder=folder,
+            folder=self.directory / run_id,
             submitted_at=_now(),
             event_buffer=self.event_buffer,
             new=True,
         )
-        run.lease = Lease.acquire(folder / _LEASED)
-        _write(folder / RUN_FILE, run.record())
+        making = self._making[run_id] = asyncio.get_running_loop().create_future()
+        try:  # off the loop: making files is the slow part of a submission (see `_made`)
+            made = await off_loop(lambda: _made(run), abandoned=_unmade)
+        finally:
+            del self._making[run_id]
+            making.set_result(None)
+        if made is None:  # its folder was there already: a run submitted before, or another's
+            return run_id
+        run.lease = made
         self._runs[run_id] = run
         self._start(run, self._drive(run, resumed=False))
         return run_id
@@ -357,7 +368,7 @@ class Runs:
         decision raises, naming the pause."""
         agent = self._paused(run_id, call_id, pause)
         agent.approve(call_id, arguments=arguments)
-        self._go_on_if_decided(self._runs[run_id])
+        await self._go_on_if_decided(self._runs[run_id])
 
     async def reject(
         self, run_id: str, call_id: str, reason: str | None = None, *, pause: int | None = None
@@ -366,7 +377,7 @@ class Runs:
         resuming the run when it was the last decision, as `approve`."""
         agent = self._paused(run_id, call_id, pause)
         agent.reject(call_id, reason)
-        self._go_on_if_decided(self._runs[run_id])
+        await self._go_on_if_decided(self._runs[run_id])
 
     async def answer(
         self,
@@ -384,7 +395,7 @@ class Runs:
             raise WrongValueError(f"a {action!r} answer carries no content; got {content!r}")
         agent = self._paused(run_id, call_id, pause)
         agent.answer(call_id, content, action=action, key=key)
-        self._go_on_if_decided(self._runs[run_id])
+        await self._go_on_if_decided(self._runs[run_id])
 
     # -- driving runs -----------------------------------------------------------------------
 
@@ -411,7 +422,7 @@ class Runs:
             if not (resumed and run.was_paused):  # a new pause (not the one a restart found it at)
                 run.pause += 1
             run.state, run.was_paused = "paused", False
-            _write(run.folder / RUN_FILE, run.record())
+            await _save(run)
             return
         await self._ended(run, result)
 
@@ -425,16 +436,17 @@ class Runs:
             return await agent.resume(run.checkpoint)
         return await agent.run(run.task, checkpoint=run.checkpoint, trace=run.trace, run_id=run.run_id)
 
-    def _go_on_if_decided(self, run: _Run) -> None:
+    async def _go_on_if_decided(self, run: _Run) -> None:
         agent = run.agent
         if agent is not None and agent.still_waiting_for() is None:
             run.state = "queued"  # its pause is over: a restart from here goes on, it does not wait again
-            _write(run.folder / RUN_FILE, run.record())
-            self._start(run, self._drive(run, resumed=False))
+            await _save(run)  # before it goes on, so that no later save of it can land first
+            if run.result is None:  # not cancelled meanwhile
+                self._start(run, self._drive(run, resumed=False))
 
     async def _ended(self, run: _Run, result: RunResult) -> None:
         run.result, run.state = result, _ended_state(result)
-        _write(run.folder / RUN_FILE, run.record())
+        await _save(run)
         await self._release(run)
         run.feed.end()
         run.ended.set()
@@ -453,8 +465,8 @@ class Runs:
                     message=f"closing the agent of run {run.run_id} failed: {type(exc).__name__}: {exc}",
                 )
         if run.lease is not None:
-            run.lease.release()
-            run.lease = None
+            lease, run.lease = run.lease, None
+            await off_loop(lease.release)
 
     def _prune(self) -> None:
         """Remove the folders of ended runs beyond `keep`."""
@@ -526,6 +538,40 @@ def _submitted(run: _Run) -> datetime:
         return datetime.fromisoformat(run.submitted_at)
     except ValueError:
         return datetime.now(UTC)
+
+
+def _made(run: _Run) -> Lease | None:
+    """Make the folder of the new `run`, lease it and write its ``run.json`` and an empty events
+    file; None when the folder exists already. In the writers' threads (`off_loop`): creating a
+    file or a folder is the slow part of a submission (0.15-0.3 ms each, measured on this project's
+    machines with a thousand runs open, against microseconds to open one that exists), and the
+    loop goes on meanwhile. The events file is made here so that the run's first event opens it."""
+    try:
+        run.folder.mkdir()
+    except FileExistsError:
+        return None
+    lease = Lease.acquire(run.folder / _LEASED)
+    try:
+        _write(run.folder / RUN_FILE, run.record())
+        (run.folder / EVENTS_FILE).touch()
+    except BaseException:
+        lease.release()
+        raise
+    return lease
+
+
+def _unmade(lease: Lease | None) -> None:
+    """The submission was cancelled while its folder was made: nothing runs it, so it goes."""
+    if lease is not None:
+        folder = Path(lease.checkpoint).parent
+        lease.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _save(run: _Run) -> None:
+    """The run's ``run.json`` replaced by what it says now, off the loop (as `_made`)."""
+    record = run.record()
+    await off_loop(lambda: _write(run.folder / RUN_FILE, record))
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
