@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,56 @@ async def test_a_tool_runner_kept_without_its_agent_says_so(no_collector: None) 
     del agent
     with pytest.raises(DetachedError, match="the agent of this tool runner was freed; keep the agent"):
         await runner.run_once(ToolCall.create("c1", "add", {"a": 1, "b": 2}))
+
+
+async def test_a_run_with_a_trace_and_a_checkpoint_is_freed_too(no_collector: None, tmp_path: Path) -> None:
+    """The trace writer and the checkpointer are listeners that keep their own unsubscribe: it lets
+    go of them once called, else each made a cycle (about 75 objects a run) that outlived the run."""
+    agent = one_tool_agent()
+    result = await agent.run("add 1 and 2", trace=tmp_path / "t.jsonl", checkpoint=tmp_path / "c.jsonl")
+    assert result.ok and (tmp_path / "t.jsonl").read_text().count("\n") > 5
+    gone, memory = weakref.ref(agent), weakref.ref(agent.memory)
+    del agent
+    assert gone() is None and memory() is None
+
+
+async def test_a_durable_run_leaves_nothing_for_the_collector(no_collector: None) -> None:
+    """A durable worker builds an agent for every run: its steps' seams (the model, the tool-call
+    path, the listener that draws a call's place) hold no reference back to the agent."""
+    from agentfsm.durable.run import durable_run
+
+    built: list[weakref.ref[ToolCallAgent]] = []
+
+    def factory(spec: object) -> ToolCallAgent:
+        agent = one_tool_agent()
+        built.append(weakref.ref(agent))
+        return agent
+
+    spec = {"agent": "one", "options": {}}
+    output = await durable_run(_Unrecorded(), {"one": factory}, "add 1 and 2", spec)
+    assert output["stop_reason"] == "terminated" and "trace" in output
+    assert built and built[0]() is None  # freed by reference counts: the collector is off
+
+
+class _Unrecorded:
+    """A durable run's journal that records nothing: every step runs, nothing is kept."""
+
+    run_id = "r1"
+
+    def reserve(self, name: str) -> _Unrecorded:
+        return self
+
+    async def run(self, body: Callable[[], Awaitable[Any]]) -> Any:
+        return await body()
+
+    async def receive(self, topic: str, timeout_s: float) -> None:
+        return None
+
+    async def publish(self, key: str, value: object) -> None:
+        return None
+
+    async def mark_parked(self, pause: int | None) -> None:
+        return None
+
+    async def leave(self) -> None:
+        raise AssertionError("this run does not pause")

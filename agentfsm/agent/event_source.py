@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from ..errors import WrongValueError
 from ..log import event
 from ..run.events import AgentEvent, EventListener, Transition, TransitionListener
 
@@ -50,9 +51,10 @@ class EventSource:
     def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
         """Call `callback` with every `Transition`; returns a function that unsubscribes."""
         self._transition_listeners += (callback,)
+        held = [callback]
 
-        def unsubscribe() -> None:
-            self._transition_listeners = _without(self._transition_listeners, callback)
+        def unsubscribe() -> None:  # lets go of it too: see `on_event`
+            self._transition_listeners = _without(self._transition_listeners, _taken(held))
 
         return unsubscribe
 
@@ -60,9 +62,13 @@ class EventSource:
         """Call `callback` with every event (`Transition`, `LLMCall`, tool call started and
         completed, `Edit`), in order; returns a function that unsubscribes."""
         self._event_listeners += (callback,)
+        held = [callback]
 
         def unsubscribe() -> None:
-            self._event_listeners = _without(self._event_listeners, callback)
+            # The function lets go of `callback` as well: a listener that keeps its own unsubscribe
+            # (a trace writer, a checkpointer) would otherwise make a cycle with it that outlives
+            # the run until the garbage collector finds it, and a durable worker runs thousands.
+            self._event_listeners = _without(self._event_listeners, _taken(held))
 
         return unsubscribe
 
@@ -135,6 +141,14 @@ class EventSource:
         failure = self.listener_failure()
         if failure is not None:
             raise failure
+
+
+def _taken(held: list[_L]) -> _L:
+    """The listener an unsubscribe function holds, which it holds no more; `WrongValueError` (a
+    `ValueError`, as `list.remove` raises) when it was unsubscribed already."""
+    if not held:
+        raise WrongValueError("this listener is unsubscribed already; an unsubscribe works once")
+    return held.pop()
 
 
 def _without(listeners: tuple[_L, ...], callback: _L) -> tuple[_L, ...]:

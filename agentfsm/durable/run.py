@@ -418,9 +418,11 @@ def _bind(agent: ToolCallAgent, entries: _Entries) -> DurableModel:
     agent.llm = model
     agent.tool_runner = _DurableCalls(agent, entries)
 
+    concurrent = agent.parallel_tool_calls  # read here: a listener holding the agent would make a cycle
+
     def started(record: AgentEvent) -> None:
         if isinstance(record, ToolCallStarted):
-            entries.start(record.call, concurrent=agent.parallel_tool_calls)
+            entries.start(record.call, concurrent=concurrent)
 
     agent.on_event(started)
     return model
