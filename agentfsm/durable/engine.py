@@ -400,8 +400,12 @@ class EngineClient:
         handle: Any = self._dbos().enqueue(options, task, spec)
         return str(handle.get_workflow_id())
 
-    def get(self, run_id: str) -> Listed:
-        found = self._dbos().list_workflows(workflow_ids=[run_id], name=WORKFLOW)
+    def get(self, run_id: str, *, whole: bool = True) -> Listed:
+        """The run as the database lists it; not `whole`: without its input and output (its task,
+        its result and trace), for a look at where it is."""
+        found = self._dbos().list_workflows(
+            workflow_ids=[run_id], name=WORKFLOW, load_input=whole, load_output=whole
+        )
         if not found:
             raise KeyNotFoundError(
                 f"no run {run_id!r} in {self.url}; `agentfsm submit` prints the ids it makes"
@@ -420,6 +424,12 @@ class EngineClient:
             queue_name=queue, name=WORKFLOW, status=list(_ACTIVE) if active_only else None
         )
         return [_listed(status) for status in found]
+
+    def ended(self, run_id: str) -> bool:
+        """Whether the run has ended: finished, failed or cancelled (a queued, running, paused or
+        parked run has not)."""
+        listed = self.get(run_id, whole=False)
+        return listed.status not in _ACTIVE and listed.parked is None
 
     def resume(self, run_ids: list[str], queue: str) -> None:
         """Put `run_ids` back on `queue` (ENQUEUED): a worker of their version continues each."""
