@@ -55,12 +55,13 @@ async def _all(events: AsyncIterator[RunEvent], timeout: float = 60) -> list[Run
     return await asyncio.wait_for(read(), timeout)
 
 
-async def _upto(events: AsyncIterator[RunEvent], kind: str, timeout: float = 60) -> list[RunEvent]:
-    """The events up to the first of `kind` (included); the reader then leaves."""
+async def _upto(events: Any, kind: str, timeout: float = 60) -> list[RunEvent]:
+    """The events up to the first of `kind` (included) of a reader (an async generator), which then
+    leaves."""
 
     async def read() -> list[RunEvent]:
         found = []
-        async with contextlib.aclosing(events) as reading:  # type: ignore[type-var]
+        async with contextlib.aclosing(events) as reading:
             async for event in reading:
                 found.append(event)
                 if event.kind == kind:
@@ -364,6 +365,24 @@ async def test_a_replay_from_any_crash_hands_over_the_segments_of_the_first_exec
         replayed = ListSink()
         await durable_run(ListJournal(recorded=first.places[:crash]), AGENTS, task, spec, events=replayed)
         assert {n: sort(kinds) for n, kinds in replayed.written().items()} == expected, crash
+
+
+async def test_a_run_recorded_in_another_layout_is_refused_as_before_with_its_events_kept(tmp_path):
+    """The events add nothing to the journal: a run of layout 1 ends at its first model record, as
+    without them, and its readers get the events of that end."""
+    spec = {"agent": "record", "options": {"effects": str(tmp_path / "effects.txt")}}
+    first = ListJournal()
+    await durable_run(first, AGENTS, TASK, spec)
+    reply = {key: value for key, value in first.entries[0][2].items() if key != "layout"}
+    recorded: list[Any] = [("step", "model", reply), ("step", "tool_started", {"call": "c1"})]
+    bare, journal, sink = ListJournal(recorded=recorded), ListJournal(recorded=recorded), ListSink()
+    without = await durable_run(bare, AGENTS, TASK, spec)
+    result = await durable_run(journal, AGENTS, TASK, spec, events=sink)
+    assert result == without and result["stop_reason"] == "error"
+    assert "was recorded in step layout 1" in result["error"]
+    assert journal.entries == bare.entries and [name for _, name, _ in journal.entries] == ["model"]
+    kinds = [kind for _, kinds, _ in sink.segments for kind in kinds]
+    assert kinds[-1] == "transition" and sink.segments[-1][2]  # its end into ERROR, written at its end
 
 
 class Lost(BaseException):
