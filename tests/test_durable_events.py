@@ -137,6 +137,56 @@ async def test_a_paused_run_s_readers_get_the_recorded_events_then_the_live_ones
     assert (tmp_path / "effects.txt").read_text().split() == ["7"]
 
 
+async def test_a_parked_run_s_readers_wait_and_go_on_once_its_replay_passed_what_they_read(
+    either_db,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    """A run that parks leaves its worker (DBOS lists it cancelled): its readers wait all the same.
+    The approval puts it back on the queue, and its replay emits again what they read: none of it
+    reaches them twice."""
+    child = start_worker(either_db, "parker", "--queue", QUEUE, "--park-after", "0.3")
+    runs = DurableRuns(either_db)
+    try:
+        spec = AgentSpec(agent="approval", options={"effects": str(tmp_path / "effects.txt")})
+        run_id = await runs.submit("record 7", spec, queue=QUEUE)
+        reader = asyncio.create_task(_all(runs.events(run_id, poll_s=0.02)))
+        deadline = time.monotonic() + 30
+        while not ((status := await runs.status(run_id)).state == "paused" and status.parked):
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert not reader.done()  # parked is paused: not ended
+        await runs.approve(run_id, "c1")
+        whole = await reader
+        late = await _all(runs.events(run_id))
+    finally:
+        runs.close()
+        stop_worker(child)
+    assert numbered(whole) and late == whole
+    kinds = [e.kind for e in whole]
+    assert kinds.count("run_paused") == 1 and kinds.count("edit") == 1 and kinds.count("llm_call") == 2
+    assert whole[-1].data["dest"] == "FINISHED"
+
+
+async def test_a_cancelled_run_s_readers_end_with_the_cancellation(worker, tmp_path):
+    runs = DurableRuns(worker)
+    try:
+        spec = AgentSpec(
+            agent="slow", options={"effects": str(tmp_path / "e.txt"), "delay": 0.2, "steps": 50}
+        )
+        run_id = await runs.submit("count", spec, queue=QUEUE)
+        reader = asyncio.create_task(_all(runs.events(run_id, poll_s=0.02), timeout=30))
+        await _until(runs, run_id, "running")
+        await asyncio.sleep(1.0)
+        await runs.cancel(run_id)
+        read = await reader
+        status = await runs.status(run_id)
+    finally:
+        runs.close()
+    assert status.state == "cancelled"
+    assert numbered(read) and "tool_call_completed" in [e.kind for e in read]
+
+
 async def test_a_durable_run_gives_the_events_runs_gives_for_the_same_agent_and_task(worker, tmp_path):
     durable = DurableRuns(worker)
     try:
