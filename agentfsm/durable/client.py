@@ -1,6 +1,7 @@
 """`DurableRuns`: submit runs to a queue, and follow, decide, cancel them, from any process.
 
-Everything goes through the database (DBOS's `DBOSClient`): the process that
+Everything goes through the database (DBOS's `DBOSClient`, and for a run's events
+the table its worker writes them to, `agentfsm.durable.events`): the process that
 asks needs no worker of its own, and a run is reached wherever it runs.
 """
 
