@@ -2,9 +2,10 @@
 
 On SQLite and PostgreSQL, with worker processes (durable_worker.py) and the readers in this one: the
 recorded events first, then the live ones, to the run's end; readers joined at any time, before, during
-a pause and after the end, see the same events; a paused run's readers wait and go on after the
-approval; the events are those `Runs` gives for the same agent and task; a worker SIGKILLed mid-run and
-taken over by another leaves its readers every event once, numbered without a gap. On a journal kept in
+a pause and after the end, see the same events; a paused (and a parked) run's readers wait and go on
+after the approval; a cancelled run's readers end; the events are those `Runs` gives for the same agent
+and task; a worker SIGKILLed mid-run and taken over by another leaves its readers every event once,
+numbered without a gap. On a journal kept in
 memory: a replay hands over the very segments the first execution did, and adds no entry to the journal
 (the step layout is the same); an execution whose journal failed writes nothing more. On the table: a
 segment written once, whichever execution writes it again, and two writers at once never share a seq.
