@@ -144,13 +144,15 @@ AGENTS["repeat"] = repeat_agent
 
 def slow_agent(spec: AgentSpec) -> ToolCallAgent:
     """Calls ``record`` with the step's number, step after step (0.2 s each), until its steps run out.
-    ``options["pids"]``: each call also appends its number and its process id to ``.pids`` beside."""
+    ``options["pids"]``: each call also appends its number and its process id to ``.pids`` beside.
+    ``options["kill"]``: ``before:N`` / ``after:N`` as ``record`` takes it (inside the call of step N)."""
 
     def step_script(request: ModelRequest) -> object:
         done = sum(1 for m in request.messages if m.role is Role.TOOL)
         return reply(None, [ToolCall.create(f"c{done + 1}", "slow_record", {"n": done + 1})])
 
     effects = Path(spec.options["effects"])
+    mode, _, arg = str(spec.options.get("kill", "none")).partition(":")
 
     @tool
     async def slow_record(n: int) -> str:
@@ -158,10 +160,15 @@ def slow_agent(spec: AgentSpec) -> ToolCallAgent:
         import asyncio
 
         await asyncio.sleep(float(spec.options.get("delay", 0.2)))
+        marker = effects.with_suffix(f".killed-{n}")
+        if mode == "before" and n == int(arg) and _once(marker):
+            os.kill(os.getpid(), signal.SIGKILL)
         with open(effects, "a") as out:
             out.write(f"{n}\n")
             out.flush()
             os.fsync(out.fileno())
+        if mode == "after" and n == int(arg) and _once(marker):
+            os.kill(os.getpid(), signal.SIGKILL)
         if spec.options.get("pids"):  # which process ran the call
             with open(effects.with_suffix(".pids"), "a") as out:
                 out.write(f"{n} {os.getpid()}\n")

@@ -1,7 +1,8 @@
 """A worker process for the durable tests: `Worker` over the agents of `durable_agents.py`.
 
     python durable_worker.py DB WORKER_ID [--queue Q] [--concurrency N] [--app-version V]
-                             [--heartbeat S] [--dead-after S] [--die-taking-over WORKER]
+                             [--heartbeat S] [--dead-after S] [--park-after S]
+                             [--die-taking-over WORKER]
 
 Prints ``ready`` once it takes runs, then a JSON line per takeover event (a dead worker's runs
 taken, or refused; this worker's own taken by another), and serves until killed (SIGTERM: stops cleanly).
@@ -113,6 +114,7 @@ async def main(args: argparse.Namespace) -> None:
         heartbeat_s=args.heartbeat,
         dead_after_s=args.dead_after,
         polling_s=0.05,
+        **({} if args.park_after is None else {"park_after_s": args.park_after}),
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -131,5 +133,6 @@ if __name__ == "__main__":
     parser.add_argument("--app-version", default=None)
     parser.add_argument("--heartbeat", type=float, default=0.5)
     parser.add_argument("--dead-after", type=float, default=2.0)
+    parser.add_argument("--park-after", type=float, default=None)  # default: the Worker's
     parser.add_argument("--die-taking-over", default=None)
     asyncio.run(main(parser.parse_args(sys.argv[1:])))

@@ -195,5 +195,10 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["playwright"] == {"agentfsm.browser.session"}
     assert importers["opentelemetry"] == {"agentfsm.telemetry.spans"}
     assert importers["dbos"] == {"agentfsm.durable.engine"}
-    # DBOS's own dependency: the heartbeat's queries, and the engine's catch of the errors DBOS's calls raise
-    assert importers["sqlalchemy"] == {"agentfsm.durable.heartbeat", "agentfsm.durable.engine"}
+    # DBOS's own dependency: the queries of the two tables beside DBOS's (the workers' heartbeats, the
+    # runs' events), and the engine's catch of the errors DBOS's calls raise
+    assert importers["sqlalchemy"] == {
+        "agentfsm.durable.heartbeat",
+        "agentfsm.durable.events",
+        "agentfsm.durable.engine",
+    }

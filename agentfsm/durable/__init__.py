@@ -1,10 +1,11 @@
 """Durable runs on DBOS: runs that survive a dead process, spread over workers from a queue.
 
 `Worker` runs agents from a queue; `DurableRuns` submits runs and follows,
-decides and cancels them from any process; `AgentSpec` declares a run's agent
-as data. A run's model calls and tool calls are steps recorded in the database
-(`agentfsm.durable.run`), so a run resumed after a crash ends as it would have,
-and no tool runs twice. Needs the ``durable`` extra (``pip install
+decides and cancels them, and reads their events, from any process; `AgentSpec`
+declares a run's agent as data. A run's model calls and tool calls are steps
+recorded in the database (`agentfsm.durable.run`), so a run resumed after a crash
+ends as it would have, and no tool runs twice; its events are kept there too,
+each once (`agentfsm.durable.events`). Needs the ``durable`` extra (``pip install
 'agentfsm[durable]'``).
 """
 

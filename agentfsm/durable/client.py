@@ -1,13 +1,16 @@
 """`DurableRuns`: submit runs to a queue, and follow, decide, cancel them, from any process.
 
-Everything goes through the database (DBOS's `DBOSClient`): the process that
+Everything goes through the database (DBOS's `DBOSClient`, and for a run's events
+the table its worker writes them to, `agentfsm.durable.events`): the process that
 asks needs no worker of its own, and a run is reached wherever it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,9 +19,11 @@ from ..errors import CheckpointError, KeyNotFoundError, WrongPhaseError, WrongVa
 from ..messages import ToolCall
 from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
+from ..runs.events import RunEvent
 from ..runs.spec import AgentSpec
 from ..runs.status import RunStatus, RunStatusState, stale_decision
 from .engine import EngineClient, Listed
+from .events import EventTable
 from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, TRACE_KEY, WAKE
 from .worker import DEFAULT_QUEUE
 
@@ -35,9 +40,14 @@ class DurableRuns:
 
     def __init__(self, db: str) -> None:
         self._client = EngineClient(db)
+        self._events: EventTable | None = None
+        self._opening = threading.Lock()
 
     def close(self) -> None:
         self._client.close()
+        if self._events is not None:
+            self._events.close()
+            self._events = None
 
     async def submit(
         self,
@@ -129,6 +139,43 @@ class DurableRuns:
         else:  # a run recorded in step layout 5 or earlier kept its trace in an event
             text = await asyncio.to_thread(self._client.event, run_id, TRACE_EVENT)
         return text if isinstance(text, str) else None
+
+    def events(self, run_id: str, *, after: int = 0, poll_s: float = 0.1) -> AsyncIterator[RunEvent]:
+        """The run's events from number `after` on (0: all), the recorded ones first, then the live
+        ones, each a `RunEvent` (`seq`, `kind`, `to_json()`) as `agentfsm.runs.Runs.events` gives
+        them; the iteration ends when the run has ended (a paused or parked run has not). Any number
+        of readers, from any process, joined at any time: each reads the database (every `poll_s`
+        while nothing is new), so none holds the run up or is ever dropped, and one that leaves takes
+        nothing with it. The worker writes the events as the run goes (`agentfsm.durable.events`):
+        each one once, numbered without gaps, across crashes and takeovers. A run recorded by a
+        release from before the events has none. An unknown `run_id` raises, as `status` does, when
+        the iteration begins."""
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise WrongValueError(f"after must be an event's seq (>= 0), got {after!r}")
+        return self._read_events(run_id, after, poll_s)
+
+    async def _read_events(self, run_id: str, after: int, poll_s: float) -> AsyncIterator[RunEvent]:
+        await asyncio.to_thread(self._client.get, run_id, whole=False)  # an unknown id raises here
+        table = await asyncio.to_thread(self._event_table)
+        seq = after
+        while True:
+            found = await asyncio.to_thread(table.read, run_id, seq)
+            for item in found:
+                seq = item.seq
+                yield item
+            if found:
+                continue
+            if await asyncio.to_thread(self._client.ended, run_id):  # written before it ended: read on
+                for item in await asyncio.to_thread(table.read, run_id, seq):
+                    yield item
+                return
+            await asyncio.sleep(poll_s)
+
+    def _event_table(self) -> EventTable:
+        with self._opening:
+            if self._events is None:
+                self._events = EventTable(self._client.url)
+            return self._events
 
     async def cancel(self, run_id: str) -> None:
         """End the run wherever it runs: it stops at its next step (a tool call in progress ends first).

@@ -38,6 +38,7 @@ from sqlalchemy import exc as sa_exc
 
 from ..errors import ConfigError, KeyNotFoundError
 from ..runs.spec import AgentFactory
+from .events import EventTable, EventWriter
 from .fence import Fence
 from .run import durable_run
 
@@ -266,6 +267,8 @@ class Engine:
         self.fence = fence
         self._launched = False
         self._parked = _ParkedLogs(set())
+        self._events: EventWriter | None = None
+        """Writes the runs' events to the database (`agentfsm.durable.events`), from launch to shutdown."""
 
     async def launch(
         self,
@@ -296,13 +299,14 @@ class Engine:
         }
         agents, fence, parked = self.agents, self.fence, self._parked.parked
         await asyncio.to_thread(migrate, self.url)  # a bad URL in one line, before DBOS is set up
+        events = self._events = EventWriter(await asyncio.to_thread(EventTable, self.url))
 
         @DBOS.workflow(name=WORKFLOW)
         async def run(task: str, spec: dict[str, Any]) -> dict[str, Any]:
             run_id = DBOS.workflow_id
             assert run_id is not None  # inside a workflow
             journal = _Journal(run_id, queue, fence, parked)
-            return await durable_run(journal, agents, task, spec, park_after_s=park_after_s)
+            return await durable_run(journal, agents, task, spec, park_after_s=park_after_s, events=events)
 
         logging.getLogger("dbos").addFilter(self._parked)
         DBOS(config=config)
@@ -321,6 +325,7 @@ class Engine:
         except BaseException:
             DBOS.destroy(destroy_registry=True)
             logging.getLogger("dbos").removeFilter(self._parked)
+            self._close_events()  # nothing to write yet: quick, and DBOS took the loop's thread pool with it
             raise
         self._launched = True
 
@@ -335,6 +340,15 @@ class Engine:
             from concurrent.futures import ThreadPoolExecutor
 
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+            # After DBOS: a run that still waits for its last events then records no outcome.
+            await asyncio.to_thread(self._close_events)
+
+    def _close_events(self) -> None:
+        """Write the events handed over so far, then let go of the events table."""
+        events, self._events = self._events, None
+        if events is not None:
+            events.close()
+            events.table.close()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,8 +400,12 @@ class EngineClient:
         handle: Any = self._dbos().enqueue(options, task, spec)
         return str(handle.get_workflow_id())
 
-    def get(self, run_id: str) -> Listed:
-        found = self._dbos().list_workflows(workflow_ids=[run_id], name=WORKFLOW)
+    def get(self, run_id: str, *, whole: bool = True) -> Listed:
+        """The run as the database lists it; not `whole`: without its input and output (its task,
+        its result and trace), for a look at where it is."""
+        found = self._dbos().list_workflows(
+            workflow_ids=[run_id], name=WORKFLOW, load_input=whole, load_output=whole
+        )
         if not found:
             raise KeyNotFoundError(
                 f"no run {run_id!r} in {self.url}; `agentfsm submit` prints the ids it makes"
@@ -406,6 +424,12 @@ class EngineClient:
             queue_name=queue, name=WORKFLOW, status=list(_ACTIVE) if active_only else None
         )
         return [_listed(status) for status in found]
+
+    def ended(self, run_id: str) -> bool:
+        """Whether the run has ended: finished, failed or cancelled (a queued, running, paused or
+        parked run has not)."""
+        listed = self.get(run_id, whole=False)
+        return listed.status not in _ACTIVE and listed.parked is None
 
     def resume(self, run_ids: list[str], queue: str) -> None:
         """Put `run_ids` back on `queue` (ENQUEUED): a worker of their version continues each."""

@@ -1,5 +1,6 @@
-"""Workers' heartbeats: a table beside DBOS's in the same database. The only module that queries with
-sqlalchemy (the engine imports only its exceptions, which DBOS's calls raise).
+"""Workers' heartbeats: a table beside DBOS's in the same database. With the runs' events
+(`agentfsm.durable.events`, the other such table), the only module that queries with sqlalchemy (the
+engine imports only its exceptions, which DBOS's calls raise).
 
 Why a table of our own: DBOS records which worker (executor) holds each run,
 but not whether that worker is alive; its own ways of moving a dead worker's
@@ -31,7 +32,7 @@ from typing import Literal
 
 import sqlalchemy as sa
 
-__all__ = ["Beat", "BeatOutcome", "Heartbeats"]
+__all__ = ["Beat", "BeatOutcome", "Heartbeats", "sqlalchemy_url"]
 
 _TABLE = "agentfsm_workers"
 
@@ -52,8 +53,9 @@ class Beat:
     """The worker taking this one's runs over, until it is done and the row is deleted."""
 
 
-def _engine_url(url: str) -> str:
-    """DBOS's URL as SQLAlchemy takes it: PostgreSQL through psycopg 3 (the driver DBOS installs)."""
+def sqlalchemy_url(url: str) -> str:
+    """DBOS's URL as SQLAlchemy takes it: PostgreSQL through psycopg 3 (the driver DBOS installs). The
+    tables beside DBOS's open their database with it."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
@@ -64,7 +66,7 @@ class Heartbeats:
     """The heartbeat table of the database at `url` (created on first use, upgraded in place)."""
 
     def __init__(self, url: str) -> None:
-        self._engine = sa.create_engine(_engine_url(url), pool_size=1, max_overflow=1, pool_pre_ping=True)
+        self._engine = sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=1, pool_pre_ping=True)
         meta = sa.MetaData()
         self._table = sa.Table(
             _TABLE,

@@ -89,6 +89,20 @@ A step may run twice (at least once: a crash after it ran and before its
 output was recorded); that is harmless for a start record: the process that
 records it is the one that runs the call.
 
+The run's events (what `DurableRuns.events` reads) are no entries of the journal, and
+leave the layout as it is. The agent's events are kept in segments: the events since the
+place drawn last (a step, the start of a call or of a batch of concurrent calls, a message
+received, an event published), handed to the worker's `EventSink` (`agentfsm.durable.events`)
+under the number of the place that ends them, without waiting, and the events after the last
+place, at the run's end, which waits until all are written. A replay draws the same places
+around the same events, so a segment of a number written before is the same segment (but for
+what no step records: a streamed reply's pieces, a model call's retries, the order concurrent
+calls completed in), and is not written again. A batch's later calls draw no segment's end:
+they start while its earlier calls complete, in an order of the moment. What an execution
+emits after an operation of the journal raised (its run lost to another worker, cancelled,
+parked, its database gone) follows from an outcome nobody recorded, and a replay goes
+otherwise: that execution writes no more segments.
+
 Layout 1 (earlier releases) gave every call a ``tool_started`` step; layout 2
 ran a reply's calls one after another even with `parallel_tool_calls`. The step
 names of a batch are layout 2's, but not what they mean: a layout-2 worker would
@@ -131,6 +145,7 @@ from ..recording.trace import MemoryTrace
 from ..run.events import AgentEvent, ToolCallStarted
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import Observation
+from ..runs.events import encode
 from ..runs.spec import AgentFactory, AgentSpec
 from ..toolbox.ask_human import AskHuman, AskHumanInput
 
@@ -142,6 +157,7 @@ __all__ = [
     "TRACE_KEY",
     "WAKE",
     "DurableModel",
+    "EventSink",
     "Journal",
     "Step",
     "durable_run",
@@ -206,6 +222,76 @@ class Journal(Protocol):
         ...
 
 
+class EventSink(Protocol):
+    """Where a durable run's events go: the worker's writer (`agentfsm.durable.events.EventWriter`)."""
+
+    def write(
+        self, run_id: str, number: int, events: list[tuple[str, dict[str, Any]]], *, urgent: bool = False
+    ) -> Awaitable[None] | None:
+        """Hand over the segment `number` of the run (its events' kinds and data), without waiting;
+        `urgent`: written at once, and an awaitable, done once it and the run's segments before it
+        are written (or were, by an earlier execution of the run)."""
+        ...
+
+
+class _Events:
+    """A run's events, kept in segments (the module's docstring): each place the run draws ends
+    one, and hands it to `sink` under the place's number."""
+
+    def __init__(self, run_id: str, sink: EventSink) -> None:
+        self.run_id = run_id
+        self.sink = sink
+        self.places = 0
+        self.derailed = False
+        """An operation of the journal failed: nothing this execution emits from there is written."""
+        self._kept: list[tuple[str, dict[str, Any]]] = []
+
+    def publish(self, record: AgentEvent) -> None:
+        """The agent's listener: the event, encoded as `Runs.events` encodes it, joins the segment."""
+        if not self.derailed:
+            self._kept.append(encode(record))
+
+    def place(self, *, urgent: bool = False) -> None:
+        """The run draws a place: the events so far are a segment (none is written when empty);
+        `urgent`: the run is about to wait (a pause), its readers should see it now."""
+        self.places += 1
+        if self._kept and not self.derailed:
+            events, self._kept = self._kept, []
+            self.sink.write(self.run_id, self.places, events, urgent=urgent)
+
+    def derail(self) -> None:
+        """An operation of the journal raised (the run lost to another worker, cancelled, parked,
+        its database gone): what the agent does next follows from an outcome nobody recorded,
+        and a replay does otherwise, so this execution writes no more segments."""
+        self.derailed, self._kept = True, []
+
+    async def written(self) -> None:
+        """The run ends: its last segment handed over, and every segment written."""
+        if self.derailed:
+            return
+        self.places += 1
+        events, self._kept = self._kept, []
+        done = self.sink.write(self.run_id, self.places, events, urgent=True)
+        if done is not None:
+            await done
+
+
+class _Watched:
+    """A step of the journal whose failure derails the run's events (`_Events.derail`)."""
+
+    def __init__(self, step: Step, events: _Events | None) -> None:
+        self.step = step
+        self.events = events
+
+    async def run(self, body: Callable[[], Awaitable[JSON]]) -> JSON:
+        try:
+            return await self.step.run(body)
+        except BaseException:
+            if self.events is not None:
+                self.events.derail()
+            raise
+
+
 class DurableModel:
     """A chat model whose every call is a ``model`` step of the run's journal.
 
@@ -267,11 +353,11 @@ class _Start:
     makes it: carried by the entry before (`carried`: whether that entry's step ran here), or a
     ``tool_started`` step of its own, drawn now and recorded once, before any call it starts runs."""
 
-    def __init__(self, journal: Journal, carried: bool | None, call: ToolCall) -> None:
+    def __init__(self, reserve: Callable[[str], Step], carried: bool | None, call: ToolCall) -> None:
         self.carried = carried
         self.calls = [call.id]
         """The calls it starts (one, or a batch's, in call order)."""
-        self._record = journal.reserve("tool_started") if carried is None else None
+        self._record = reserve("tool_started") if carried is None else None
         self._made: asyncio.Future[bool] | None = None
 
     async def began(self) -> bool:
@@ -301,8 +387,10 @@ class _Entries:
     (a ``model`` step, or a call's ``tool`` step run one after another) and, if so, whether it was
     recorded here or read back; and each started call's start and ``tool`` step."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, events: _Events | None = None) -> None:
         self.journal = journal
+        self.events = events
+        """The run's events, whose segments end where the run draws a place (None: not kept)."""
         self.carried: bool | None = None
         """None: the last entry carries no start; else whether that entry's step ran here."""
         self._batch: _Start | None = None
@@ -314,8 +402,28 @@ class _Entries:
     def run_id(self) -> str:
         return self.journal.run_id
 
+    def reserve(self, name: str) -> Step:
+        """The journal's step `name` at the next place; its failure derails the run's events."""
+        return _Watched(self.journal.reserve(name), self.events)
+
+    async def _watched(self, operation: Awaitable[JSON]) -> JSON:
+        """`operation` of the journal (a message, an event, a mark); its failure derails the events."""
+        try:
+            return await operation
+        except BaseException:
+            if self.events is not None:
+                self.events.derail()
+            raise
+
+    def _place(self, *, urgent: bool = False) -> None:
+        """A place is drawn next (a step, a call's start, a message, an event): the events so far
+        are a segment, numbered by the place, in every execution alike (`urgent`: at a pause)."""
+        if self.events is not None:
+            self.events.place(urgent=urgent)
+
     async def step(self, name: str, body: Callable[[], Awaitable[JSON]]) -> JSON:
         """A ``model`` step (a carrier)."""
+        self._place()
         ran = False
 
         async def counted() -> JSON:
@@ -324,7 +432,7 @@ class _Entries:
             return await body()
 
         self.carried, self._batch = None, None
-        output = await self.journal.reserve(name).run(counted)
+        output = await self.reserve(name).run(counted)
         self.carried = ran
         return output
 
@@ -333,12 +441,15 @@ class _Entries:
         the other calls of its reply, and shares their start)."""
         start = self._batch if concurrent else None
         if start is None:
-            start = _Start(self.journal, self.carried, call)
+            # A call, or the first of a batch: the batch's calls complete in any order, and its other
+            # calls start in between, so they end no segment (its places would hold other events).
+            self._place()
+            start = _Start(self.reserve, self.carried, call)
         else:
             start.calls.append(call.id)
         self._batch = start if concurrent else None
         self.carried = None
-        self._calls[call.id] = (start, self.journal.reserve("tool"), not concurrent)
+        self._calls[call.id] = (start, self.reserve("tool"), not concurrent)
 
     async def call(self, call: ToolCall, body: Callable[[bool], Awaitable[JSON]]) -> JSON:
         """`call`'s ``tool`` step, `body(began)` its body: `began` says whether the call begins
@@ -360,12 +471,14 @@ class _Entries:
         return output
 
     async def receive(self, topic: str, timeout_s: float) -> JSON:
+        self._place(urgent=True)
         self.carried, self._batch = None, None
-        return await self.journal.receive(topic, timeout_s)
+        return await self._watched(self.journal.receive(topic, timeout_s))
 
     async def publish(self, key: str, value: JSON) -> None:
+        self._place(urgent=True)
         self.carried, self._batch = None, None
-        await self.journal.publish(key, value)
+        await self._watched(self.journal.publish(key, value))
 
     async def record(self, name: str, value: JSON) -> tuple[JSON, bool]:
         """A step `name` of the run's own bookkeeping (it carries no call's start) recording `value`:
@@ -377,13 +490,16 @@ class _Entries:
             here = True
             return value
 
+        self._place(urgent=True)
         self.carried, self._batch = None, None
-        return await self.journal.reserve(name).run(made), here
+        return await self.reserve(name).run(made), here
 
     async def mark_parked(self, pause: int | None) -> None:
-        await self.journal.mark_parked(pause)
+        await self._watched(self.journal.mark_parked(pause))
 
     async def leave(self) -> NoReturn:
+        if self.events is not None:
+            self.events.derail()  # this execution ends here; the one that resumes the run goes on
         await self.journal.leave()
 
 
@@ -442,12 +558,15 @@ async def durable_run(
     spec: Mapping[str, Any],
     *,
     park_after_s: float | None = None,
+    events: EventSink | None = None,
 ) -> dict[str, Any]:
     """The workflow's body: build the agent from `spec`, run `task` to its end, pauses included.
 
     Returns the `RunResult` as JSON, with the run's trace under `TRACE_KEY`. A pause publishes
     what it waits for and waits for decisions sent from any process (`DurableRuns.approve`,
     `DurableRuns.answer`); with `park_after_s`, a pause that got none for that long parks the run.
+    With `events`, the agent's events go there, in segments (the module's docstring), all written
+    before this returns.
     """
     try:
         declared = AgentSpec.from_json(spec)
@@ -460,7 +579,10 @@ async def durable_run(
         agent = factory(declared)
     except Exception as exc:  # a spec its factory refuses: the run ends before it starts, saying why
         return _refused(journal.run_id, f"{type(exc).__name__}: {exc}").model_dump(mode="json")
-    entries = _Entries(journal)
+    kept = None if events is None else _Events(journal.run_id, events)
+    if kept is not None:  # before `_bind`'s listener: a call's start joins the segment its place ends
+        agent.on_event(kept.publish)
+    entries = _Entries(journal, kept)
     model = _bind(agent, entries)
     _ask_in_the_run(agent)
     trace = MemoryTrace()  # published whole at the end: no file, and no flush of each record on the loop
@@ -478,6 +600,8 @@ async def durable_run(
             result = await agent.resume(trace=trace)
     finally:
         await agent.aclose()  # the agent is this run's alone: its MCP servers, sandbox, connections
+    if kept is not None:
+        await kept.written()
     output = result.model_dump(mode="json")
     if model.foreign_layout is None:  # else the run was refused at its first step: its trace says nothing
         output[TRACE_KEY] = trace.text

@@ -39,7 +39,7 @@ from pydantic import TypeAdapter
 from ..recording.files import escape_surrogates, json_line
 from ..run.events import AgentEvent
 
-__all__ = ["DROPPED", "Feed", "RunEvent", "event_kind"]
+__all__ = ["DROPPED", "Feed", "RunEvent", "encode", "event_kind"]
 
 DROPPED = "reader_dropped"
 """The kind of the last event a reader that fell behind gets."""
@@ -89,6 +89,12 @@ def event_json(event: AgentEvent) -> dict[str, Any]:
     return data
 
 
+def encode(event: AgentEvent) -> tuple[str, dict[str, Any]]:
+    """`event`'s kind and data, as a `RunEvent` carries them: the one encoding of an agent's event
+    for readers, whoever keeps it (a `Feed` here, a durable worker's table in the database)."""
+    return _KINDS[type(event)], event_json(event)
+
+
 class _Reader:
     def __init__(self, buffer: int) -> None:
         self.queue: asyncio.Queue[RunEvent | None] = asyncio.Queue(buffer + 1)  # one place for the last word
@@ -111,7 +117,7 @@ class Feed:
 
     def publish(self, event: AgentEvent) -> None:
         """The agent's listener: number `event`, write it, hand it to the readers. Never waits."""
-        self.add(_KINDS[type(event)], event_json(event))
+        self.add(*encode(event))
 
     def add(self, kind: str, data: dict[str, Any]) -> None:
         item = RunEvent(self.run_id, len(self.history) + 1, kind, data)
