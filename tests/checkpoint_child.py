@@ -9,6 +9,7 @@ side effect), ``mark`` (print ``checkpoint`` after each write and let each
 call take 20 ms: the parent kills the process when it chooses), or ``wait``
 (print ``checkpoint`` after the first write, then wait for a file ``go`` in
 WORKDIR: the parent starts a second process while this one holds the run).
+The run writes a trace beside its checkpoint, and a resume goes on with it.
 The run's result is printed as one JSON line when it ends; a run refused
 because another holds the checkpoint prints ``refused: MESSAGE`` and exits 2.
 The model is a `FunctionLLM` that answers from the conversation alone, so a
@@ -94,12 +95,12 @@ def build(workdir: Path, kill: str) -> ToolCallAgent:
 
 async def main(action: str, workdir: Path, kill: str) -> None:
     agent = build(workdir, kill)
-    path = workdir / "run.checkpoint.json"
+    path, trace = workdir / "run.checkpoint.json", workdir / "run.trace.jsonl"
     try:
         if action == "run":
-            result = await agent.run(TASK, checkpoint=path)
+            result = await agent.run(TASK, checkpoint=path, trace=trace)
         else:
-            result = await agent.resume(path)
+            result = await agent.resume(path, trace=trace)  # the trace, cut back to the checkpoint, goes on
     except CheckpointLeasedError as exc:
         print(f"refused: {exc}", flush=True)
         sys.exit(2)

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from agentfsm.agent import ToolCallAgent
+from agentfsm.agent.replay import replay
 from agentfsm.agent.tool_runner import INTERRUPTED_CALL
 from agentfsm.cli import commands as cli_main
 from agentfsm.cli import config
@@ -82,10 +83,22 @@ def kill_then_resume(base: Path, kill: str) -> tuple[dict[str, Any], dict[str, A
     saved = read_checkpoint(workdir / "run.checkpoint.json")  # always a whole, valid checkpoint
     assert not [p.name for p in workdir.iterdir() if p.name.endswith(".tmp")]
     result = outcome(child("resume", workdir))
+    _replays_as_one_run(workdir / "run.trace.jsonl", result)
     final = read_checkpoint(workdir / "run.checkpoint.json")
     assert final["run_state"]["run_id"] == saved["run_state"]["run_id"]
     tool_texts = [m["content"] for m in final["memory"]["messages"] if m["role"] == "tool"]
     return saved, result, effects(workdir), tool_texts
+
+
+def _replays_as_one_run(trace: Path, result: dict[str, Any]) -> None:
+    """The trace of a run killed and resumed (cut back to the checkpoint, then written on) replays
+    as one run, to the result the resumed run printed."""
+    replayed = asyncio.run(replay(trace))
+    assert replayed.ended_early is None and replayed.result is not None
+    again = replayed.result.model_dump(mode="json")
+    assert {k: again[k] for k in ("state", "stop_reason", "steps", "output")} == {
+        k: result[k] for k in ("state", "stop_reason", "steps", "output")
+    }
 
 
 def test_a_run_killed_after_any_checkpoint_resumes_to_the_same_result_and_runs_no_call_twice(

@@ -108,12 +108,13 @@ def test_the_docker_sandbox_without_its_image_is_refused_before_the_run(llmock: 
 
 @pytest.mark.http
 def test_a_cancelled_run_is_resumed_from_where_it_was(llmock: Any, tmp_path: Path) -> None:
-    """Ctrl-C while the model thinks; `resume` asks the model again and the run finishes."""
-    checkpoint = tmp_path / "run.jsonl"
+    """Ctrl-C while the model thinks; `resume` asks the model again and the run finishes, its trace
+    going on from the same point (`--trace`), so that it replays as one run."""
+    checkpoint, trace = tmp_path / "run.jsonl", tmp_path / "trace.jsonl"
     llmock.delay(8).call_tool("terminate", {"status": "success"})  # the first think: interrupted
     process = subprocess.Popen(
         [sys.executable, "-m", "agentfsm", "run", "do the task", *model(llmock), "--json",
-         "--checkpoint", str(checkpoint)],
+         "--checkpoint", str(checkpoint), "--trace", str(trace)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
     )  # fmt: skip
@@ -131,12 +132,15 @@ def test_a_cancelled_run_is_resumed_from_where_it_was(llmock: Any, tmp_path: Pat
     assert json.loads(out)["stop_reason"] == "cancelled"
 
     llmock.call_tool("terminate", {"status": "success"})
-    resumed = agentfsm("resume", str(checkpoint), *model(llmock)[2:], "--json")
+    resumed = agentfsm("resume", str(checkpoint), *model(llmock)[2:], "--json", "--trace", str(trace))
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert (result["state"], result["stop_reason"], result["steps"]) == ("FINISHED", "terminated", 1)
     assert "already finished" not in resumed.stderr
     assert result["usage"]["llm_calls"] == 1  # the interrupted think was asked again
+    replayed = agentfsm("replay", str(trace), "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    assert '"stop_reason": "terminated"' in replayed.stdout
 
 
 def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

@@ -154,6 +154,8 @@ def test_resume_continues_a_flow_killed_while_its_plan_waited_for_review(
     monkeypatch.setattr("sys.stdin", io.StringIO("a\n"))
     resume = ["resume", str(checkpoint), "--model", "openai/test-model", "--api-base",
               llmock.base_url("openai"), "--api-key", KEY, "--json"]  # fmt: skip
+    assert cli_main.main([*resume, "--trace", str(tmp_path / "t.jsonl")]) == 2  # an agent's, not a flow's
+    assert "is a flow's checkpoint: --trace goes on with an agent's trace" in capfd.readouterr().err
     assert cli_main.main(resume) == 0
     captured = capfd.readouterr()
     result = json.loads(captured.out)

@@ -370,3 +370,89 @@ async def test_a_spec_its_factory_refuses_ends_that_run_in_error_saying_why_and_
         assert result.error == "ConfigError: max_steps must be at least 1, got 0; give a positive max_steps"
         assert (await runs.result(fine, wait=True, timeout=10)).ok  # type: ignore[union-attr]
     assert world.done == ["y"]
+
+
+# -- the trace of a run taken up again -------------------------------------------------------------
+
+
+async def _replays_whole(runs: Runs, run_id: str) -> None:
+    """The run's trace replays as one run, to the result the run ended with."""
+    from agentfsm.agent.replay import replay
+
+    result = await runs.result(run_id)
+    assert result is not None
+    text = await runs.trace(run_id)
+    assert text is not None and text.count('"kind": "header"') == 1
+    path = Path(runs.directory, run_id, "trace.jsonl")
+    replayed = await replay(path)
+    assert replayed.ended_early is None and replayed.result is not None
+    again = replayed.result
+    assert (again.state, again.stop_reason, again.steps, again.output) == (
+        result.state,
+        result.stop_reason,
+        result.steps,
+        result.output,
+    )
+
+
+async def test_a_run_stopped_mid_call_goes_on_after_a_restart_with_its_trace_whole(tmp_path: Path) -> None:
+    """Stopped as a shutdown stops it (in its tool call), then taken up by the next `Runs`: its
+    checkpoint goes on, and its trace from the same point, so the trace replays as one run."""
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("wait", "worker")
+        await _until(runs, run_id, "running", also=lambda: world.waiting == 1)
+    world.gate.set()
+    async with Runs(tmp_path, agents=world.factories()) as again:
+        result = await again.result(run_id, wait=True, timeout=10)
+        assert result is not None and result.ok and world.waiting == 1  # not run again: reported interrupted
+        await _replays_whole(again, run_id)
+
+
+async def test_a_run_paused_at_a_restart_is_decided_after_it_and_its_trace_replays_whole(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("delete a", "worker")
+        await _until(runs, run_id, "paused")
+    async with Runs(tmp_path, agents=world.factories()) as again:
+        status = await _until(again, run_id, "paused")
+        await again.approve(run_id, status.pending_approval[0].id)
+        result = await again.result(run_id, wait=True, timeout=10)
+        assert result is not None and result.ok and world.done == ["deleted a"]
+        await _replays_whole(again, run_id)
+
+
+async def test_a_trace_is_cut_back_to_its_checkpoint_or_refused_saying_why(tmp_path: Path) -> None:
+    from agentfsm.errors import TraceError
+    from agentfsm.recording.trace import cut_for_resume
+
+    trace = tmp_path / "t.jsonl"
+    records = [
+        {"kind": "header", "schema": 3, "run_id": "r1"},
+        {"kind": "transition", "dest": "THINKING"},
+        {"kind": "llm"},
+        {"kind": "transition", "dest": "AWAITING_APPROVAL"},
+        {"kind": "result"},
+        {"kind": "edit", "edit": "approval"},
+        {"kind": "transition", "dest": "ACTING"},
+        {"kind": "llm"},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    trace.write_text(text + '{"kind": "tr')  # and a line a kill cut short
+    cut_for_resume(trace, "r1", 2, 1)  # the prefix, then the edit past the paused result
+    kept = [json.loads(line)["kind"] for line in trace.read_text().splitlines()]
+    assert kept == ["header", "transition", "llm", "transition", "edit"]
+    trace.write_text(text)
+    cut_for_resume(trace, "r1", 3, 1)
+    assert trace.read_text() == "".join(json.dumps(r) + "\n" for r in records[:7])
+    for run_id, edges, edits, why in (
+        ("r2", 1, 0, "not the trace of run 'r2' \\(its header names 'r1'\\)"),
+        ("r1", 4, 0, "holds 3 edges of run 'r1', its checkpoint 4"),
+        ("r1", 2, 2, "holds 1 of the 2 edits of run 'r1'"),
+        ("r1", 0, 0, "does not say how far its run went"),
+    ):
+        with pytest.raises(TraceError, match=why):
+            cut_for_resume(trace, run_id, edges, edits)
+    assert trace.read_text() == "".join(json.dumps(r) + "\n" for r in records[:7])  # refused: untouched

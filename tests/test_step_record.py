@@ -25,8 +25,10 @@ from agentfsm.testing import ScriptedLLM, reply
 FLOW_CHILD = Path(__file__).with_name("flow_checkpoint_child.py")
 RUN_FIELDS = {"run_id", "state", "step", "request", "stop_reason", "error", "output", "usage", "traceparent"}
 RUN_FIELDS |= {"cancelled_for_good"}  # how it ended, as the stop reason is: by `cancel()`, for good
+RUN_FIELDS |= {"edges", "edits"}  # how far it went, which a resumed run's trace is cut back to
 """What a run's own state dumps: the issue's list (id, state, step, request, stop reason, error,
-output, usage, trace context), whether `cancel()` ended it, and nothing an agent's step adds."""
+output, usage, trace context), whether `cancel()` ended it, how many edges and edits it had, and
+nothing an agent's step adds."""
 TURN_FIELDS = {f.name for f in dataclasses.fields(Turn)}
 
 

@@ -19,6 +19,9 @@ import aiohttp
 import pytest
 from app_model_server import AppModel
 
+from agentfsm import AgentState
+from agentfsm.agent.replay import replay
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "examples" / "web_app.py"
 
@@ -170,3 +173,9 @@ async def test_the_example_app_serves_runs_and_survives_a_kill(tmp_path: Path, m
     finally:
         app.stop()
     assert sorted((tmp_path / "ledger.txt").read_text().splitlines()) == ["archived r0", "archived r2"]
+    # Each trace replays as one run, those of the runs the kill stopped included (on from their
+    # checkpoints, their traces cut back to the same point and written on).
+    for run_id in (slow, archives[2], archives[0], notes[0]):
+        replayed = await replay(tmp_path / "runs" / run_id / "trace.jsonl")
+        assert replayed.ended_early is None and replayed.result is not None, run_id
+        assert replayed.result.state is AgentState.FINISHED, run_id

@@ -229,6 +229,7 @@ def decide(agent: Approving, call_id: str, decision: Decision, *, by_approver: b
         agent.memory.replace_open_calls(calls)  # the model is shown the call that ran
         run.turn.pending_calls = calls
     run.turn.decisions[call_id] = decision
+    run.edits += 1
     edit = Edit(
         agent=agent.name,
         run_id=run.run_id,

@@ -220,6 +220,7 @@ def answer(
     if reply.action != "accept" and reply.content is not None:
         raise WrongValueError(f"a {reply.action!r} answer carries no content; got {reply.content!r}")
     run.turn.answers[call_id] = {**given, key: reply}
+    run.edits += 1
     edit = Edit(
         agent=agent.name,
         run_id=run.run_id,

@@ -36,7 +36,8 @@ from ..recording.checkpoint import Checkpointer, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.restore import read_run_state, restore
-from ..recording.trace import Trace, TraceWriter
+from ..recording.trace import MemoryTrace, Trace, TraceWriter, cut_for_resume
+from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import RunResult, StopReason
@@ -258,12 +259,18 @@ class BaseAgent(DrivenModel, ABC):
         the agent must be built as the one that wrote it (same class and options; the
         model may differ), else `CheckpointError`; its parts are set up as the run had them
         first (`prepare_resume`: Manus runs its commands in the sandbox the checkpoint
-        records); `trace` is not accepted there, since a trace starts at a run's `start` edge.
+        records); `trace` there is the trace file that run wrote: cut back to where the
+        checkpoint stands (what came after it is done again), then written on, so that it replays
+        as the whole run (`cut_for_resume`; `TraceError` when it cannot be, and nothing runs).
         A finished run's checkpoint gives back its result and runs nothing. `deps`: the run's
         dependencies (None: a paused run keeps those it was given; a run from a checkpoint has
         none unless given).
         """
-        self._check_resume_trace(checkpoint, trace)
+        if checkpoint is not None and isinstance(trace, MemoryTrace):
+            raise WrongValueError(
+                "a run resumed from a checkpoint goes on with the trace file it wrote; a trace in "
+                "memory goes on only with a run paused in this process (`resume(trace=...)`)"
+            )
         if checkpoint is None and (waiting := self.still_waiting_for()) is not None:
             raise WrongPhaseError(
                 f"{self.kind} {self.name!r} waits in {self.fsm_state} for {waiting}; give it first "
@@ -274,6 +281,8 @@ class BaseAgent(DrivenModel, ABC):
             self._check_idle()
             self.check_deps(deps)
             opened = await self._opened(checkpoint)
+            if trace is not None and not isinstance(trace, MemoryTrace):  # refused above
+                await _cut_trace(trace, opened)
         return await self._continue(self._resumed_run(checkpoint, deps, opened), trace)
 
     def run_stream(
@@ -439,6 +448,7 @@ class BaseAgent(DrivenModel, ABC):
         before = tuple(run.turn.pending_calls)
         self.memory.replace_open_calls(new)
         run.turn.pending_calls = list(new)
+        run.edits += 1
         edit = Edit(
             agent=self.name, run_id=run.run_id, step=run.step, kind="pending_calls", before=before, after=new
         )
@@ -466,6 +476,7 @@ class BaseAgent(DrivenModel, ABC):
         old = observations[index]
         # A new object, so the transition that reported the original keeps it.
         observations[index] = old.model_copy(update={"content": content})
+        run.edits += 1
         edit = Edit(
             agent=self.name,
             run_id=run.run_id,
@@ -561,3 +572,18 @@ class BaseAgent(DrivenModel, ABC):
         if reason is StopReason.STUCK:
             return "Stopped: the model kept repeating itself"
         return None
+
+
+async def _cut_trace(trace: RecordPath, opened: tuple[Lease, dict[str, Any]]) -> None:
+    """The trace of the run `opened` holds, cut back to where its checkpoint stands (off the
+    loop, as the checkpoint was read); the checkpoint's lease is let go if that fails."""
+    lease, data = opened
+    run = data.get("run_state")
+    try:
+        if not isinstance(run, dict):
+            raise CheckpointError("the checkpoint holds no run state to go on from")
+        run_id, edges, edits = str(run.get("run_id")), int(run.get("edges", 0)), int(run.get("edits", 0))
+        await off_loop(lambda: cut_for_resume(trace, run_id, edges, edits))
+    except BaseException:
+        lease.release()
+        raise

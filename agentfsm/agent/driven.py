@@ -333,10 +333,12 @@ class DrivenModel(EventSource, ABC):
         return self._run
 
     def _check_resume_trace(self, checkpoint: RecordPath | None, trace: Any) -> None:
-        """A trace goes on only with the paused run it belongs to."""
+        """A flow's trace goes on only with the paused run it belongs to (an agent's also from
+        its checkpoint: `BaseAgent.resume`)."""
         if checkpoint is not None and trace is not None:
             raise WrongValueError(
-                "`trace` continues a paused run's trace; a run resumed from a checkpoint has none"
+                f"`trace` continues a paused {self.kind}'s trace; a {self.kind} resumed from a "
+                "checkpoint has none"
             )
 
     @abstractmethod

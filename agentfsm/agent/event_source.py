@@ -58,10 +58,15 @@ class EventSource:
 
         return unsubscribe
 
-    def on_event(self, callback: EventListener) -> Callable[[], None]:
+    def on_event(self, callback: EventListener, *, first: bool = False) -> Callable[[], None]:
         """Call `callback` with every event (`Transition`, `LLMCall`, tool call started and
-        completed, `Edit`), in order; returns a function that unsubscribes."""
-        self._event_listeners += (callback,)
+        completed, `Edit`), in order; returns a function that unsubscribes. `first`: before the
+        listeners already there (a trace writer is, so that a trace is never behind its run's
+        checkpoint: `agentfsm.recording.trace.cut_for_resume`)."""
+        if first:
+            self._event_listeners = (callback, *self._event_listeners)
+        else:
+            self._event_listeners += (callback,)
         held = [callback]
 
         def unsubscribe() -> None:

@@ -202,6 +202,11 @@ def _resume(args: argparse.Namespace) -> int:
     from .otel import exporting
 
     if file_kind(args.checkpoint) == "flow checkpoint":
+        if args.trace is not None:
+            return usage_error(
+                f"{args.checkpoint} is a flow's checkpoint: --trace goes on with an agent's trace, and "
+                "a flow resumed from its checkpoint has none; drop --trace"
+            )
         try:
             flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
         except CheckpointError as exc:
@@ -252,9 +257,13 @@ def _resume(args: argparse.Namespace) -> int:
         spans,
     ):
         try:
-            return drive(agent, None, as_json=args.json, checkpoint=args.checkpoint, view=view)
+            return drive(
+                agent, None, as_json=args.json, trace=args.trace, checkpoint=args.checkpoint, view=view
+            )
         except CheckpointError as exc:  # the agent rebuilt is not the one that wrote it (`restore`)
             return usage_error(_about(args.checkpoint, exc))
+        except TraceError as exc:  # not the run's trace, or behind its checkpoint: nothing ran
+            return usage_error(" ".join(str(exc).split()))
 
 
 def _about(path: str, exc: BaseException) -> str:

@@ -125,7 +125,7 @@ async def run_then_close(
     try:
         if task is None:
             assert checkpoint is not None
-            return await agent.resume(checkpoint)
+            return await agent.resume(checkpoint, trace=trace)
         return await agent.run(task, trace=trace, checkpoint=checkpoint)
     finally:
         aclose = getattr(agent, "aclose", None)  # agents with resources (Manus) have one

@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         "The model defaults to the recorded one; the checkpoint keeps being written.",
     )
     resume.add_argument("checkpoint", metavar="CHECKPOINT", help="a file written by `run --checkpoint`")
+    resume.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="the trace the run wrote (`run --trace FILE`): cut back to where the checkpoint stands and "
+        "written on, so that it replays as the whole run",
+    )
     _model_options(resume)
     _mcp_server_option(resume)  # a run's servers are the configuration's: give them again to resume
     resume.add_argument(

@@ -82,6 +82,7 @@ __all__ = [
     "MemoryTrace",
     "TraceError",
     "TraceWriter",
+    "cut_for_resume",
     "edit_record",
     "read_header",
     "read_trace",
@@ -168,7 +169,10 @@ class TraceWriter:
                 raise write_failed("trace", path, exc) from None
         for edit in agent.paused_edits if append else ():
             self._write(edit_record(edit))
-        self._unsubscribe = agent.on_event(self._on_event)
+        # First: each record is written (and flushed) before the checkpoint's record of the same
+        # event is handed to its writer's thread, so a kill leaves the trace at or past the
+        # checkpoint, and a resume from the checkpoint can cut it back (`cut_for_resume`).
+        self._unsubscribe = agent.on_event(self._on_event, first=True)
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -470,6 +474,83 @@ def _parsed(text: str, path: Trace) -> list[tuple[int, dict[str, Any]]]:
             "re-record the run with this agentfsm"
         )
     return records
+
+
+def cut_for_resume(path: RecordPath, run_id: str, edges: int, edits: int) -> None:
+    """Cut the trace at `path` back to where the checkpoint of its run stands, so that the run
+    resumed from that checkpoint (`resume(checkpoint, trace=path)`) goes on writing it as if it
+    had never stopped.
+
+    The checkpoint's run took `edges` edges and had `edits` edits (`RunState.edges`, `.edits`).
+    The trace keeps its records up to that many transitions, then the edits that follow them until
+    it holds that many edits (made in the phase the run resumes in, or while it was paused). What
+    came after the checkpoint is dropped: the model's reply a kill cut off before its edge was
+    recorded (the resumed run asks again), the paused result of a run paused there (it pauses, or
+    goes on, again). A trace written up to a kill is always ahead of its checkpoint, which is
+    written off the event loop, so the cut point is in it. `TraceError`, with nothing changed, when
+    it is not: the trace is another run's, or stops before that edge, or lacks edits the checkpoint
+    holds (decisions taken while the run was paused go into the trace only when it goes on, and
+    the process stopped before that), or the checkpoint was written before runs counted their
+    edges."""
+    if edges < 1:
+        raise TraceError(
+            f"the checkpoint of run {run_id!r} does not say how far its run went (it was written by an "
+            f"earlier release): resume it without `trace`, and the trace {path} stays as it is"
+        )
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read the trace {path}: {exc.strerror}") from None
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        lines.pop()  # a line a kill cut short
+    records: list[dict[str, Any]] = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise TraceError(
+                f"{path}: line {len(records) + 1} is not a JSON record; not a trace to go on with"
+            ) from None
+        records.append(record if isinstance(record, dict) else {})
+    if not records or records[0].get("kind") != "header" or records[0].get("run_id") != run_id:
+        found = records[0].get("run_id") if records else None
+        raise TraceError(
+            f"{path} is not the trace of run {run_id!r} (its header names {found!r}); pass the trace "
+            "the run wrote, or resume without `trace`"
+        )
+    kinds = [record.get("kind") for record in records]
+    transitions = [at for at, kind in enumerate(kinds) if kind == "transition"]
+    if len(transitions) < edges:
+        raise TraceError(
+            f"{path} holds {len(transitions)} edges of run {run_id!r}, its checkpoint {edges}: it is not "
+            "the whole trace of that run; resume without `trace`"
+        )
+    end = transitions[edges - 1] + 1
+    kept = list(range(end))
+    held = kinds[:end].count("edit")
+    for at in range(end, len(records)):
+        if held >= edits or kinds[at] == "transition":
+            break
+        if kinds[at] == "edit":
+            kept.append(at)
+            held += 1
+    if held < edits:
+        raise TraceError(
+            f"{path} holds {held} of the {edits} edits of run {run_id!r} its checkpoint holds (decisions "
+            "taken while it was paused reach the trace when the run goes on, and it stopped first); "
+            "resume without `trace`"
+        )
+    if kept == list(range(len(kept))):  # a prefix: cut where it ends
+        size = sum(len(lines[at]) for at in kept)
+        if size < len(data):
+            with open(path, "r+b") as trace:
+                trace.truncate(size)
+        return
+    temporary = f"{os.fspath(path)}.cut"  # the prefix and edits past it: the file replaced whole
+    with open(temporary, "wb") as trace:
+        trace.write(b"".join(lines[at] for at in kept))
+    os.replace(temporary, path)
 
 
 def read_header(path: RecordPath) -> dict[str, Any]:

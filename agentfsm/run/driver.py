@@ -161,6 +161,7 @@ class RunDriver:
         table, run = model.table, model.run_state
         source = run.state
         edge, guards = table.take(model, trigger)
+        run.edges += 1
         now = perf_counter()
         started, self._entered_at = self._entered_at, now
         if edge.stop_reason is not None:

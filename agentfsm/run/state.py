@@ -90,6 +90,12 @@ class RunState(Serializable):
     """Ended by `cancel()`, on purpose: a resume from the checkpoint gives the result back. (A run
     stopped by its task's cancellation, Ctrl-C or a shutdown also ends `cancelled`, but a resume
     goes on from where it was, as after a kill.)"""
+    edges: int = 0
+    """How many edges the run took, its `start` the first. A checkpoint keeps it, so that a run
+    resumed from one continues its trace from that edge (`agentfsm.recording.trace.cut_for_resume`)."""
+    edits: int = 0
+    """How many edits the run had (`Edit`: approvals, answers, edited calls and observations), for
+    the same reason: a trace must hold every one its checkpoint holds."""
     traceparent: str | None = None
     """The W3C ``traceparent`` of the span an exporter of spans (`agentfsm.instrument()`) made for
     this run, kept so that the run resumed after a pause, here or from its checkpoint in another

@@ -107,5 +107,6 @@ class Recorded(Protocol):
         """What each checkpoint record holds beside the run state and memory (JSON values): a
         flow's plan and its agents; nothing for an agent."""
 
-    def on_event(self, callback: EventListener) -> Callable[[], None]:
-        """Subscribe to every event; returns the function that unsubscribes."""
+    def on_event(self, callback: EventListener, *, first: bool = False) -> Callable[[], None]:
+        """Subscribe to every event (`first`: before the other listeners); returns the function
+        that unsubscribes."""

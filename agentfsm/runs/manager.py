@@ -48,6 +48,7 @@ from ..errors import (
     AgentfsmError,
     ConfigError,
     KeyNotFoundError,
+    TraceError,
     WrongPhaseError,
     WrongValueError,
 )
@@ -432,7 +433,17 @@ class Runs:
             return await agent.resume(trace=run.trace)
         agent = run.agent = self.agents[run.spec.agent](run.spec)
         agent.on_event(run.feed.publish)
-        if resumed:  # its trace went with the process that stopped: the checkpoint goes on
+        if resumed:  # its checkpoint goes on, and its trace from the same point
+            if run.trace.exists():
+                try:
+                    return await agent.resume(run.checkpoint, trace=run.trace)
+                except TraceError as exc:  # nothing ran: the run goes on, its trace stays as it was
+                    event(
+                        "runs_trace_not_continued",
+                        level=logging.WARNING,
+                        run_id=run.run_id,
+                        message=f"run {run.run_id} goes on without its trace: {exc}",
+                    )
             return await agent.resume(run.checkpoint)
         return await agent.run(run.task, checkpoint=run.checkpoint, trace=run.trace, run_id=run.run_id)
 
