@@ -394,14 +394,19 @@ async def test_the_embed_section_measures_managed_runs_events_and_a_restart_and_
             assert await bench_embed._managed(model, 5, Path(scratch, "runs")) > 0
             gaps = await bench_embed._latency(model, 5, Path(scratch, "latency"))
             assert len(gaps) == 5 * 11 and all(gap >= 0 for gap in gaps)  # every event, each read once
+            floor = await bench_embed._latency_floor(model, 5, Path(scratch, "floor"))
+            assert len(floor) == 5 * 11 and all(gap >= 0 for gap in floor)  # the same events, by hand
             assert await bench_embed._restart(model, 5, Path(scratch, "restart")) > 0
         finally:
             await model.aclose()
     figures: dict[str, Any] = {"runs": 5, "rounds": 1, "by_hand_s": 1.0, "managed_s": 1.5, "ratio": 1.5}
     figures |= {"events": 55, "event_latency_p50_ms": 1.0, "event_latency_p95_ms": 30.0, "restart_s": 0.5}
     figures |= {"model_time_s": 0.2, "paced_event_latency_p50_ms": 1.0, "paced_event_latency_p95_ms": 3.0}
+    figures |= {"floor_latency_p50_ms": 0.9, "floor_latency_p95_ms": 28.0}
+    figures |= {"paced_floor_latency_p50_ms": 0.8, "paced_floor_latency_p95_ms": 2.5}
     table = bench.report({"embed": figures})
     assert "(1.50x, goal <= 1.2: NOT met)" in table
     assert "at once: p50 / p95  1.00 / 30.00 ms over 55 events (goal p95 <= 20 ms: NOT met)" in table
     assert "a model of 0.2 s: p50 / p95  1.00 / 3.00 ms over 55 events (goal p95 <= 20 ms: met)" in table
     assert "all back with their calls: 0.500 s (goal <= 2 s: met)" in table
+    assert "a plain queue and reader a run: p50 / p95  0.90 / 28.00 ms" in table  # the floor
