@@ -228,6 +228,16 @@ async def test_transitions_carry_guards_and_phase_products(toolbox):
     assert len(events) == 7
 
 
+async def test_a_listener_subscribed_first_hears_each_event_before_the_others() -> None:
+    agent = ToolCallAgent(llm=ScriptedLLM([reply("done")]))
+    heard: list[str] = []
+    agent.on_event(lambda event: heard.append(f"late {type(event).__name__}"))
+    agent.on_event(lambda event: heard.append(f"first {type(event).__name__}"), first=True)
+    await agent.run("go")
+    assert heard[:2] == ["first Transition", "late Transition"]
+    assert [h.split()[0] for h in heard] == ["first", "late"] * (len(heard) // 2)
+
+
 async def test_listeners_added_or_removed_while_delivering_take_effect_from_the_next_event():
     agent = agent_with([reply("done")])
     first, second, late = [], [], []
