@@ -54,14 +54,13 @@ import sqlalchemy as sa
 
 from ..errors import RecordingError
 from ..log import event
-from ..recording.files import escape_surrogates
+from ..recording.files import escape_surrogates, json_text
 from ..runs.events import RunEvent
 from .heartbeat import sqlalchemy_url
 
 __all__ = ["EventTable", "EventWriter", "Segment"]
 
 _TABLE = "agentfsm_events"
-_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 RETRY_MAX_S = 5.0
 """The longest wait between two attempts at a write the database refused."""
 LINGER_S = 0.25
@@ -153,7 +152,7 @@ class EventTable:
                 "first_seq": next_seq,
                 "last_segment": new[-1][0],
                 "count": len(events),
-                "events": escape_surrogates(_ENCODER.encode(events)),  # UTF-8 holds no half a character
+                "events": escape_surrogates(json_text(events)),  # UTF-8 holds no half a character
             }
             if db.execute(_INSERT, row).first() is not None:
                 return

@@ -284,12 +284,17 @@ class _Watched:
         self.events = events
 
     async def run(self, body: Callable[[], Awaitable[JSON]]) -> JSON:
-        try:
-            return await self.step.run(body)
-        except BaseException:
-            if self.events is not None:
-                self.events.derail()
-            raise
+        return await _watched(self.step.run(body), self.events)
+
+
+async def _watched(operation: Awaitable[JSON], events: _Events | None) -> JSON:
+    """`operation` of the journal; its failure derails the run's `events` (`_Events.derail`)."""
+    try:
+        return await operation
+    except BaseException:
+        if events is not None:
+            events.derail()
+        raise
 
 
 class DurableModel:
@@ -406,15 +411,6 @@ class _Entries:
         """The journal's step `name` at the next place; its failure derails the run's events."""
         return _Watched(self.journal.reserve(name), self.events)
 
-    async def _watched(self, operation: Awaitable[JSON]) -> JSON:
-        """`operation` of the journal (a message, an event, a mark); its failure derails the events."""
-        try:
-            return await operation
-        except BaseException:
-            if self.events is not None:
-                self.events.derail()
-            raise
-
     def _place(self, *, urgent: bool = False) -> None:
         """A place is drawn next (a step, a call's start, a message, an event): the events so far
         are a segment, numbered by the place, in every execution alike (`urgent`: at a pause)."""
@@ -473,12 +469,12 @@ class _Entries:
     async def receive(self, topic: str, timeout_s: float) -> JSON:
         self._place(urgent=True)
         self.carried, self._batch = None, None
-        return await self._watched(self.journal.receive(topic, timeout_s))
+        return await _watched(self.journal.receive(topic, timeout_s), self.events)
 
     async def publish(self, key: str, value: JSON) -> None:
         self._place(urgent=True)
         self.carried, self._batch = None, None
-        await self._watched(self.journal.publish(key, value))
+        await _watched(self.journal.publish(key, value), self.events)
 
     async def record(self, name: str, value: JSON) -> tuple[JSON, bool]:
         """A step `name` of the run's own bookkeeping (it carries no call's start) recording `value`:
@@ -495,7 +491,7 @@ class _Entries:
         return await self.reserve(name).run(made), here
 
     async def mark_parked(self, pause: int | None) -> None:
-        await self._watched(self.journal.mark_parked(pause))
+        await _watched(self.journal.mark_parked(pause), self.events)
 
     async def leave(self) -> NoReturn:
         if self.events is not None:

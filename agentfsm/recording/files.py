@@ -33,6 +33,11 @@ def json_line(record: dict[str, Any]) -> str:
     return _ENCODER.encode(record) + "\n"
 
 
+def json_text(value: Any) -> str:
+    """`value` as JSON, encoded as `json_line` encodes a record."""
+    return _ENCODER.encode(value)
+
+
 def escape_surrogates(line: str) -> str:
     """`line` (JSON) with each lone surrogate written as its escape (``\\ud800``).
 
