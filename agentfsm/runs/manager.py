@@ -15,7 +15,8 @@ What a restart finds, and why it is safe:
 - Each run this process holds has a lease of its own (``run.lease``, `Lease`: a lock the kernel
   drops with the process), from its submission to its end. Entering `Runs` resumes every
   unfinished run in `directory` whose lease it gets: one not started yet starts, a running one
-  goes on from its checkpoint, a paused one waits at its pause again. A second `Runs` on the same
+  goes on from its checkpoint (and its trace, cut back to the checkpoint: `cut_for_resume`), a
+  paused one waits at its pause again. A second `Runs` on the same
   directory takes none of them, and a run is never driven twice.
 - A run ended by `cancel()` stays ended (the checkpoint says so: `RunState.cancelled_for_good`);
   leaving `Runs` (`aclose()`, the end of ``async with``) stops the running runs as a shutdown
