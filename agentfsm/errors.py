@@ -49,6 +49,7 @@ __all__ = [
     "EditorError",
     "EndOfInputError",
     "IndexOutOfRangeError",
+    "InspectorError",
     "KeyNotFoundError",
     "LLMError",
     "MCPServerError",
@@ -301,6 +302,11 @@ class NoSuchFileError(SandboxPathError, FileNotFoundError):
 
 class NotAFileError(SandboxPathError, IsADirectoryError):
     """The path names the workspace directory itself, or something other than a regular file."""
+
+
+class InspectorError(AgentfsmError, OSError):
+    """The inspector cannot serve (its address is taken or not this machine's), or cannot show a
+    recording it was given (the message is the one line its row shows)."""
 
 
 class ReplayError(TraceError):

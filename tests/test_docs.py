@@ -107,7 +107,8 @@ async def test_a_traces_path_is_drawn_over_its_agents_machine(tmp_path, capsysbi
     )
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(trace.read_text().replace('"dest": "OBSERVING"', '"dest": "NAPPING"', 1))
+    header, records = trace.read_text().split("\n", 1)  # the header's table names the state too
+    bad.write_text(header + "\n" + records.replace('"dest": "OBSERVING"', '"dest": "NAPPING"', 1))
     assert main(["diagram", "--trace", str(bad)]) == 2
     assert "is not in this machine" in capsysbinary.readouterr().err.decode()
     assert main(["diagram", "--trace", str(tmp_path / "missing.jsonl")]) == 2

@@ -118,6 +118,9 @@ def test_no_import_points_up_the_layers():
         "durable": {"agent", "run", "fsm", "model", "toolbox", "recording", "runs"},
         # an app's runs in one process: agents built by factories, run, checkpointed and resumed
         "runs": {"agent", "run", "fsm", "model", "toolbox", "recording"},
+        # the inspector reads recorded runs (and draws their tables); a default table is an agent's
+        # or a flow's
+        "ui": {"recording", "fsm", "agent", "flow"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives, and asks the client
     # for their approvals' Decisions (`elicit`): the mcp wing's modules that read the run's data.
@@ -163,7 +166,8 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
     httpx2, anyio and uvicorn), playwright: each by one module (the one that talks to it), so an optional
-    integration stays out of the rest. The MCP SDK has four: the client and its stdio transport, and
+    integration stays out of the rest. aiohttp has two, one a wing: the model's HTTP client and the
+    inspector's server. The MCP SDK has four: the client and its stdio transport, and
     `agentfsm mcp-serve`'s server with its elicitations, the only importers of its server side (the
     server is the only importer of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
@@ -176,7 +180,7 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
                 importers.setdefault(name.split(".")[0], set()).add(_module(path))
     assert importers["transitions"] == {"agentfsm.fsm.machine"}
     assert importers["litellm"] == {"agentfsm.model.llm"}
-    assert importers["aiohttp"] == {"agentfsm.model.openai_compatible"}
+    assert importers["aiohttp"] == {"agentfsm.model.openai_compatible", "agentfsm.ui.server"}
     assert importers["tiktoken"] == {"agentfsm.model.encoding"}
     assert importers["tenacity"] == {"agentfsm.model.retry"}
     assert importers["docker"] == {"agentfsm.sandbox.docker_engine"}

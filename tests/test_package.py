@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -86,6 +87,7 @@ def outside(
 def test_the_wheel_holds_the_license_and_the_sandbox_builder(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "agentfsm/sandbox/build-image.sh" in names
+    assert {f"agentfsm/ui/static/{name}" for name in ("index.html", "app.js", "style.css")} <= set(names)
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
     assert not [name for name in names if "__pycache__" in name or name.startswith("tests/")]
 
@@ -111,6 +113,25 @@ def test_installed_with_all_it_renders_an_svg_and_runs_the_demo(installed: Path,
     assert version.stdout.strip() == f"agentfsm {agentfsm.__version__}"
     named = outside(installed, "sandbox", "build", "--name", tmp_path=tmp_path)
     assert (named.returncode, named.stdout.strip()) == (0, "agentfsm-sandbox:bookworm")
+
+
+def test_the_installed_inspector_serves_its_page_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    process = subprocess.Popen(
+        [str(installed / "agentfsm"), "ui", "."], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().split(" at ")[1].split(" ")[0]
+        for path, marker in (("", "agentfsm inspector"), ("static/app.js", "function route()")):
+            with urllib.request.urlopen(url + path, timeout=30) as answer:
+                assert marker in answer.read().decode()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    assert process.returncode == 0
 
 
 def test_the_installed_demo_needs_no_network(installed: Path, tmp_path: Path) -> None:

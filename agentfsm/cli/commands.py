@@ -98,6 +98,10 @@ def _command(argv: Sequence[str] | None) -> int:
         return _resume(args)
     if args.command == "mcp-serve":
         return mcp_serve_command(args)
+    if args.command == "ui":
+        from .ui_command import ui_command
+
+        return ui_command(args)
     if args.command == "sandbox":
         from .sandbox import sandbox_command
 

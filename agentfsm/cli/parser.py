@@ -226,6 +226,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --agent planning: the flow with plan review (AWAITING_PLAN_REVIEW)",
     )
+    ui = commands.add_parser(
+        "ui",
+        help="the inspector: see runs in the browser",
+        description="Serve the inspector, a page that lists the runs recorded under PATHS (traces and "
+        "checkpoints, folders searched recursively) and shows each: its machine with the path taken, "
+        "every transition with its guards, the memory at each one. It prints its URL and runs until "
+        "Ctrl-C; nothing is fetched from the network.",
+    )
+    ui.add_argument(
+        "paths", nargs="*", metavar="PATH", help="trace or checkpoint files, or folders (default: .)"
+    )
+    ui.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to serve on (default 127.0.0.1); any other needs the token the printed URL carries",
+    )
+    ui.add_argument("--port", type=_port, default=0, help="the port (default 0: any free one)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
     _durable_commands(commands)
     return parser
 
@@ -638,6 +656,12 @@ def _http_address(text: str) -> tuple[str, int]:
     if not 1 <= port <= 65535 or not host:
         raise argparse.ArgumentTypeError(f"expected [HOST:]PORT (e.g. 8000 or 127.0.0.1:8000), got {text!r}")
     return host, port
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 0 to 65535, got {text!r}")
+    return int(text)
 
 
 def _tool_names(text: str) -> list[str]:

@@ -228,6 +228,52 @@ class MachineTable:
         """The first phase (not a pause) that works on `consumes`, or None."""
         return next((s for s in self.states if consumes in s.consumes and not s.pause), None)
 
+    def describe(self) -> dict[str, Any]:
+        """The table as JSON-able data: each state with its role, each edge in priority order.
+
+        Why: a trace's header records it, so whatever reads the trace later (the inspector, a
+        diagram of the run) draws the run's own machine, an extended agent's or a flow's, without
+        importing its classes. Guards and effects are named (their code is not data); a state's
+        ``role`` is ``phase``, ``pause``, ``final`` or ``rest``.
+        """
+
+        def role(state: StateSpec) -> str:
+            if state.final is not None:
+                return "final"
+            if state.pause:
+                return "pause"
+            return "phase" if state.is_phase else "rest"
+
+        return {
+            "initial": self.initial,
+            "reset": self.reset,
+            "fail": self.fail,
+            "cancel": self.cancel,
+            "states": [
+                {
+                    "name": s.name,
+                    "group": s.group,
+                    "role": role(s),
+                    "final": None if s.final is None else str(s.final),
+                    "done": s.done,
+                    "doc": s.doc,
+                }
+                for s in self.states
+            ],
+            "edges": [
+                {
+                    "trigger": e.trigger,
+                    "source": e.source,
+                    "dest": e.dest,
+                    "guard": e.guard.name if e.guard else None,
+                    "guard_doc": e.guard.doc if e.guard else "",
+                    "stop_reason": None if e.stop_reason is None else str(e.stop_reason),
+                    "effect": e.effect.name if e.effect else None,
+                }
+                for e in self.edges
+            ],
+        }
+
     # -- extending ------------------------------------------------------------
 
     def extend(

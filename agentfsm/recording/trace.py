@@ -13,7 +13,9 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
 - ``header`` (first): ``schema``, ``run_id``, ``agent`` (name), ``agent_class``
   (``module.QualName``), ``config`` (the agent's `trace_config()`: limits,
   prompts, tool choice, tool declarations, the LLM's model and settings; never
-  its API key), ``request``, ``history`` (messages in memory before this run;
+  its API key), ``table`` (the machine the run ran, `MachineTable.describe()`: so a reader
+  draws the run's own states and edges without its classes; a trace written before the field came has none),
+  ``request``, ``history`` (messages in memory before this run;
   they are the trace's messages number 0, 1, ...), ``started_at`` (ISO 8601, UTC).
 - ``transition``: ``step``, ``source``, ``dest``, ``trigger``, ``guards``
   (``[{"name", "held"}]`` in table order), ``stop_reason``, ``error``, ``duration_s``.
@@ -268,6 +270,7 @@ class TraceWriter:
             "agent": agent.name,
             "agent_class": f"{cls.__module__}.{cls.__qualname__}",
             "config": agent.trace_config(),
+            "table": agent.table.describe(),
             "request": agent.run_state.request,
             "history": [m.model_dump(mode="json") for m in history],
             "started_at": datetime.now(UTC).isoformat(),

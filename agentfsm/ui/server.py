@@ -1,0 +1,186 @@
+"""The inspector's web server: the page, its assets, and the JSON it reads, on aiohttp's own server.
+
+Why these rules:
+- It binds 127.0.0.1 unless told otherwise, and on any other address every request needs the
+  token printed in the URL (as Jupyter's does): a run holds prompts, tool output and file
+  contents. The token comes once in the URL's query and is kept in a cookie the page sends
+  back; a script may send it as ``X-Agentfsm-Token``.
+- Every request's ``Host`` must be the address served: a web page elsewhere cannot make a
+  browser on this machine read the runs by pointing a name of its own at 127.0.0.1 (DNS
+  rebinding).
+- The page reads only the runs found under the paths given: a request names a run by its key
+  in the list (`agentfsm.ui.reading`), never by a path.
+- Its assets ship in the package (`agentfsm/ui/static`): nothing is fetched from the network,
+  so it works offline, and the page's Content-Security-Policy allows nothing else.
+- A run that cannot be read answers with its one-line problem (HTTP 422), which the page shows
+  on the run's row; no stack trace reaches the page.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from ..errors import AgentfsmError, InspectorError
+from .reading import Reader
+
+__all__ = ["LOOPBACK", "Inspector", "needs_token"]
+
+LOOPBACK = "127.0.0.1"
+COOKIE = "agentfsm_ui"
+HEADER = "X-Agentfsm-Token"
+PAGE_SIZE = 500
+"""Transitions a timeline request returns at most (the page asks for more as it scrolls)."""
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def needs_token(host: str) -> bool:
+    """Whether serving on `host` needs a token: anything but a loopback address does."""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return True
+
+
+class Inspector:
+    """The web app over a `Reader`, served at `host` (see the module's docstring for its rules).
+
+    `start()` binds (port 0: any free port) and returns the URL to open, with the token when there
+    is one; `stop()` closes it.
+    """
+
+    def __init__(
+        self, reader: Reader, *, host: str = LOOPBACK, port: int = 0, token: str | None = None
+    ) -> None:
+        self.reader = reader
+        self.host, self.port, self.token = host, port, token
+        self._hosts: set[str] = set()
+        self._runner: web.AppRunner | None = None
+        self.app = web.Application(middlewares=[self._guard])
+        self.app.add_routes(
+            [
+                web.get("/", self._page),
+                web.get("/static/{name}", self._asset),
+                web.get("/api/runs", self._runs),
+                web.get("/api/run", self._run),
+                web.get("/api/run/transitions", self._transitions),
+                web.get("/api/run/memory", self._memory),
+            ]
+        )
+
+    async def start(self) -> str:
+        """Serve; returns the page's URL."""
+        family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+        listening = socket.socket(family, kind, proto)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listening.bind(address)
+        except OSError as exc:
+            listening.close()
+            raise InspectorError(
+                f"cannot serve the inspector at {self.host}:{self.port}: {exc.strerror}; "
+                "choose another --port (0: any free one)"
+            ) from None
+        self.port = listening.getsockname()[1]
+        runner = web.AppRunner(self.app, access_log=None)
+        await runner.setup()
+        await web.SockSite(runner, listening).start()
+        self._runner = runner
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        self._hosts = {f"{shown}:{self.port}"}
+        if not needs_token(self.host):
+            self._hosts |= {f"{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        return f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- the rules ------------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.host not in self._hosts:
+            return web.Response(
+                status=421, text=f"this inspector serves {sorted(self._hosts)[0]}, not {request.host}"
+            )
+        given = request.query.get("token") or request.cookies.get(COOKIE) or request.headers.get(HEADER) or ""
+        if self.token is not None and not hmac.compare_digest(given.encode(), self.token.encode()):
+            return web.Response(status=403, text="open the URL the inspector printed: it carries its token")
+        response = await handler(request)
+        response.headers["Content-Security-Policy"] = _CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        if self.token is not None and request.query.get("token"):
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
+        return response
+
+    # -- the page -----------------------------------------------------------------------
+
+    async def _page(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text=_static("index.html"), content_type="text/html")
+
+    async def _asset(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in _ASSETS:
+            raise web.HTTPNotFound(text=f"no asset {name!r}")
+        return web.Response(text=_static(name), content_type=_ASSETS[name])
+
+    # -- the data -----------------------------------------------------------------------
+
+    async def _runs(self, request: web.Request) -> web.StreamResponse:
+        rows = self.reader.rows()
+        return web.json_response({"runs": [row.to_json() for row in rows]})
+
+    async def _run(self, request: web.Request) -> web.StreamResponse:
+        return self._answer(request, lambda view: view.summary())
+
+    async def _transitions(self, request: web.Request) -> web.StreamResponse:
+        offset = _number(request, "offset", 0)
+        limit = min(_number(request, "limit", PAGE_SIZE), PAGE_SIZE)
+        return self._answer(request, lambda view: {"offset": offset, "transitions": view.page(offset, limit)})
+
+    async def _memory(self, request: web.Request) -> web.StreamResponse:
+        at = _number(request, "at", 0)
+        return self._answer(request, lambda view: view.memory_at(at))
+
+    def _answer(self, request: web.Request, part: Callable[[Any], dict[str, Any]]) -> web.StreamResponse:
+        key = request.query.get("key", "")
+        try:
+            view = self.reader.view(key)
+            return web.json_response(part(view))
+        except KeyError:
+            return web.json_response({"problem": f"no run {key!r} among the paths given"}, status=404)
+        except IndexError as exc:
+            return web.json_response({"problem": str(exc)}, status=404)
+        except AgentfsmError as exc:
+            return web.json_response({"problem": str(exc).splitlines()[0]}, status=422)
+
+
+def _number(request: web.Request, name: str, default: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise web.HTTPBadRequest(text=f"{name} must be a whole number, got {text!r}")
+    return int(text)
+
+
+def _static(name: str) -> str:
+    return (resources.files("agentfsm.ui") / "static" / name).read_text(encoding="utf-8")

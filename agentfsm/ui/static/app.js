@@ -1,0 +1,285 @@
+// The inspector's page: the list of runs, and a run's machine, timeline and memory, stepped with
+// the slider or the arrow keys. Everything a run holds is text of its own (prompts, tool output,
+// web pages): it reaches the page through textContent only, never as markup. The one piece of
+// markup from the server is the machine's drawing, made by agentfsm.fsm.drawing with every name
+// escaped.
+"use strict";
+
+const PAGE = 500;
+const main = document.getElementById("main");
+const where = document.getElementById("where");
+let run = null; // the run shown: {key, summary, transitions, selected, asked}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "text") node.textContent = value;
+    else if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+async function getJSON(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  const body = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
+  if (!response.ok) throw new Error(body.problem || `HTTP ${response.status}`);
+  return body;
+}
+
+function query(path, params) {
+  return `${path}?${new URLSearchParams(params)}`;
+}
+
+function route() {
+  const found = (location.hash || "#/").match(/^#\/run\/([^/]+)(?:\/(\d+))?$/);
+  if (found) showRun(decodeURIComponent(found[1]), found[2] === undefined ? null : Number(found[2]));
+  else showList();
+}
+
+// -- the list ---------------------------------------------------------------------------
+
+async function showList() {
+  run = null;
+  where.textContent = "";
+  let runs;
+  try {
+    runs = (await getJSON("/api/runs")).runs;
+  } catch (error) {
+    main.replaceChildren(el("p", { class: "problem", text: error.message }));
+    return;
+  }
+  if (!runs.length) {
+    main.replaceChildren(el("p", { class: "note", text: "No trace or checkpoint was found under the paths given." }));
+    return;
+  }
+  const head = el("tr", {}, ...["run", "agent", "kind", "state", "step", "stop reason", "started", "request", "file"]
+    .map((name) => el("th", { text: name })));
+  const rows = runs.map((row) => {
+    const link = el("a", { href: `#/run/${encodeURIComponent(row.key)}`, text: row.run_id || row.key });
+    if (row.problem) {
+      return el("tr", { class: "unreadable", "data-key": row.key }, el("td", {}, link),
+        el("td", { class: "problem", colspan: "7", text: row.problem }), el("td", { text: row.path }));
+    }
+    return el("tr", { "data-key": row.key },
+      el("td", {}, link),
+      el("td", { text: row.agent || "" }),
+      el("td", { text: row.kind }),
+      el("td", { class: `state-${row.state}`, text: row.state || "" }),
+      el("td", { text: row.step ?? "" }),
+      el("td", { text: row.stop_reason || "" }),
+      el("td", { text: (row.started_at || "").replace("T", " ").slice(0, 19) }),
+      el("td", { class: "request", text: row.request || "", title: row.request || "" }),
+      el("td", { text: row.path }));
+  });
+  main.replaceChildren(el("table", { class: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+// -- a run ---------------------------------------------------------------------------------
+
+async function showRun(key, at) {
+  if (!run || run.key !== key) {
+    let summary;
+    try {
+      summary = await getJSON(query("/api/run", { key }));
+    } catch (error) {
+      main.replaceChildren(el("p", { class: "problem", text: error.message }), el("a", { href: "#/", text: "All runs" }));
+      return;
+    }
+    run = { key, summary, transitions: [], selected: null, asked: 0 };
+    layOut();
+    await loadPage();
+  }
+  const last = run.summary.count - 1;
+  await select(at === null ? last : Math.max(0, Math.min(at, last)));
+}
+
+function layOut() {
+  const s = run.summary;
+  const row = s.row;
+  where.textContent = `${row.run_id || row.key} · ${row.path}`;
+  const usage = s.usage;
+  const cost = usage.priced && s.llm_calls.length ? ` · $${usage.cost_usd.toFixed(4)}` : "";
+  const result = s.result
+    ? `${s.result.state} · ${s.result.stop_reason} · ${s.result.steps} steps`
+    : `${row.state || "?"} (no result recorded: running, killed, or a checkpoint)`;
+  const diagram = el("div", { class: "diagram" });
+  diagram.innerHTML = s.svg; // made by agentfsm.fsm.drawing, every name escaped
+  for (const [edge, times] of Object.entries(s.taken)) {
+    for (const path of diagram.querySelectorAll("path.edge[data-edges]")) {
+      if (path.dataset.edges.split(" ").includes(edge)) path.classList.add("taken");
+    }
+    const label = diagram.querySelector(`.edge-label[data-edge="${edge}"]`);
+    if (label) {
+      label.classList.add("taken");
+      label.querySelector(".count").textContent = ` ×${times}`;
+    }
+  }
+  const slider = el("input", { type: "range", min: "0", max: String(Math.max(0, s.count - 1)), value: "0", id: "slider",
+    "aria-label": "transition", oninput: (event) => select(Number(event.target.value)) });
+  const stepper = el("div", { class: "stepper" },
+    el("button", { id: "previous", text: "←", title: "previous transition (←)", onclick: () => step(-1) }),
+    slider,
+    el("button", { id: "next", text: "→", title: "next transition (→)", onclick: () => step(1) }),
+    el("span", { id: "position" }));
+  const timeline = el("div", { class: "timeline", onscroll: (event) => {
+    const box = event.target;
+    if (box.scrollTop + box.clientHeight > box.scrollHeight - 200) loadPage();
+  } }, el("ol", { id: "transitions" }));
+  main.replaceChildren(
+    el("p", { class: "totals", id: "summary",
+      text: `${row.agent || ""} · ${result} · ${s.llm_calls.length} model calls · ` +
+        `${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}` +
+        (s.table_source === "recorded" ? "" : ` · machine: ${s.table_source === "default" ? "the default table (not recorded)" : "the edges taken (not recorded)"}`) }),
+    s.request ? el("p", { class: "note", text: `Request: ${s.request}` }) : null,
+    diagram,
+    stepper,
+    el("div", { class: "columns" }, timeline, el("div", { class: "detail", id: "detail" })),
+  );
+}
+
+async function loadPage() {
+  const offset = run.transitions.length;
+  if (offset >= run.summary.count || run.loading) return;
+  run.loading = true;
+  try {
+    const page = await getJSON(query("/api/run/transitions", { key: run.key, offset, limit: PAGE }));
+    const list = document.getElementById("transitions");
+    for (const t of page.transitions) {
+      run.transitions.push(t);
+      list.append(timelineItem(t));
+    }
+  } finally {
+    run.loading = false;
+  }
+}
+
+function timelineItem(t) {
+  const item = el("li", { "data-index": String(t.index), onclick: () => select(t.index) },
+    el("span", { class: "n", text: `#${t.index}` }),
+    t.trigger ? el("span", { class: "trigger", text: t.trigger }) : el("span", { class: "note", text: "(state)" }),
+    " ",
+    el("span", { text: t.source ? `${t.source} → ${t.dest}` : t.dest }),
+    guardChips(t.guards),
+    t.stop_reason ? el("span", { class: "note", text: ` / ${t.stop_reason}` }) : null);
+  return item;
+}
+
+function guardChips(guards) {
+  if (!guards.length) return null;
+  return el("span", { class: "guards" },
+    ...guards.map((g) => el("span", { class: `guard ${g.held ? "held" : "failed"}`, text: g.name,
+      title: g.held ? "held: this edge was taken" : "did not hold" })));
+}
+
+async function step(by) {
+  if (run && run.selected !== null) await select(run.selected + by);
+}
+
+async function select(index) {
+  const count = run.summary.count;
+  if (!count || index < 0 || index >= count) return;
+  while (run.transitions.length <= index) {
+    const before = run.transitions.length;
+    await loadPage();
+    if (run.transitions.length === before) return;
+  }
+  run.selected = index;
+  history.replaceState(null, "", `#/run/${encodeURIComponent(run.key)}/${index}`);
+  document.getElementById("slider").value = String(index);
+  document.getElementById("position").textContent = `transition ${index + 1} of ${count}`;
+  for (const item of document.querySelectorAll("#transitions li.selected")) item.classList.remove("selected");
+  const item = document.querySelector(`#transitions li[data-index="${index}"]`);
+  if (item) {
+    item.classList.add("selected");
+    item.scrollIntoView({ block: "nearest" });
+  }
+  const t = run.transitions[index];
+  markDiagram(index, t);
+  showDetail(t);
+  const asked = ++run.asked;
+  try {
+    const memory = await getJSON(query("/api/run/memory", { key: run.key, at: index }));
+    if (asked === run.asked) showMemory(memory);
+  } catch (error) {
+    if (asked === run.asked) document.getElementById("memory").replaceChildren(el("p", { class: "problem", text: error.message }));
+  }
+}
+
+function markDiagram(index, t) {
+  const svg = document.querySelector("svg.machine");
+  const states = run.summary.states;
+  const visited = new Set(states.slice(0, index + 1));
+  const groups = {};
+  for (const state of run.summary.table.states) if (state.group) groups[state.name] = state.group;
+  for (const node of svg.querySelectorAll(".state, .group")) {
+    const name = node.dataset.state;
+    node.classList.toggle("current", name === t.dest || name === groups[t.dest]);
+    node.classList.toggle("visited", visited.has(name));
+  }
+  for (const node of svg.querySelectorAll(".selected")) node.classList.remove("selected");
+  if (t.edge !== null) {
+    for (const path of svg.querySelectorAll("path.edge[data-edges]")) {
+      if (path.dataset.edges.split(" ").includes(String(t.edge))) path.classList.add("selected");
+    }
+    const label = svg.querySelector(`.edge-label[data-edge="${t.edge}"]`);
+    if (label) label.classList.add("selected");
+  }
+}
+
+function showDetail(t) {
+  const facts = [["step", t.step], ["trigger", t.trigger], ["from", t.source], ["to", t.dest],
+    ["stop reason", t.stop_reason], ["error", t.error],
+    ["time in the state before", t.duration_s == null ? null : `${(t.duration_s * 1000).toFixed(2)} ms`]];
+  const list = el("dl", {});
+  for (const [name, value] of facts) {
+    if (value === null || value === undefined) continue;
+    list.append(el("dt", { text: name }), el("dd", { text: String(value) }));
+  }
+  const guards = t.guards.length
+    ? el("ol", { class: "guard-list" }, ...t.guards.map((g) =>
+      el("li", { class: g.held ? "held" : "failed", text: `${g.name}: ${g.held ? "held (taken)" : "did not hold"}` })))
+    : el("p", { class: "note", text: t.trigger ? "No guard: the edge's only way, or its fallback." : "" });
+  const result = run.summary.result;
+  const ending = result && t.index === run.summary.count - 1
+    ? el("div", { class: "message role-result" }, el("div", { class: "role", text: "result" }),
+      el("pre", { text: [result.output, result.error].filter(Boolean).join("\n") || "(no output)" }))
+    : null;
+  document.getElementById("detail").replaceChildren(...[
+    el("h2", { text: `Transition #${t.index}` }), list,
+    el("h2", { text: "Guards, in the order evaluated" }), guards,
+    ending,
+    el("h2", { text: "Memory at this transition" }),
+    el("div", { class: "messages", id: "memory" }, el("p", { class: "note", text: "Loading…" })),
+  ].filter(Boolean));
+}
+
+function showMemory(memory) {
+  const shown = [...memory.system.map((m) => ({ ...m, role: "system" })), ...memory.messages];
+  const nodes = shown.map((m) => {
+    const box = el("div", { class: `message role-${m.role}` },
+      el("div", { class: "role", text: m.role + (m.name ? ` · ${m.name}` : "") + (m.tool_call_id ? ` · ${m.tool_call_id}` : "") }));
+    if (m.content) box.append(el("pre", { text: typeof m.content === "string" ? m.content : JSON.stringify(m.content, null, 1) }));
+    for (const call of m.tool_calls || []) {
+      box.append(el("div", { class: "call", text: `${call.name}(${call.arguments}) · ${call.id}` }));
+    }
+    if (m.base64_image && /^[A-Za-z0-9+/=\s]+$/.test(m.base64_image)) {
+      box.append(el("img", { alt: "image", src: `data:image/png;base64,${m.base64_image}` }));
+    }
+    return box;
+  });
+  document.getElementById("memory").replaceChildren(...(nodes.length ? nodes : [el("p", { class: "note", text: "(empty)" })]));
+}
+
+document.addEventListener("keydown", (event) => {
+  if (!run || event.target.matches("input:not([type=range]), textarea")) return;
+  if (event.target.matches("input[type=range]")) return; // the slider steps by itself
+  if (event.key === "ArrowLeft") { step(-1); event.preventDefault(); }
+  else if (event.key === "ArrowRight") { step(1); event.preventDefault(); }
+  else if (event.key === "Home") { select(0); event.preventDefault(); }
+  else if (event.key === "End") { select(run.summary.count - 1); event.preventDefault(); }
+});
+window.addEventListener("hashchange", route);
+route();
