@@ -410,3 +410,37 @@ async def test_the_embed_section_measures_managed_runs_events_and_a_restart_and_
     assert "a model of 0.2 s: p50 / p95  1.00 / 3.00 ms over 55 events (goal p95 <= 20 ms: met)" in table
     assert "all back with their calls: 0.500 s (goal <= 2 s: met)" in table
     assert "a plain queue and reader a run: p50 / p95  0.90 / 28.00 ms" in table  # the floor
+
+
+async def test_the_ui_section_opens_a_trace_of_the_size_asked_for_and_reports_the_goal() -> None:
+    """`--only ui` (`tools/bench_ui.py`) on a small trace: the run it records has the transitions
+    its figure names, the page opens it and reaches its end, and the report says whether the goal held."""
+    from browser_support import require_chromium
+
+    require_chromium()
+    import bench_ui
+    from playwright.async_api import async_playwright
+
+    from agentfsm.browser.settings import DEFAULT_EXECUTABLE
+
+    with tempfile.TemporaryDirectory() as scratch:
+        count = await bench_ui._trace(Path(scratch), 50)
+        lines = (Path(scratch) / "run.jsonl").read_text().splitlines()
+        assert count == 50 == sum('"kind": "transition"' in line for line in lines)
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=DEFAULT_EXECUTABLE)
+            try:
+                opened, to_the_end = await bench_ui._open(browser, Path(scratch), count)
+            finally:
+                await browser.close()
+    assert opened > 0 and to_the_end > 0
+    figures = {
+        "transitions": 10_001,
+        "trace_bytes": 6_800_000,
+        "rounds": 5,
+        "open_s": 1.2,
+        "to_the_end_s": 2.0,
+    }
+    table = bench.report({"ui": figures | {"goals": {"open_s": 1.0}}})
+    assert "Inspector: a trace of 10001 transitions (6.8 MB), in Chromium, median of 5" in table
+    assert "goal: opens in under 1 s: NOT met" in table

@@ -49,6 +49,7 @@ import bench_otel
 import bench_peers
 import bench_sandbox
 import bench_stream
+import bench_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -575,6 +576,7 @@ RENDER: dict[str, Callable[[dict[str, Any], list[str]], None]] = {
     "sandbox": bench_sandbox.lines,
     "mcp": bench_mcp.lines,
     "embed": bench_embed.lines,
+    "ui": bench_ui.lines,
 }
 
 
@@ -593,6 +595,7 @@ async def collect(quick: bool, sections: list[str]) -> dict[str, Any]:
         ("telemetry", bench_otel.telemetry),
         ("mcp", bench_mcp.mcp),
         ("embed", bench_embed.embed),
+        ("ui", bench_ui.ui),
     ):
         if name in sections:
             data[name] = await fn(quick)
@@ -605,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     parser.add_argument(
         "--only",
-        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox,mcp,embed",
+        default="startup,overhead,history,recording,scale,http,stream,telemetry,sandbox,mcp,embed,ui",
         help="comma-separated sections (default: all)",
     )
     args = parser.parse_args(argv)
