@@ -118,9 +118,9 @@ def test_no_import_points_up_the_layers():
         "durable": {"agent", "run", "fsm", "model", "toolbox", "recording", "runs"},
         # an app's runs in one process: agents built by factories, run, checkpointed and resumed
         "runs": {"agent", "run", "fsm", "model", "toolbox", "recording"},
-        # the inspector reads recorded runs (and draws their tables); a default table is an agent's
-        # or a flow's
-        "ui": {"recording", "fsm", "agent", "flow"},
+        # the inspector reads recorded runs (and draws their tables; a default table is an agent's
+        # or a flow's), and a durable database's through DurableRuns
+        "ui": {"recording", "fsm", "agent", "flow", "durable", "runs"},
     }
     # `agentfsm mcp-serve`'s server returns the RunResult of the runs it drives, and asks the client
     # for their approvals' Decisions (`elicit`): the mcp wing's modules that read the run's data.

@@ -27,7 +27,8 @@ from agentfsm.errors import InspectorError, TraceError
 from agentfsm.fsm.drawing import edge_labels, to_svg
 from agentfsm.messages import ToolCall
 from agentfsm.testing import ScriptedLLM, reply
-from agentfsm.ui.reading import Reader, find_runs, redacted
+from agentfsm.ui.reader import Reader
+from agentfsm.ui.reading import find_runs, redacted
 from agentfsm.ui.server import Inspector, needs_token
 
 pytestmark = pytest.mark.http
@@ -159,13 +160,13 @@ async def test_damage_found_when_a_run_is_opened_shows_on_its_row_from_then_on(t
     middle["kind"] = "nonsense"
     (tmp_path / "run.jsonl").write_text("\n".join([*lines[:3], json.dumps(middle), *lines[4:]]) + "\n")
     reader = Reader([tmp_path])
-    assert next(r for r in reader.rows() if r.key == "0/run.jsonl").problem is None
+    assert next(r for r in await reader.rows() if r.key == "0/run.jsonl").problem is None
     with pytest.raises(TraceError, match='its record\'s kind is "nonsense"'):
-        reader.view("0/run.jsonl")
+        await reader.view("0/run.jsonl")
     row = reader._rows["0/run.jsonl"]
     assert row.problem is not None and "nonsense" in row.problem
     with pytest.raises(InspectorError, match="nonsense"):
-        reader.view("0/run.jsonl")
+        await reader.view("0/run.jsonl")
 
 
 def test_secrets_in_a_recorded_config_never_show():
@@ -181,7 +182,7 @@ def test_secrets_in_a_recorded_config_never_show():
 
 async def test_a_run_reads_as_its_transitions_each_matched_to_its_edge(tmp_path: Path):
     await record(tmp_path, steps=2)
-    view = Reader([tmp_path]).view("0/run.jsonl")
+    view = await Reader([tmp_path]).view("0/run.jsonl")
     assert view.table_source == "recorded"
     ends = [(t["trigger"], t["source"], t["dest"]) for t in view.transitions]
     assert ends == [
@@ -213,7 +214,7 @@ async def test_a_run_reads_as_its_transitions_each_matched_to_its_edge(tmp_path:
 
 async def test_the_memory_at_a_transition_is_what_the_model_had_seen_and_the_results_since(tmp_path: Path):
     await record(tmp_path, steps=2)
-    view = Reader([tmp_path]).view("0/run.jsonl")
+    view = await Reader([tmp_path]).view("0/run.jsonl")
     into_acting = view.memory_at(4)  # THINKING -> ACTING of step 2
     roles = [m["role"] for m in into_acting["messages"]]
     assert roles[-3:] == ["assistant", "tool", "assistant"]
@@ -236,7 +237,7 @@ async def test_a_trace_without_its_table_is_drawn_on_the_default_one_or_on_the_e
     del header["table"]
     (tmp_path / "old.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     reader = Reader([tmp_path])
-    assert reader.view("0/old.jsonl").table_source == "default"
+    assert (await reader.view("0/old.jsonl")).table_source == "default"
     records = [json.loads(line) for line in lines]
     at = [i for i, r in enumerate(records) if r["kind"] == "transition"]
     into, out = records[at[1]], records[at[2]]  # as if through a state of an extended table
@@ -244,7 +245,7 @@ async def test_a_trace_without_its_table_is_drawn_on_the_default_one_or_on_the_e
     into["dest"] = out["source"] = "CHECKING"
     records[0] = header
     (tmp_path / "extended.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    view = reader.view("0/extended.jsonl")
+    view = await reader.view("0/extended.jsonl")
     assert view.table_source == "taken"
     assert "CHECKING" in {s["name"] for s in view.table["states"]}
     assert all(t["edge"] is not None for t in view.transitions)
@@ -252,7 +253,7 @@ async def test_a_trace_without_its_table_is_drawn_on_the_default_one_or_on_the_e
 
 async def test_a_checkpoint_shows_the_state_it_stands_in_and_its_memory(tmp_path: Path):
     await record(tmp_path)
-    view = Reader([tmp_path]).view("0/run.ckpt")
+    view = await Reader([tmp_path]).view("0/run.ckpt")
     assert [t["dest"] for t in view.transitions] == ["FINISHED"]
     memory = view.memory_at(0)["messages"]
     assert memory[0]["content"] == "add one and one" and memory[-1]["content"] == "the sum is 2"

@@ -17,7 +17,7 @@ from browser_support import require_chromium
 from test_ui import record
 
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
-from agentfsm.ui.reading import Reader
+from agentfsm.ui.reader import Reader
 from agentfsm.ui.server import Inspector
 
 pytestmark = [pytest.mark.http, pytest.mark.asyncio(loop_scope="module")]

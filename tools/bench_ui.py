@@ -40,7 +40,7 @@ async def _trace(folder: Path, transitions: int) -> int:
 
 
 async def _open(browser: Any, folder: Path, count: int) -> tuple[float, float]:
-    from agentfsm.ui.reading import Reader
+    from agentfsm.ui.reader import Reader
     from agentfsm.ui.server import Inspector
 
     inspector = Inspector(Reader([folder]))

@@ -243,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the address to serve on (default 127.0.0.1); any other needs the token the printed URL carries",
     )
     ui.add_argument("--port", type=_port, default=0, help="the port (default 0: any free one)")
+    ui.add_argument(
+        "--db",
+        metavar="URL",
+        help="also list the durable runs in this database (sqlite:///FILE or postgresql://...)",
+    )
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
     _durable_commands(commands)
     return parser

@@ -88,6 +88,7 @@ __all__ = [
     "edit_record",
     "read_header",
     "read_trace",
+    "read_trace_text",
     "transition_record",
 ]
 
@@ -579,9 +580,20 @@ def read_trace(path: RecordPath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the other records, each `llm` record's request whole again (its ``messages``
     and ``system_msgs`` the message dumps, its ``tools`` the list); `TraceError` if it cannot be.
     A last line cut mid-write (a crash) is dropped."""
+    return _read(path, _lines(path))
+
+
+def read_trace_text(text: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`read_trace` of a trace held as text (a durable run's, kept in its database); `name` is what
+    the errors call it."""
+    return _read(name, _parsed(text, name))
+
+
+def _read(
+    path: Trace, lines: list[tuple[int, dict[str, Any]]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from .trace_records import check_record  # pydantic, loaded by what reads a trace back
 
-    lines = _lines(path)
     for number, record in lines:
         check_record(path, number, record)
     (_, header), *rest = lines
@@ -605,7 +617,7 @@ def read_trace(path: RecordPath) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, records
 
 
-def _whole(path: RecordPath, line: int, table: list[Any], runs: Any) -> list[Any]:
+def _whole(path: Trace, line: int, table: list[Any], runs: Any) -> list[Any]:
     whole: list[Any] = []
     for run in runs:
         first, count = run

@@ -4,7 +4,8 @@ and its memory at any transition.
 Why a module of its own: the page asks for a run in pieces (the list, then the machine and the
 first page of the timeline, then the memory at the transition a person steps to), and a trace of
 ten thousand transitions must open in well under a second; so a file is parsed once into a
-`RunView` (kept while the file is unchanged, see `Reader`) and each piece is cut from that.
+`RunView` (kept while the file is unchanged, by `agentfsm.ui.reader.Reader`) and each piece is cut
+from that.
 Everything here reads; nothing writes or imports a run's classes.
 
 A trace's header records its table (`MachineTable.describe()`); for a trace written before it
@@ -16,21 +17,32 @@ run took, so the page always draws what happened.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentfsmError, IndexOutOfRangeError, InspectorError
+from ..errors import AgentfsmError, IndexOutOfRangeError
 from ..fsm.drawing import to_svg
 from ..recording.kinds import FileKind, file_kind
 from ..recording.restore import read_journal
 from ..recording.trace import read_trace
 
-__all__ = ["Reader", "RunRow", "RunView", "find_runs", "redacted"]
+__all__ = [
+    "DURABLE",
+    "RunRow",
+    "RunView",
+    "default_table",
+    "find_runs",
+    "read_file",
+    "redacted",
+    "state_only",
+    "trace_view",
+]
 
+DURABLE = "durable"
+"""The kind of a run read from a durable database."""
 SUFFIXES = (".jsonl", ".json", ".ckpt")
 """The files a folder is searched for (a file named on the command line is read whatever its name)."""
 
@@ -54,6 +66,8 @@ class RunRow:
     step: int | None = None
     stop_reason: str | None = None
     started_at: str | None = None
+    worker: str | None = None
+    """A durable run's worker: the one that holds (or last held) it."""
     problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -194,6 +208,7 @@ class RunView:
             "row": self.row.to_json(),
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
+            "pending_approval": self.header.get("pending_approval", []),
             "table": self.table,
             "table_source": self.table_source,
             "svg": to_svg(self.table),
@@ -269,65 +284,33 @@ def _edit_text(record: dict[str, Any]) -> str:
     return f"{what} edited{f' for call {call}' if call else ''}: {json.dumps(record.get('after'))[:2000]}"
 
 
-class Reader:
-    """The runs under the paths given, each file parsed once while it is unchanged (by its size
-    and modification time): stepping through a run asks for its memory at each transition, and
-    a page reload asks for the whole run again."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self.paths = paths
-        self._rows: dict[str, RunRow] = {}
-        self._views: dict[str, tuple[tuple[int, int], RunView]] = {}
-
-    def rows(self) -> list[RunRow]:
-        """The runs found now (the folders are searched again: a run written since shows)."""
-        self._rows = find_runs(self.paths)
-        return list(self._rows.values())
-
-    def view(self, key: str) -> RunView:
-        """The run named `key`, one of `rows()`'s: never a path of the caller's choosing.
-        `KeyError` for an unknown key; an `AgentfsmError` for a file that cannot be read (its
-        message's first line says why: `InspectorError`, `TraceError`, `CheckpointError`)."""
-        if key not in self._rows:
-            self._rows = find_runs(self.paths)
-        row = self._rows[key]
-        if row.problem is not None:
-            raise InspectorError(row.problem)
-        stat = os.stat(row.path)
-        stamp = (stat.st_size, stat.st_mtime_ns)
-        held = self._views.get(key)
-        if held is not None and held[0] == stamp:
-            return held[1]
-        try:
-            view = _read(row)
-        except AgentfsmError as exc:  # its row says so from now on
-            self._rows[key] = replace(row, problem=str(exc).splitlines()[0])
-            raise
-        self._views[key] = (stamp, view)
-        return view
-
-
-def _read(row: RunRow) -> RunView:
+def read_file(row: RunRow) -> RunView:
+    """The run in a recording file: its trace read whole, or its checkpoint's last state."""
     if row.kind in ("checkpoint", "flow checkpoint"):
         data = read_journal(row.path)
         header = {k: data.get(k) for k in ("agent", "agent_class", "config")}
         run = data["run_state"]
-        table, source = _default_table(row.kind, [])
+        table, source = default_table(row.kind, [])
         memory = data.get("memory", {}).get("messages", [])
-        transitions = []
+        transitions: list[dict[str, Any]] = []
         if run.get("state") is not None:  # no timeline in a journal: the state it stands in
-            transitions.append(_state_only(run))
+            transitions.append(state_only(run))
         return RunView(row, header, table, source, transitions, [], None, memory)
     header, records = read_trace(row.path)
+    return trace_view(row, header, records)
+
+
+def trace_view(row: RunRow, header: dict[str, Any], records: list[dict[str, Any]]) -> RunView:
+    """The run a trace's header and records (`read_trace`'s) hold."""
     own = [(position, r) for position, r in enumerate(records) if r.get("agent") is None]
     recorded = header.get("table")
     raw = [r for _, r in own if r["kind"] == "transition"]
     if isinstance(recorded, dict):
         table, source = recorded, "recorded"
     else:
-        table, source = _default_table(row.kind, raw)
+        table, source = default_table(row.kind, raw)
     edges = _edge_finder(table)
-    transitions = []
+    transitions: list[dict[str, Any]] = []
     for position, record in own:
         if record["kind"] != "transition":
             continue
@@ -351,7 +334,7 @@ def _read(row: RunRow) -> RunView:
     return RunView(row, header, table, source, transitions, records, result)
 
 
-def _state_only(run: dict[str, Any]) -> dict[str, Any]:
+def state_only(run: dict[str, Any]) -> dict[str, Any]:
     return {
         "index": 0,
         "record": 0,
@@ -367,7 +350,7 @@ def _state_only(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _default_table(kind: str, transitions: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+def default_table(kind: str, transitions: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
     """The default table of a run's kind (an agent's or a flow's), or, when the run took an edge
     it lacks, one made of the edges taken."""
     if kind.startswith("flow"):

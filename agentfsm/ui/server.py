@@ -18,6 +18,7 @@ Why these rules:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import socket
@@ -28,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from ..errors import AgentfsmError, InspectorError
-from .reading import Reader
+from .reader import Reader
 
 __all__ = ["LOOPBACK", "Inspector", "needs_token"]
 
@@ -107,9 +108,11 @@ class Inspector:
         return f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
 
     async def stop(self) -> None:
+        """Stop serving, and let go of the database, if any."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await asyncio.to_thread(self.reader.close)
 
     # -- the rules ------------------------------------------------------------------
 
@@ -145,25 +148,29 @@ class Inspector:
     # -- the data -----------------------------------------------------------------------
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
-        rows = self.reader.rows()
+        rows = await self.reader.rows()
         return web.json_response({"runs": [row.to_json() for row in rows]})
 
     async def _run(self, request: web.Request) -> web.StreamResponse:
-        return self._answer(request, lambda view: view.summary())
+        return await self._answer(request, lambda view: view.summary())
 
     async def _transitions(self, request: web.Request) -> web.StreamResponse:
         offset = _number(request, "offset", 0)
         limit = min(_number(request, "limit", PAGE_SIZE), PAGE_SIZE)
-        return self._answer(request, lambda view: {"offset": offset, "transitions": view.page(offset, limit)})
+        return await self._answer(
+            request, lambda view: {"offset": offset, "transitions": view.page(offset, limit)}
+        )
 
     async def _memory(self, request: web.Request) -> web.StreamResponse:
         at = _number(request, "at", 0)
-        return self._answer(request, lambda view: view.memory_at(at))
+        return await self._answer(request, lambda view: view.memory_at(at))
 
-    def _answer(self, request: web.Request, part: Callable[[Any], dict[str, Any]]) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, part: Callable[[Any], dict[str, Any]]
+    ) -> web.StreamResponse:
         key = request.query.get("key", "")
         try:
-            view = self.reader.view(key)
+            view = await self.reader.view(key)
             return web.json_response(part(view))
         except KeyError:
             return web.json_response({"problem": f"no run {key!r} among the paths given"}, status=404)

@@ -55,13 +55,13 @@ async function showList() {
     main.replaceChildren(el("p", { class: "note", text: "No trace or checkpoint was found under the paths given." }));
     return;
   }
-  const head = el("tr", {}, ...["run", "agent", "kind", "state", "step", "stop reason", "started", "request", "file"]
+  const head = el("tr", {}, ...["run", "agent", "kind", "state", "step", "stop reason", "worker", "started", "request", "file"]
     .map((name) => el("th", { text: name })));
   const rows = runs.map((row) => {
     const link = el("a", { href: `#/run/${encodeURIComponent(row.key)}`, text: row.run_id || row.key });
     if (row.problem) {
       return el("tr", { class: "unreadable", "data-key": row.key }, el("td", {}, link),
-        el("td", { class: "problem", colspan: "7", text: row.problem }), el("td", { text: row.path }));
+        el("td", { class: "problem", colspan: "8", text: row.problem }), el("td", { text: row.path }));
     }
     return el("tr", { "data-key": row.key },
       el("td", {}, link),
@@ -70,6 +70,7 @@ async function showList() {
       el("td", { class: `state-${row.state}`, text: row.state || "" }),
       el("td", { text: row.step ?? "" }),
       el("td", { text: row.stop_reason || "" }),
+      el("td", { text: row.worker || "" }),
       el("td", { text: (row.started_at || "").replace("T", " ").slice(0, 19) }),
       el("td", { class: "request", text: row.request || "", title: row.request || "" }),
       el("td", { text: row.path }));
@@ -134,6 +135,10 @@ function layOut() {
         `${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}` +
         (s.table_source === "recorded" ? "" : ` · machine: ${s.table_source === "default" ? "the default table (not recorded)" : "the edges taken (not recorded)"}`) }),
     s.request ? el("p", { class: "note", text: `Request: ${s.request}` }) : null,
+    s.count ? null : el("p", { class: "note", id: "no-transitions",
+      text: "No transition to show yet: the run's trace is whole when it ends." +
+        (s.pending_approval.length ? ` It waits for a decision on ${s.pending_approval
+          .map((c) => `${c.name}(${c.arguments}) · ${c.id}`).join(", ")}.` : "") }),
     diagram,
     stepper,
     el("div", { class: "columns" }, timeline, el("div", { class: "detail", id: "detail" })),
