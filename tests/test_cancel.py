@@ -117,6 +117,23 @@ async def test_a_paused_run_cancelled_stays_ended_and_its_call_never_runs(tmp_pa
     assert again.pending_approval == [] and slow.ended == later.ended == []
 
 
+async def test_a_paused_run_cancelled_with_its_trace_ends_there_too_and_replays(tmp_path: Path) -> None:
+    from agentfsm.agent.replay import replay
+    from agentfsm.recording.trace import read_trace
+
+    trace = tmp_path / "run.jsonl"
+    slow = Slow()
+    agent = agent_of(slow, reply("deleting", [("delete", {"path": "a"})]))
+    await agent.run("task", trace=trace)
+    ended = await agent.cancel(trace=trace)
+    _, records = read_trace(trace)
+    last, result = [r for r in records if r["kind"] == "transition"][-1], records[-1]
+    assert (last["source"], last["trigger"], last["dest"]) == ("AWAITING_APPROVAL", "cancel", "ERROR")
+    assert result["kind"] == "result" and result["result"]["stop_reason"] == "cancelled"
+    replayed = await replay(trace)
+    assert replayed.result.stop_reason == ended.stop_reason == StopReason.CANCELLED
+
+
 async def test_cancel_refuses_with_a_line_saying_why_when_there_is_nothing_it_can_cancel() -> None:
     agent = ToolCallAgent(llm=ScriptedLLM([TERMINATE]))
     with pytest.raises(AgentBusyError, match=r"agent 'toolcall' has no run to cancel \(it is IDLE\)"):

@@ -1,7 +1,8 @@
 """The inspector over a durable database (`agentfsm ui --db`), on SQLite and PostgreSQL, with a worker
 process running the runs: the list holds each run with its state, worker, steps and stop reason; an
 ended run opens on its trace from the database; a paused one shows the calls it waits on; the page,
-in Chromium, lists them and steps through one; a database that cannot be read is one row saying so.
+in Chromium, lists them, steps through one, and approves a paused one's call through the database
+(the run goes on to its end, its tool run once); a database that cannot be read is one row saying so.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from test_durable_crash import start_worker, stop_worker
 
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
 from agentfsm.durable import AgentSpec, DurableRuns
-from agentfsm.ui.database import shown_url
+from agentfsm.ui.managed import database, shown_url
 from agentfsm.ui.reader import Reader
 from agentfsm.ui.server import Inspector
 
@@ -61,7 +62,7 @@ async def _two_runs(db: str, tmp_path: Path) -> tuple[str, str]:
 
 async def test_the_database_lists_its_runs_and_an_ended_one_opens_on_its_trace(worker: str, tmp_path: Path):
     finished, paused = await _two_runs(worker, tmp_path)
-    reader = Reader([], db=worker)
+    reader = Reader([], managed=[database(worker)])
     try:
         rows = {row.key: row for row in await reader.rows()}
         done = rows[f"db/{finished}"]
@@ -81,7 +82,8 @@ async def test_the_database_lists_its_runs_and_an_ended_one_opens_on_its_trace(w
         assert memory[-1]["role"] == "tool" and memory[-1]["name"] == "terminate"
         waiting = (await reader.view(f"db/{paused}")).summary()
         assert waiting["count"] == 0 and waiting["result"] is None
-        assert [(c["id"], c["name"]) for c in waiting["pending_approval"]] == [("c1", "record")]
+        assert [(c["id"], c["name"]) for c in waiting["status"]["pending_approval"]] == [("c1", "record")]
+        assert waiting["status"]["state"] == "paused" and waiting["status"]["pause"] == 1
     finally:
         reader.close()
 
@@ -91,7 +93,7 @@ async def test_the_page_lists_the_database_and_steps_through_a_run(worker: str, 
     from playwright.async_api import async_playwright
 
     finished, paused = await _two_runs(worker, tmp_path)
-    inspector = Inspector(Reader([], db=worker))
+    inspector = Inspector(Reader([], managed=[database(worker)]))
     url = await inspector.start()
     try:
         async with async_playwright() as playwright:
@@ -110,10 +112,13 @@ async def test_the_page_lists_the_database_and_steps_through_a_run(worker: str, 
                 await page.keyboard.press("ArrowLeft")
                 await page.locator("#position").filter(has_text="transition 9 of 10").wait_for()
                 assert await marked.get_attribute("data-state") == "OBSERVING"
-                await page.goto(f"{url}#/run/db%2F{paused}")
-                note = page.locator("#no-transitions")
-                await note.wait_for()
-                assert 'It waits for a decision on record({"n": 7}) · c1.' in await note.inner_text()
+                await page.goto(f"{url}#/run/db%2F{paused}")  # approved from the page, through the database
+                decision = page.locator('.decision[data-call="c1"]')
+                await decision.wait_for()
+                assert "record · c1 waits for a decision" in await decision.inner_text()
+                await decision.locator("button.approve").click()
+                await page.locator('svg.machine g.state.current[data-state="FINISHED"]').wait_for()
+                assert (tmp_path / "wait.txt").read_text().split() == ["7"]
             finally:
                 await browser.close()
     finally:
@@ -122,7 +127,7 @@ async def test_the_page_lists_the_database_and_steps_through_a_run(worker: str, 
 
 async def test_a_database_that_cannot_be_read_is_one_row_saying_so(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'runs.db'}"
-    reader = Reader([], db=db)
+    reader = Reader([], managed=[database(db)])
     try:
         (row,) = await reader.rows()
     finally:

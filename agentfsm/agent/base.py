@@ -328,9 +328,11 @@ class BaseAgent(DrivenModel, ABC):
         """
         return self._stepped_on(self._resumed_run(checkpoint, deps))
 
-    async def cancel(self) -> RunResult:
-        """End the paused run in ERROR with `cancelled` (releasing what it holds); returns its result."""
-        return await self._cancel()
+    async def cancel(self, *, trace: Trace | None = None) -> RunResult:
+        """End the run for good in ERROR with `cancelled` (releasing what it holds); returns its result.
+        `trace`: a paused run's trace (the one its run or resume wrote), which the end is appended
+        to, as `resume(trace=...)` appends the rest of a run."""
+        return await self._cancel(trace)
 
     def reset(self, clear_memory: bool = False) -> None:
         """Back to IDLE from a final state (a logged edge). Memory stays unless `clear_memory`."""

@@ -264,12 +264,13 @@ class DrivenModel(EventSource, ABC):
         self._run = RunDriver(self, closers=(*closers, *observers_of(self)))
         return self._run
 
-    async def _cancel(self) -> RunResult:
+    async def _cancel(self, trace: Any = None) -> RunResult:
         """End the run for good, in ERROR with `cancelled`, and return its result: a paused run at
         once (releasing what it holds), a running one by cancelling the task that awaits it (its
         `run()` or `resume()` returns that result). The checkpoint keeps the end: a resume from it
         gives the result back and runs nothing, unlike a run stopped by its task's cancellation,
-        Ctrl-C or a shutdown, which goes on from where it was."""
+        Ctrl-C or a shutdown, which goes on from where it was. `trace`: the paused run's, which its
+        end is appended to (a running run's own writer records its end)."""
         driver = self._run
         if driver is not None and driver.active:
             return await self._cancel_running()
@@ -277,7 +278,9 @@ class DrivenModel(EventSource, ABC):
             raise AgentBusyError(f"{self.kind} {self.name!r} has no run to cancel (it is {self.fsm_state})")
         self._run = None
         self.run_state.cancelled_for_good = True
-        return await driver.cancel()
+        with self._trace(trace, append=True):
+            self.paused_edits = ()  # the trace has them now
+            return await driver.cancel()
 
     async def _cancel_running(self) -> RunResult:
         import asyncio  # loaded: this runs in an event loop

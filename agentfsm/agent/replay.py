@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -39,7 +39,7 @@ from ..model.base import LLMResponse, ToolChoice, Usage
 from ..questions import Answer, InputRequired
 from ..recording.files import RecordPath
 from ..recording.trace import read_trace, transition_record
-from ..run.events import Transition
+from ..run.events import AgentEvent, EventListener, Transition
 from ..run.result import RunResult
 from ..run.state import Decision, Observation
 from ..toolbox.tool import ToolCollection
@@ -306,7 +306,14 @@ class Replayed(Protocol):
 
     last_result: RunResult | None
 
+    @property
+    def table(self) -> MachineTable: ...
+
     def iter(self, request: str) -> AsyncGenerator[Transition, None]: ...
+
+    async def cancel(self) -> object: ...
+
+    def on_event(self, callback: EventListener, *, first: bool = False) -> Callable[[], None]: ...
 
 
 class RecordedEdges:
@@ -402,13 +409,11 @@ class TraceReplayer:
             steps = self.model.iter(self.request)
             async with aclosing(steps):
                 async for transition in steps:
-                    self.replayed.append(transition)
-                    try:
-                        index = self.edges.check(transition, self.complete)
-                    except ReplayError as exc:
-                        raise self.diverged(exc) from None
-                    self.after_edge(index)
+                    self._check(transition)
                     yield transition
+            for transition in await self._cancelled_at_pause():
+                self._check(transition)
+                yield transition
         except ReplayStop as stop:
             if stop.error is not None:
                 raise stop.error from None
@@ -420,6 +425,36 @@ class TraceReplayer:
             ended = self.model.last_result
             if ended is not None:
                 compare_result(ended.model_dump(mode="json"), self.recorded_result, self.outcome)
+
+    def _check(self, transition: Transition) -> None:
+        self.replayed.append(transition)
+        try:
+            index = self.edges.check(transition, self.complete)
+        except ReplayError as exc:
+            raise self.diverged(exc) from None
+        self.after_edge(index)
+
+    async def _cancelled_at_pause(self) -> list[Transition]:
+        """The edges of the cancel that ended the recorded run at a pause (`cancel(trace=...)`
+        appended them), taken again; none when the run did not end so."""
+        recorded, at = self.edges.recorded, len(self.replayed)
+        ended = self.model.last_result
+        if ended is None or not ended.paused or at >= len(recorded):
+            return []
+        if recorded[at]["trigger"] != self.model.table.cancel:
+            return []
+        taken: list[Transition] = []
+
+        def took(event: AgentEvent) -> None:
+            if isinstance(event, Transition):
+                taken.append(event)
+
+        unsubscribe = self.model.on_event(took)
+        try:
+            await self.model.cancel()
+        finally:
+            unsubscribe()
+        return taken
 
 
 class Replayer(TraceReplayer):

@@ -15,7 +15,7 @@ from .output import EXIT_OK, EXIT_USAGE, usage_error
 
 
 def ui_command(args: argparse.Namespace) -> int:
-    from ..ui.database import shown_url
+    from ..ui.managed import database, shown_url
     from ..ui.reader import Reader
     from ..ui.server import Inspector, needs_token
 
@@ -26,7 +26,12 @@ def ui_command(args: argparse.Namespace) -> int:
             f"no such file or folder: {missing[0]}; give traces, checkpoints or folders holding them"
         )
     token = secrets.token_urlsafe(24) if needs_token(args.host) else None
-    inspector = Inspector(Reader(paths, db=args.db), host=args.host, port=args.port, token=token)
+    inspector = Inspector(
+        Reader(paths, managed=[database(args.db)] if args.db else []),
+        host=args.host,
+        port=args.port,
+        token=token,
+    )
 
     async def serve() -> None:
         url = await inspector.start()

@@ -244,11 +244,12 @@ class PlanningFlow(DrivenModel):
             raise
         return self._restored_run(checkpoint, opened)
 
-    async def cancel(self) -> FlowResult:
+    async def cancel(self, *, trace: RecordPath | None = None) -> FlowResult:
         """End the paused flow in ERROR with `cancelled`, and the paused run of its step's agent
-        with it; returns the flow's result."""
+        with it; returns the flow's result. `trace`: the paused flow's trace, which the end is
+        appended to."""
         agent = self.paused_agent
-        result = self.flow_result(await self._cancel())
+        result = self.flow_result(await self._cancel(trace))
         if agent is not None and agent.phase is not None:
             await agent.cancel()
         return result

@@ -359,7 +359,8 @@ class Runs:
             await agent.cancel()
             await run.ended.wait()
             return
-        await self._ended(run, await agent.cancel())  # paused (or decided and not yet going on)
+        # paused (or decided and not yet going on): its end is appended to its trace
+        await self._ended(run, await agent.cancel(trace=run.trace))
 
     async def approve(
         self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None, pause: int | None = None

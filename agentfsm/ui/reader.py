@@ -1,5 +1,5 @@
-"""The inspector's catalogue: the runs under the paths it was given and in its database, each
-read once while it is unchanged.
+"""The inspector's catalogue: the runs under the paths it was given and those of the run managers
+it was given (an app's `Runs`, a durable database), each read once while it is unchanged.
 
 Why: stepping through a run asks for its memory at each transition, and a page reload asks for the
 whole run again; parsing a long trace each time would cost the page its speed. A run is named by its
@@ -10,35 +10,44 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ..errors import AgentfsmError, InspectorError
-from .database import Database
-from .reading import DURABLE, RunRow, RunView, find_runs, read_file
+from .managed import Managed
+from .reading import RunRow, RunView, find_runs, read_file
 
 __all__ = ["Reader"]
 
 
 class Reader:
-    """The runs under the paths given, and in a durable database (`db`: its URL), each parsed once
-    while it is unchanged (a file by its size and modification time, a database's run once it
-    ended): stepping through a run asks for its memory at each transition, and a page reload asks
-    for the whole run again. Files are read in a thread, so a long trace never stalls the server."""
+    """The runs under the paths given and those of the managers given (`managed`: an app's `Runs`, a
+    durable database), each parsed once while it is unchanged (a file by its size and modification
+    time, a managed run once it ended). Files are read in a thread, so a long trace never stalls
+    the server."""
 
-    def __init__(self, paths: list[Path], *, db: str | None = None) -> None:
+    def __init__(self, paths: list[Path], *, managed: Sequence[Managed] = ()) -> None:
         self.paths = paths
-        self.db = None if db is None else Database(db)
+        self.managed = tuple(managed)
         self._rows: dict[str, RunRow] = {}
         self._views: dict[str, tuple[object, RunView]] = {}
 
     async def rows(self) -> list[RunRow]:
-        """The runs found now (the folders and the database are read again: a run since shows)."""
+        """The runs found now (the folders and the managers are read again: a run since shows)."""
         rows = await asyncio.to_thread(find_runs, self.paths)
-        if self.db is not None:
-            rows |= await self.db.rows()
+        for source in self.managed:
+            rows |= await source.rows()
         self._rows = rows
         return list(rows.values())
+
+    def source(self, key: str) -> tuple[Managed, str] | None:
+        """The manager that holds the run `key` names, and its id; None for a file's run."""
+        for source in self.managed:
+            run_id = source.run_id(key)
+            if run_id is not None:
+                return source, run_id
+        return None
 
     async def view(self, key: str) -> RunView:
         """The run named `key`, one of `rows()`'s: never a path of the caller's choosing.
@@ -50,13 +59,13 @@ class Reader:
         if row.problem is not None:
             raise InspectorError(row.problem)
         held = self._views.get(key)
+        managed = self.source(key)
         try:
-            if row.kind == DURABLE:
-                assert self.db is not None
-                stamp: object = await self.db.stamp(row)
-                if held is not None and held[0] == stamp is not None:
+            if managed is not None:
+                stamp: object = await managed[0].stamp(row)
+                if held is not None and stamp is not None and held[0] == stamp:
                     return held[1]
-                view = await self.db.view(row)
+                view = await managed[0].view(row)
             else:
                 stat = os.stat(row.path)
                 stamp = (stat.st_size, stat.st_mtime_ns)
@@ -70,5 +79,6 @@ class Reader:
         return view
 
     def close(self) -> None:
-        if self.db is not None:
-            self.db.close()
+        """Let go of the managers this reader's sources opened (a database's connections)."""
+        for source in self.managed:
+            source.close()

@@ -30,7 +30,6 @@ from ..recording.restore import read_journal
 from ..recording.trace import read_trace
 
 __all__ = [
-    "DURABLE",
     "RunRow",
     "RunView",
     "default_table",
@@ -41,8 +40,6 @@ __all__ = [
     "trace_view",
 ]
 
-DURABLE = "durable"
-"""The kind of a run read from a durable database."""
 SUFFIXES = (".jsonl", ".json", ".ckpt")
 """The files a folder is searched for (a file named on the command line is read whatever its name)."""
 
@@ -68,6 +65,8 @@ class RunRow:
     started_at: str | None = None
     worker: str | None = None
     """A durable run's worker: the one that holds (or last held) it."""
+    live: bool = False
+    """Held by a manager: followed as it goes, and steered (approve, answer, cancel) from the page."""
     problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -190,6 +189,8 @@ class RunView:
     result: dict[str, Any] | None = None
     memory: list[dict[str, Any]] | None = None
     """A checkpoint's memory as of its last record (a trace's is rebuilt per transition)."""
+    status: dict[str, Any] | None = None
+    """A managed run's status now (its state, its pause and what it waits for); None for a file."""
 
     def summary(self) -> dict[str, Any]:
         """What the run's page shows first: the machine with the run's path, totals, the result."""
@@ -208,7 +209,7 @@ class RunView:
             "row": self.row.to_json(),
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
-            "pending_approval": self.header.get("pending_approval", []),
+            "status": self.status,
             "table": self.table,
             "table_source": self.table_source,
             "svg": to_svg(self.table),

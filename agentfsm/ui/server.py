@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -70,6 +71,8 @@ class Inspector:
         self.reader = reader
         self.host, self.port, self.token = host, port, token
         self._hosts: set[str] = set()
+        self.url: str | None = None
+        """The page's URL once serving (with the token, if any)."""
         self._runner: web.AppRunner | None = None
         self.app = web.Application(middlewares=[self._guard])
         self.app.add_routes(
@@ -80,8 +83,12 @@ class Inspector:
                 web.get("/api/run", self._run),
                 web.get("/api/run/transitions", self._transitions),
                 web.get("/api/run/memory", self._memory),
+                web.get("/api/run/events", self._events),
+                web.post("/api/run/{verb}", self._steer),
             ]
         )
+        self._following: set[asyncio.Task[Any]] = set()
+        """The handlers streaming a run's events: cancelled by `stop()` (they would wait for the run)."""
 
     async def start(self) -> str:
         """Serve; returns the page's URL."""
@@ -105,10 +112,13 @@ class Inspector:
         self._hosts = {f"{shown}:{self.port}"}
         if not needs_token(self.host):
             self._hosts |= {f"{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]")}
-        return f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+        self.url = f"http://{shown}:{self.port}/" + (f"?token={self.token}" if self.token else "")
+        return self.url
 
     async def stop(self) -> None:
         """Stop serving, and let go of the database, if any."""
+        for following in list(self._following):
+            following.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -125,6 +135,10 @@ class Inspector:
         given = request.query.get("token") or request.cookies.get(COOKIE) or request.headers.get(HEADER) or ""
         if self.token is not None and not hmac.compare_digest(given.encode(), self.token.encode()):
             return web.Response(status=403, text="open the URL the inspector printed: it carries its token")
+        if request.method != "GET":
+            refused = self._refused_action(request)
+            if refused is not None:
+                return web.json_response({"problem": refused}, status=403)
         response = await handler(request)
         response.headers["Content-Security-Policy"] = _CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
@@ -133,6 +147,16 @@ class Inspector:
         if self.token is not None and request.query.get("token"):
             response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
         return response
+
+    def _refused_action(self, request: web.Request) -> str | None:
+        """Why an action (a POST) is refused, or None: it must come from this inspector's own page
+        (its ``Origin``), as JSON (a form on another site cannot send that without asking first)."""
+        origin = request.headers.get("Origin", "")
+        if origin.removeprefix("http://") not in self._hosts:
+            return f"an action must come from the inspector's own page, not from {origin or 'no page'}"
+        if request.content_type != "application/json":
+            return f"an action is a JSON body, not {request.content_type}"
+        return None
 
     # -- the page -----------------------------------------------------------------------
 
@@ -178,6 +202,94 @@ class Inspector:
             return web.json_response({"problem": str(exc)}, status=404)
         except AgentfsmError as exc:
             return web.json_response({"problem": str(exc).splitlines()[0]}, status=422)
+
+    # -- a managed run, live --------------------------------------------------------------
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        """The run's events from number `after` on as server-sent events (``data``: the event's
+        JSON, ``id``: its seq), then an ``end`` event when the run has ended; a run that is not a
+        manager's has none (404)."""
+        key = request.query.get("key", "")
+        held = self.reader.source(key)
+        if held is None:
+            return web.json_response(
+                {"problem": f"run {key!r} is not followed live: it is a file's"}, status=404
+            )
+        source, run_id = held
+        after = _number(request, "after", 0)
+        try:
+            events = source.manager().events(run_id, after=after)
+        except AgentfsmError as exc:
+            return web.json_response({"problem": str(exc).splitlines()[0]}, status=404)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        )
+        response.headers["Content-Security-Policy"] = _CSP
+        await response.prepare(request)
+        task = asyncio.current_task()
+        assert task is not None
+        self._following.add(task)
+        try:
+            async for item in events:
+                line = json.dumps(item.to_json(), ensure_ascii=False, default=str)
+                await response.write(f"id: {item.seq}\ndata: {line}\n\n".encode())
+            await response.write(b"event: end\ndata: {}\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):  # the page left, or the server stops
+            pass
+        except AgentfsmError as exc:  # an unknown id: said once, as the stream's last event
+            problem = json.dumps({"problem": str(exc).splitlines()[0]})
+            await response.write(f"event: problem\ndata: {problem}\n\n".encode())
+        finally:
+            self._following.discard(task)
+        return response
+
+    async def _steer(self, request: web.Request) -> web.StreamResponse:
+        """An action on a managed run: ``approve``, ``reject``, ``answer`` or ``cancel``, through its
+        manager's own verb (so a stale or duplicate decision is refused as an app's is: 409)."""
+        verb = request.match_info["verb"]
+        if verb not in ("approve", "reject", "answer", "cancel"):
+            return web.json_response(
+                {"problem": f"no action {verb!r}; approve, reject, answer or cancel"}, status=404
+            )
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"problem": "the action's body is not JSON"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"problem": "the action's body is a JSON object"}, status=400)
+        key = str(body.get("key", ""))
+        held = self.reader.source(key)
+        if held is None:
+            return web.json_response(
+                {"problem": f"run {key!r} is no managed run: it cannot be steered"}, status=404
+            )
+        manager, run_id = held[0].manager(), held[1]
+        call_id, pause = str(body.get("call_id", "")), body.get("pause")
+        for name, kind in (("arguments", dict), ("content", dict), ("pause", int)):
+            if body.get(name) is not None and not isinstance(body[name], kind):
+                return web.json_response(
+                    {"problem": f"the action's {name} must be a JSON {kind.__name__}, got {body[name]!r}"},
+                    status=400,
+                )
+        try:
+            if verb == "approve":
+                await manager.approve(run_id, call_id, arguments=body.get("arguments"), pause=pause)
+            elif verb == "reject":
+                await manager.reject(run_id, call_id, body.get("reason"), pause=pause)
+            elif verb == "answer":
+                await manager.answer(
+                    run_id,
+                    call_id,
+                    body.get("content"),
+                    action=body.get("action", "accept"),
+                    key=body.get("question"),
+                    pause=pause,
+                )
+            else:
+                await manager.cancel(run_id)
+        except AgentfsmError as exc:
+            return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
+        return web.json_response({"done": verb, "run_id": run_id})
 
 
 def _number(request: web.Request, name: str, default: int) -> int:

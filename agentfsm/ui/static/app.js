@@ -34,6 +34,7 @@ function query(path, params) {
 }
 
 function route() {
+  if (!(location.hash || "").startsWith("#/run/")) leaveRun();
   const found = (location.hash || "#/").match(/^#\/run\/([^/]+)(?:\/(\d+))?$/);
   if (found) showRun(decodeURIComponent(found[1]), found[2] === undefined ? null : Number(found[2]));
   else showList();
@@ -82,6 +83,7 @@ async function showList() {
 
 async function showRun(key, at) {
   if (!run || run.key !== key) {
+    leaveRun();
     let summary;
     try {
       summary = await getJSON(query("/api/run", { key }));
@@ -89,37 +91,82 @@ async function showRun(key, at) {
       main.replaceChildren(el("p", { class: "problem", text: error.message }), el("a", { href: "#/", text: "All runs" }));
       return;
     }
-    run = { key, summary, transitions: [], selected: null, asked: 0 };
+    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null };
     layOut();
     await loadPage();
+    if (summary.row.live && !ended(summary)) follow();
   }
   const last = run.summary.count - 1;
   await select(at === null ? last : Math.max(0, Math.min(at, last)));
 }
 
-function layOut() {
-  const s = run.summary;
-  const row = s.row;
-  where.textContent = `${row.run_id || row.key} · ${row.path}`;
-  const usage = s.usage;
-  const cost = usage.priced && s.llm_calls.length ? ` · $${usage.cost_usd.toFixed(4)}` : "";
-  const result = s.result
-    ? `${s.result.state} · ${s.result.stop_reason} · ${s.result.steps} steps`
-    : `${row.state || "?"} (no result recorded: running, killed, or a checkpoint)`;
-  const diagram = el("div", { class: "diagram" });
-  diagram.innerHTML = s.svg; // made by agentfsm.fsm.drawing, every name escaped
-  for (const [edge, times] of Object.entries(s.taken)) {
-    for (const path of diagram.querySelectorAll("path.edge[data-edges]")) {
-      if (path.dataset.edges.split(" ").includes(edge)) path.classList.add("taken");
+function ended(summary) {
+  // a managed run's status says (a paused run's trace holds a result too: the paused one)
+  if (summary.status) return ["finished", "error", "cancelled"].includes(summary.status.state);
+  return Boolean(summary.result);
+}
+
+function leaveRun() {
+  if (run && run.events) run.events.close();
+}
+
+// -- a run that goes on: its events, then the page brought up to date ---------------------------
+
+function follow() {
+  const events = new EventSource(query("/api/run/events", { key: run.key }));
+  const following = run;
+  following.events = events;
+  events.onmessage = (message) => {
+    if (run !== following) return;
+    const event = JSON.parse(message.data);
+    if (event.kind === "text_delta") {
+      const box = document.getElementById("streaming");
+      box.hidden = false;
+      box.textContent += event.data.text || "";
+    } else if (event.kind !== "tool_call_delta" && event.kind !== "llm_call_started") {
+      if (event.kind === "llm_call") { // the reply is whole: its text is in the memory from now on
+        const box = document.getElementById("streaming");
+        box.textContent = "";
+        box.hidden = true;
+      }
+      refresh();
     }
-    const label = diagram.querySelector(`.edge-label[data-edge="${edge}"]`);
-    if (label) {
-      label.classList.add("taken");
-      label.querySelector(".count").textContent = ` ×${times}`;
-    }
+  };
+  events.addEventListener("end", () => { events.close(); if (run === following) refresh(); });
+  events.addEventListener("problem", () => events.close());
+}
+
+async function refresh() {
+  if (run.refreshing) { run.again = true; return; }
+  run.refreshing = true;
+  const shown = run;
+  try {
+    do {
+      run.again = false;
+      const summary = await getJSON(query("/api/run", { key: shown.key }));
+      if (run !== shown) return;
+      const atEnd = shown.selected === null || shown.selected >= shown.summary.count - 1;
+      const redraw = summary.svg !== shown.summary.svg;
+      shown.summary = summary;
+      renderSummary(redraw);
+      while (shown.transitions.length < summary.count && run === shown) {
+        const before = shown.transitions.length;
+        await loadPage();
+        if (shown.transitions.length === before) break;
+      }
+      if (run === shown && summary.count && (atEnd || shown.following)) await select(summary.count - 1);
+      else if (run === shown && shown.selected !== null) markDiagram(shown.selected, shown.transitions[shown.selected]);
+    } while (run === shown && run.again);
+  } finally {
+    shown.refreshing = false;
   }
-  const slider = el("input", { type: "range", min: "0", max: String(Math.max(0, s.count - 1)), value: "0", id: "slider",
-    "aria-label": "transition", oninput: (event) => select(Number(event.target.value)) });
+}
+
+// -- the page of a run ---------------------------------------------------------------------------
+
+function layOut() {
+  const slider = el("input", { type: "range", min: "0", max: "0", value: "0", id: "slider",
+    "aria-label": "transition", oninput: (event) => { run.following = false; select(Number(event.target.value)); } });
   const stepper = el("div", { class: "stepper" },
     el("button", { id: "previous", text: "←", title: "previous transition (←)", onclick: () => step(-1) }),
     slider,
@@ -130,19 +177,149 @@ function layOut() {
     if (box.scrollTop + box.clientHeight > box.scrollHeight - 200) loadPage();
   } }, el("ol", { id: "transitions" }));
   main.replaceChildren(
-    el("p", { class: "totals", id: "summary",
-      text: `${row.agent || ""} · ${result} · ${s.llm_calls.length} model calls · ` +
-        `${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}` +
-        (s.table_source === "recorded" ? "" : ` · machine: ${s.table_source === "default" ? "the default table (not recorded)" : "the edges taken (not recorded)"}`) }),
-    s.request ? el("p", { class: "note", text: `Request: ${s.request}` }) : null,
-    s.count ? null : el("p", { class: "note", id: "no-transitions",
-      text: "No transition to show yet: the run's trace is whole when it ends." +
-        (s.pending_approval.length ? ` It waits for a decision on ${s.pending_approval
-          .map((c) => `${c.name}(${c.arguments}) · ${c.id}`).join(", ")}.` : "") }),
-    diagram,
+    el("p", { class: "totals", id: "summary" }),
+    el("p", { class: "note", id: "request" }),
+    el("div", { class: "steering", id: "steering" }),
+    el("p", { class: "note", id: "no-transitions" }),
+    el("div", { class: "diagram", id: "diagram" }),
+    el("pre", { class: "streaming", id: "streaming", hidden: "" }),
     stepper,
     el("div", { class: "columns" }, timeline, el("div", { class: "detail", id: "detail" })),
   );
+  renderSummary(true);
+}
+
+function renderSummary(redraw) {
+  const s = run.summary;
+  const row = s.row;
+  where.textContent = `${row.run_id || row.key} · ${row.path}`;
+  const usage = s.usage;
+  const cost = usage.priced && s.llm_calls.length ? ` · $${usage.cost_usd.toFixed(4)}` : "";
+  const state = s.status ? s.status.state : row.state || "?";
+  const result = s.result
+    ? `${s.result.state} · ${s.result.stop_reason} · ${s.result.steps} steps`
+    : `${state} (no result recorded${row.live ? " yet" : ": running, killed, or a checkpoint"})`;
+  const machine = s.table_source === "recorded" ? "" : ` · machine: ${s.table_source === "default"
+    ? "the default table (not recorded)" : "the edges taken (not recorded)"}`;
+  document.getElementById("summary").textContent = `${row.agent || ""} · ${result} · ${s.llm_calls.length} ` +
+    `model calls · ${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}${machine}`;
+  document.getElementById("request").textContent = s.request ? `Request: ${s.request}` : "";
+  document.getElementById("no-transitions").textContent = s.count ? ""
+    : `No transition to show yet${row.live ? "" : ": the run's trace is whole when it ends"}.`;
+  const diagram = document.getElementById("diagram");
+  if (redraw) diagram.innerHTML = s.svg; // made by agentfsm.fsm.drawing, every name escaped
+  for (const node of diagram.querySelectorAll(".taken")) node.classList.remove("taken");
+  for (const count of diagram.querySelectorAll(".count")) count.textContent = "";
+  for (const [edge, times] of Object.entries(s.taken)) {
+    for (const path of diagram.querySelectorAll("path.edge[data-edges]")) {
+      if (path.dataset.edges.split(" ").includes(edge)) path.classList.add("taken");
+    }
+    const label = diagram.querySelector(`.edge-label[data-edge="${edge}"]`);
+    if (label) {
+      label.classList.add("taken");
+      label.querySelector(".count").textContent = ` ×${times}`;
+    }
+  }
+  document.getElementById("slider").max = String(Math.max(0, s.count - 1));
+  if (s.llm_calls.length === 0 || ended(s)) document.getElementById("streaming").hidden = true;
+  renderSteering();
+}
+
+// -- steering a managed run: its decisions, its answers, its end ---------------------------------
+
+async function post(verb, body) {
+  const response = await fetch(`/api/run/${verb}`, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ key: run.key, ...body }),
+  });
+  const answer = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
+  const said = document.getElementById("steered");
+  if (said) {
+    said.className = response.ok ? "note" : "problem";
+    said.textContent = response.ok ? `${verb}: sent` : answer.problem;
+  }
+  await refresh();
+}
+
+function renderSteering() {
+  const box = document.getElementById("steering");
+  const s = run.summary;
+  const status = s.status;
+  // drawn again only when what the run waits for changed: a refresh never drops what is being typed
+  const drawn = JSON.stringify([status, ended(s)]);
+  if (drawn === run.steering) return;
+  run.steering = drawn;
+  if (!status || ended(s)) {
+    box.replaceChildren();
+    return;
+  }
+  const pause = status.pause;
+  const parts = [el("h2", { text: status.state === "paused" ? `Paused (pause ${pause})` : `The run is ${status.state}` })];
+  for (const call of status.pending_approval) {
+    if (status.decided.includes(call.id)) continue;
+    const args = el("textarea", { class: "arguments", rows: "3", "data-call": call.id });
+    args.value = JSON.stringify(JSON.parse(call.arguments || "{}"), null, 1);
+    const reason = el("input", { type: "text", placeholder: "why (the model reads it)", class: "reason" });
+    parts.push(el("div", { class: "decision", "data-call": call.id },
+      el("div", { class: "call", text: `${call.name} · ${call.id} waits for a decision` }), args,
+      el("div", { class: "buttons" },
+        el("button", { class: "approve", text: "Approve", onclick: () => {
+          let edited;
+          try { edited = JSON.parse(args.value); } catch (error) { alert(`The arguments are not JSON: ${error.message}`); return; }
+          const same = JSON.stringify(edited) === JSON.stringify(JSON.parse(call.arguments || "{}"));
+          post("approve", { call_id: call.id, pause, ...(same ? {} : { arguments: edited }) });
+        } }),
+        reason,
+        el("button", { class: "reject", text: "Reject", onclick: () => post("reject", { call_id: call.id, pause, reason: reason.value || null }) }))));
+  }
+  for (const asked of status.pending_input) {
+    parts.push(questionForm(asked.call, asked.question, pause));
+  }
+  parts.push(el("div", { class: "buttons" },
+    el("button", { class: "cancel-run", text: "Cancel the run", onclick: () => post("cancel", {}) })),
+  el("p", { id: "steered", class: "note" }));
+  box.replaceChildren(...parts);
+}
+
+function questionForm(call, question, pause) {
+  const schema = question.schema || {};
+  const required = new Set(schema.required || []);
+  const fields = [];
+  const inputs = {};
+  for (const [name, field] of Object.entries(schema.properties || {})) {
+    let input;
+    if (Array.isArray(field.enum)) {
+      input = el("select", { name }, ...field.enum.map((option) => el("option", { value: String(option), text: String(option) })));
+    } else if (field.type === "boolean") {
+      input = el("input", { type: "checkbox", name });
+    } else {
+      input = el("input", { type: field.type === "integer" || field.type === "number" ? "number" : "text", name });
+    }
+    inputs[name] = [input, field];
+    fields.push(el("label", {}, el("span", { text: `${field.title || name}${required.has(name) ? " *" : ""}` }), input));
+  }
+  const content = () => {
+    const given = {};
+    for (const [name, [input, field]] of Object.entries(inputs)) {
+      if (field.type === "boolean") given[name] = input.checked;
+      else if (input.value === "") continue;
+      else if (field.type === "integer") given[name] = parseInt(input.value, 10);
+      else if (field.type === "number") given[name] = Number(input.value);
+      else given[name] = input.value;
+    }
+    return given;
+  };
+  const send = (action) => post("answer", { call_id: call.id, question: question.key, pause, action,
+    ...(action === "accept" ? { content: question.url ? null : content() } : {}) });
+  return el("form", { class: "question", "data-call": call.id, onsubmit: (event) => { event.preventDefault(); send("accept"); } },
+    el("div", { class: "call", text: `${call.name} · ${call.id} asks:` }),
+    el("p", { text: question.message }),
+    question.url ? el("p", { class: "note", text: `Open ${question.url}, then accept.` }) : null,
+    ...fields,
+    el("div", { class: "buttons" },
+      el("button", { type: "submit", class: "accept", text: "Answer" }),
+      el("button", { type: "button", class: "decline", text: "Decline", onclick: () => send("decline") }),
+      el("button", { type: "button", class: "dismiss", text: "Cancel", onclick: () => send("cancel") })));
 }
 
 async function loadPage() {
@@ -180,7 +357,10 @@ function guardChips(guards) {
 }
 
 async function step(by) {
-  if (run && run.selected !== null) await select(run.selected + by);
+  if (run && run.selected !== null) {
+    run.following = false;
+    await select(run.selected + by);
+  }
 }
 
 async function select(index) {
@@ -281,10 +461,11 @@ function showMemory(memory) {
 document.addEventListener("keydown", (event) => {
   if (!run || event.target.matches("input:not([type=range]), textarea")) return;
   if (event.target.matches("input[type=range]")) return; // the slider steps by itself
+  if (event.target.closest && event.target.closest("#steering")) return; // typing a decision or an answer
   if (event.key === "ArrowLeft") { step(-1); event.preventDefault(); }
   else if (event.key === "ArrowRight") { step(1); event.preventDefault(); }
-  else if (event.key === "Home") { select(0); event.preventDefault(); }
-  else if (event.key === "End") { select(run.summary.count - 1); event.preventDefault(); }
+  else if (event.key === "Home") { run.following = false; select(0); event.preventDefault(); }
+  else if (event.key === "End") { run.following = true; select(run.summary.count - 1); event.preventDefault(); }
 });
 window.addEventListener("hashchange", route);
 route();

@@ -1,0 +1,282 @@
+"""The inspector over an app's `Runs` (`agentfsm.ui.serve(runs)`): runs followed as they go and steered
+from the page, over real HTTP on 127.0.0.1 and in Chromium.
+
+Over HTTP: the run's events as server-sent events, to the run's end; an approval, a rejection and a
+cancel through the manager's own verbs, a stale decision refused naming its pause; an action from
+another origin, or not as JSON, refused. In Chromium: a run drawn transition by transition while it
+goes (the page never reloaded), its streamed text shown as it comes; a call approved with edited
+arguments from the page, and the run going on to its end with the tool run once with them; a
+tool's question answered through the form its schema makes; a paused run cancelled from the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from browser_support import require_chromium
+from durable_agents import approval_agent, asking_agent
+
+from agentfsm import Runs, Terminate, ToolCallAgent, tool
+from agentfsm.browser.settings import DEFAULT_EXECUTABLE
+from agentfsm.durable import AgentSpec
+from agentfsm.messages import Role, ToolCall
+from agentfsm.testing import FunctionLLM, ModelRequest, reply
+from agentfsm.ui import serve
+from agentfsm.ui.server import Inspector
+
+pytestmark = pytest.mark.http
+
+GATES: dict[str, asyncio.Event] = {}
+"""The gated agent's model waits on its run's gate before each reply (the test opens it)."""
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def gated_agent(spec: AgentSpec) -> ToolCallAgent:
+    """Two add calls and an answer, streamed; each reply waits for the test to open the gate."""
+    gate = GATES[spec.options["gate"]]
+
+    async def decide(request: ModelRequest) -> Any:
+        await gate.wait()
+        gate.clear()
+        done = sum(1 for m in request.messages if m.role is Role.TOOL)
+        if done < 2:
+            return reply(f"adding {done}", [ToolCall.create(f"c{done}", "add", {"a": done, "b": 1})])
+        return reply("the sum is done")
+
+    return ToolCallAgent(llm=FunctionLLM(decide, stream=True), tools=[tool(add), Terminate()], name="gated")
+
+
+AGENTS = {"approval": approval_agent, "asking": asking_agent, "gated": gated_agent}
+
+
+@pytest_asyncio.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Runs, Inspector]]:
+    async with Runs(tmp_path / "runs", agents=AGENTS) as runs:
+        inspector = await serve(runs)
+        try:
+            yield runs, inspector
+        finally:
+            await inspector.stop()
+
+
+async def _paused(runs: Runs, run_id: str) -> None:
+    for _ in range(600):
+        if (await runs.status(run_id)).state == "paused":
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"run {run_id} never paused")
+
+
+def _spec(agent: str, tmp_path: Path, **options: Any) -> AgentSpec:
+    return AgentSpec(agent=agent, options={"effects": str(tmp_path / f"{agent}.txt"), **options})
+
+
+async def post(inspector: Inspector, verb: str, body: dict[str, Any], **headers: str) -> tuple[int, Any]:
+    base = str(inspector.url)
+    sent = {"Origin": base.rstrip("/"), **headers}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{base}api/run/{verb}", json=body, headers=sent) as response,
+    ):
+        return response.status, await response.json()
+
+
+# -- over HTTP ---------------------------------------------------------------------------------------
+
+
+async def test_a_managed_run_lists_with_its_status_and_streams_its_events_to_its_end(
+    served: tuple[Runs, Inspector], tmp_path: Path
+):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{inspector.url}api/runs") as response:
+            rows = (await response.json())["runs"]
+        assert [(r["key"], r["state"], r["live"]) for r in rows] == [(f"app/{run_id}", "paused", True)]
+        async with session.get(f"{inspector.url}api/run", params={"key": f"app/{run_id}"}) as response:
+            summary = await response.json()
+        assert summary["status"]["pause"] == 1
+        assert [c["id"] for c in summary["status"]["pending_approval"]] == ["c1"]
+        assert summary["states"][-1] == "AWAITING_APPROVAL" and summary["table_source"] == "recorded"
+        async with session.get(f"{inspector.url}api/run/events", params={"key": f"app/{run_id}"}) as stream:
+            assert stream.headers["Content-Type"] == "text/event-stream"
+            seen: list[str] = []
+
+            async def read() -> None:
+                async for line in stream.content:
+                    text = line.decode().strip()
+                    if text.startswith("data: {") and text != "data: {}":
+                        seen.append(json.loads(text[6:])["kind"])
+                    if text == "event: end":
+                        return
+
+            reading = asyncio.create_task(read())
+            while "run_paused" not in seen:
+                await asyncio.sleep(0.02)
+            status, answer = await post(
+                inspector, "approve", {"key": f"app/{run_id}", "call_id": "c1", "pause": 1}
+            )
+            assert (status, answer) == (200, {"done": "approve", "run_id": run_id})
+            await asyncio.wait_for(reading, 30)
+    assert seen[0] == "transition" and seen.count("run_paused") == 1 and "llm_call" in seen
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.stop_reason == "terminated"
+    assert (tmp_path / "approval.txt").read_text().split() == ["7"]  # the approved call, once
+
+
+async def test_a_stale_decision_is_refused_naming_its_pause(served: tuple[Runs, Inspector], tmp_path: Path):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    key = f"app/{run_id}"
+    status, _ = await post(inspector, "reject", {"key": key, "call_id": "c1", "pause": 1, "reason": "no"})
+    assert status == 200
+    status, answer = await post(inspector, "approve", {"key": key, "call_id": "c1", "pause": 1})
+    assert status == 409 and "was for pause 1 of run" in answer["problem"]
+    assert not (tmp_path / "approval.txt").exists()  # rejected: the tool never ran
+
+
+async def test_an_action_from_another_page_or_not_as_json_is_refused(
+    served: tuple[Runs, Inspector], tmp_path: Path
+):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    body = {"key": f"app/{run_id}", "call_id": "c1", "pause": 1}
+    status, answer = await post(inspector, "approve", body, Origin="http://attacker.example")
+    assert (status, answer) == (
+        403,
+        {"problem": "an action must come from the inspector's own page, not from http://attacker.example"},
+    )
+    async with aiohttp.ClientSession() as session:
+        form = {"key": body["key"], "call_id": "c1"}
+        origin = {"Origin": str(inspector.url).rstrip("/")}
+        async with session.post(f"{inspector.url}api/run/approve", data=form, headers=origin) as response:
+            assert response.status == 403
+            assert (await response.json())["problem"].startswith("an action is a JSON body")
+    assert (await runs.status(run_id)).state == "paused"
+    status, answer = await post(inspector, "approve", {**body, "arguments": "n=8"})
+    assert status == 400 and answer["problem"] == "the action's arguments must be a JSON dict, got 'n=8'"
+    status, answer = await post(inspector, "approve", {"key": "0/elsewhere.jsonl", "call_id": "c1"})
+    assert status == 404 and "cannot be steered" in answer["problem"]
+
+
+async def test_a_paused_run_is_cancelled_for_good(served: tuple[Runs, Inspector], tmp_path: Path):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    assert (await post(inspector, "cancel", {"key": f"app/{run_id}"}))[0] == 200
+    status = await runs.status(run_id)
+    assert status.state == "cancelled" and status.result is not None
+
+
+# -- in Chromium --------------------------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def page() -> AsyncIterator[Any]:
+    require_chromium()
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=DEFAULT_EXECUTABLE)
+        errors: list[str] = []
+        try:
+            opened = await browser.new_page(viewport={"width": 1300, "height": 900})
+            opened.on("pageerror", lambda error: errors.append(str(error)))
+            yield opened
+        finally:
+            await browser.close()
+        assert errors == []
+
+
+async def _marked(page: Any, state: str) -> None:
+    await page.locator(f'svg.machine g.state.current[data-state="{state}"]').wait_for(timeout=15_000)
+
+
+async def test_the_page_follows_a_run_as_it_goes_with_its_streamed_text(
+    served: tuple[Runs, Inspector], page: Any
+):
+    runs, inspector = served
+    GATES["follow"] = gate = asyncio.Event()
+    run_id = await runs.submit("add twice", AgentSpec(agent="gated", options={"gate": "follow"}))
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    await _marked(page, "THINKING")  # waiting for its model: the page shows where it is
+    gate.set()
+    await _marked(page, "THINKING")
+    await page.locator("#position").filter(has_text="transition 4 of 4").wait_for()  # step 2 began
+    tool_message = page.locator("#memory .message.role-tool")
+    await tool_message.wait_for()
+    assert "Observed output of cmd `add` executed:\n1" in await tool_message.inner_text()
+    gate.set()
+    await page.locator("#position").filter(has_text="transition 7 of 7").wait_for()
+    gate.set()
+    await _marked(page, "FINISHED")
+    await page.locator("#position").filter(has_text="transition 8 of 8").wait_for()
+    await page.locator("#summary").filter(has_text="final_answer").wait_for()
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.output == "the sum is done"
+
+
+async def test_a_call_is_approved_with_edited_arguments_from_the_page(
+    served: tuple[Runs, Inspector], page: Any, tmp_path: Path
+):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    decision = page.locator('.decision[data-call="c1"]')
+    await decision.wait_for()
+    assert "record · c1 waits for a decision" in await decision.inner_text()
+    await _marked(page, "AWAITING_APPROVAL")
+    await decision.locator("textarea").fill('{"n": 8}')
+    await decision.locator("button.approve").click()
+    await _marked(page, "FINISHED")
+    nothing_to_decide = "document.getElementById('steering').textContent === ''"
+    await page.wait_for_function(nothing_to_decide)
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.stop_reason == "terminated"
+    assert (tmp_path / "approval.txt").read_text().split() == ["8"]  # run once, with the edited arguments
+
+
+async def test_a_question_is_answered_through_the_form_its_schema_makes(
+    served: tuple[Runs, Inspector], page: Any, tmp_path: Path
+):
+    runs, inspector = served
+    run_id = await runs.submit("who are you", _spec("asking", tmp_path))
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    form = page.locator('form.question[data-call="c1"]')
+    await form.wait_for()
+    assert "Who are you?" in await form.inner_text()
+    await form.locator('input[name="name"]').fill("Ada")
+    await form.locator('input[name="age"]').fill("36")
+    await form.locator("button.accept").click()
+    await _marked(page, "FINISHED")
+    answered = json.loads((tmp_path / "asking.txt").read_text())
+    assert answered == {"token": "t1", "action": "accept", "content": {"name": "Ada", "age": 36}}
+
+
+async def test_a_paused_run_is_cancelled_from_the_page(
+    served: tuple[Runs, Inspector], page: Any, tmp_path: Path
+):
+    runs, inspector = served
+    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    await page.locator("button.cancel-run").click()
+    await _marked(page, "ERROR")
+    await page.locator("#summary").filter(has_text="cancelled").wait_for()
+    assert (await runs.status(run_id)).state == "cancelled"
