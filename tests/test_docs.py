@@ -6,6 +6,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,7 @@ NOT_RUN = {
 
 RUN = [
     'api_base="http://127.0.0.1:8000/v1", api_key="none")',
+    "inspector = await serve(runs)",
     "vision=True, max_input_tokens=32768",
     "class City(BaseModel):",
     "@tool(deps_type=Shop)",
@@ -377,6 +379,17 @@ async def test_the_readmes_run_manager_example_runs_as_written(clean_env, capsys
     assert capsys.readouterr().out in ("queued\n", "running\n")
     (folder,) = (clean_env / "runs").iterdir()
     assert (folder / "run.json").exists() and (folder / "checkpoint.jsonl").exists()
+
+
+async def test_the_readmes_inspector_example_serves_an_apps_runs(clean_env, capsys):
+    from agentfsm import ToolCallAgent
+    from agentfsm.testing import FunctionLLM
+
+    factories = {"helper": lambda spec: ToolCallAgent(llm=FunctionLLM(_terminates))}
+    namespace = await _run_example("inspector = await serve(runs)", factories=factories)
+    inspector: Any = namespace["inspector"]
+    assert capsys.readouterr().out == f"{inspector.url}\n"
+    assert inspector.url.startswith("http://127.0.0.1:") and inspector.token is None
 
 
 def test_the_repository_layout_names_every_module_in_its_folder() -> None:

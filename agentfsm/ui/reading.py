@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +303,7 @@ def read_file(row: RunRow) -> RunView:
 
 def trace_view(row: RunRow, header: dict[str, Any], records: list[dict[str, Any]]) -> RunView:
     """The run a trace's header and records (`read_trace`'s) hold."""
+    row = replace(row, agent=row.agent or header.get("agent"))
     own = [(position, r) for position, r in enumerate(records) if r.get("agent") is None]
     recorded = header.get("table")
     raw = [r for _, r in own if r["kind"] == "transition"]

@@ -379,7 +379,11 @@ async function select(index) {
   const item = document.querySelector(`#transitions li[data-index="${index}"]`);
   if (item) {
     item.classList.add("selected");
-    item.scrollIntoView({ block: "nearest" });
+    const box = item.closest(".timeline"); // scrolled within the timeline, never the page
+    const top = item.offsetTop;
+    if (top < box.scrollTop || top + item.offsetHeight > box.scrollTop + box.clientHeight) {
+      box.scrollTop = top - box.clientHeight / 2;
+    }
   }
   const t = run.transitions[index];
   markDiagram(index, t);
