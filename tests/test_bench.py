@@ -414,7 +414,8 @@ async def test_the_embed_section_measures_managed_runs_events_and_a_restart_and_
 
 async def test_the_ui_section_opens_a_trace_of_the_size_asked_for_and_reports_the_goal() -> None:
     """`--only ui` (`tools/bench_ui.py`) on a small trace: the run it records has the transitions
-    its figure names, the page opens it and reaches its end, and the report says whether the goal held."""
+    its figure names, the page opens it and reaches its end, a live run's transitions are each
+    timed, and the report says whether the goals held."""
     from browser_support import require_chromium
 
     require_chromium()
@@ -433,14 +434,21 @@ async def test_the_ui_section_opens_a_trace_of_the_size_asked_for_and_reports_th
                 opened, to_the_end = await bench_ui._open(browser, Path(scratch), count)
             finally:
                 await browser.close()
+        async with async_playwright() as playwright:  # a run followed live, each transition timed
+            browser = await playwright.chromium.launch(executable_path=DEFAULT_EXECUTABLE)
+            try:
+                live = await bench_ui._live(browser, Path(scratch))
+            finally:
+                await browser.close()
     assert opened > 0 and to_the_end > 0
-    figures = {
-        "transitions": 10_001,
-        "trace_bytes": 6_800_000,
-        "rounds": 5,
-        "open_s": 1.2,
-        "to_the_end_s": 2.0,
-    }
-    table = bench.report({"ui": figures | {"goals": {"open_s": 1.0}}})
+    assert 0 < len(live) <= 3 * bench_ui.LIVE_STEPS + 2 and all(gap > 0 for gap in live)
+    figures: dict[str, Any] = {"transitions": 10_001, "trace_bytes": 6_800_000, "rounds": 5}
+    figures |= {"open_s": 1.2, "to_the_end_s": 2.0, "live_transitions": 30}
+    figures |= {"live_p50_ms": 20.0, "live_p95_ms": 60.0, "live_max_ms": 120.0}
+    table = bench.report({"ui": figures | {"goals": {"open_s": 1.0, "live_ms": 100.0}}})
     assert "Inspector: a trace of 10001 transitions (6.8 MB), in Chromium, median of 5" in table
     assert "goal: opens in under 1 s: NOT met" in table
+    live_line = (
+        "p50 / p95 / max 20.0 / 60.0 / 120.0 ms over 30 transitions (goal: each within 100 ms: NOT met)"
+    )
+    assert live_line in table

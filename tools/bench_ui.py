@@ -6,10 +6,18 @@ and times from asking for the run's deep link to the page showing its first tran
 machine drawn, the first page of the timeline, the memory there), then pressing End: every
 page of the timeline loaded and the last transition shown. The median of the rounds. Goal
 (issue 32): the trace opens in under a second.
+
+Live: an app's `Runs` served by `agentfsm.ui.serve`, a run of `LIVE_STEPS` one-call steps whose
+model answers after `LIVE_GAP_S` (so each transition is a moment of its own), followed by the page
+from its start. Each transition's latency is from the engine's emitting it (the wall clock, in
+a listener of the agent) to the page showing it as its last transition (the wall clock, in the
+page, when the position line changes): the event's way over server-sent events, the page's
+fetches of the run, and its drawing. Goal: each shown within 100 ms (p95 and max reported).
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import tempfile
 import time
@@ -17,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 GOAL_OPEN_S = 1.0
+GOAL_LIVE_MS = 100.0
+LIVE_STEPS = 10
+LIVE_GAP_S = 0.15
 
 
 def add(a: int, b: int) -> int:
@@ -61,6 +72,62 @@ async def _open(browser: Any, folder: Path, count: int) -> tuple[float, float]:
         await inspector.stop()
 
 
+async def _live(browser: Any, folder: Path) -> list[float]:
+    """Each transition's latency (ms) from the engine to the page (see the module's docstring)."""
+    from agentfsm import Runs, Terminate, ToolCallAgent, tool
+    from agentfsm.messages import Role, ToolCall
+    from agentfsm.testing import FunctionLLM, ModelRequest, reply
+    from agentfsm.ui import serve
+
+    emitted: list[float] = []
+
+    async def decide(request: ModelRequest) -> Any:
+        await asyncio.sleep(LIVE_GAP_S)
+        done = sum(1 for m in request.messages if m.role is Role.TOOL)
+        if done < LIVE_STEPS:
+            return reply(tool_calls=[ToolCall.create(f"c{done}", "add", {"a": done, "b": 1})])
+        return reply("done")
+
+    def build(spec: Any) -> ToolCallAgent:
+        agent = ToolCallAgent(
+            llm=FunctionLLM(decide), tools=[tool(add), Terminate()], max_steps=LIVE_STEPS + 2
+        )
+        agent.on_transition(lambda t: emitted.append(time.time() * 1000))
+        return agent
+
+    async with Runs(folder / "live", agents={"adder": build}) as runs:
+        inspector = await serve(runs)
+        page = await browser.new_page()
+        try:
+            run_id = await runs.submit("add", "adder")
+            await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+            await page.locator("#position").wait_for()
+            await page.evaluate(
+                """() => {
+                  window.shown = {};
+                  const position = document.getElementById("position");
+                  const already = Number((position.textContent.match(/^transition (\\d+)/) || [0, 0])[1]);
+                  for (let n = 1; n <= already; n++) window.shown[n] = -1; // shown before this watch
+                  new MutationObserver(() => {
+                    const found = position.textContent.match(/^transition (\\d+) of (\\d+)$/);
+                    if (!found || found[1] !== found[2]) return;
+                    const now = performance.timeOrigin + performance.now();
+                    for (let n = 1; n <= Number(found[1]); n++) {
+                      if (!(n in window.shown)) window.shown[n] = now;
+                    }
+                  }).observe(position, { childList: true, characterData: true, subtree: true });
+                }"""
+            )
+            await runs.result(run_id, wait=True, timeout=120)
+            count = 3 * LIVE_STEPS + 2
+            await page.locator("#position").filter(has_text=f"transition {count} of {count}").wait_for()
+            shown: dict[str, float] = await page.evaluate("() => window.shown")
+        finally:
+            await page.close()
+            await inspector.stop()
+    return [shown[str(n + 1)] - emitted[n] for n in range(len(emitted)) if shown[str(n + 1)] >= 0]
+
+
 async def ui(quick: bool) -> dict[str, Any]:
     from playwright.async_api import async_playwright
 
@@ -75,6 +142,7 @@ async def ui(quick: bool) -> dict[str, Any]:
             browser = await playwright.chromium.launch(executable_path=DEFAULT_EXECUTABLE)
             try:
                 times = [await _open(browser, folder, count) for _ in range(rounds)]
+                live = await _live(browser, folder)
             finally:
                 await browser.close()
     return {
@@ -83,7 +151,11 @@ async def ui(quick: bool) -> dict[str, Any]:
         "rounds": rounds,
         "open_s": round(statistics.median(t[0] for t in times), 3),
         "to_the_end_s": round(statistics.median(t[1] for t in times), 3),
-        "goals": {"open_s": GOAL_OPEN_S},
+        "live_transitions": len(live),
+        "live_p50_ms": round(statistics.median(live), 1),
+        "live_p95_ms": round(statistics.quantiles(live, n=20, method="inclusive")[-1], 1),
+        "live_max_ms": round(max(live), 1),
+        "goals": {"open_s": GOAL_OPEN_S, "live_ms": GOAL_LIVE_MS},
     }
 
 
@@ -98,3 +170,9 @@ def lines(u: dict[str, Any], out: list[str]) -> None:
         f"  End: every timeline page loaded, the last transition shown     {u['to_the_end_s']:>7.3f} s"
     )
     out.append(f"  goal: opens in under {GOAL_OPEN_S:.0f} s: {met}")
+    shown = "met" if u["live_max_ms"] <= GOAL_LIVE_MS else "NOT met"
+    out.append(
+        f"  live, engine to page: p50 / p95 / max {u['live_p50_ms']:.1f} / {u['live_p95_ms']:.1f} / "
+        f"{u['live_max_ms']:.1f} ms over {u['live_transitions']} transitions "
+        f"(goal: each within {GOAL_LIVE_MS:.0f} ms: {shown})"
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -82,6 +83,9 @@ class Managed:
         self._manager: RunManager | None = None
         self.prefix, self.where, self.kind = prefix, where, kind
         self.close_manager: Callable[[], None] | None = None
+        self._read: dict[str, tuple[int, RunView]] = {}
+        """Each run's trace as last read, by its length (a trace only grows): a page following a
+        run asks for it several times between two of its records."""
 
     def manager(self) -> RunManager:
         if self._manager is None:
@@ -129,10 +133,14 @@ class Managed:
         status = await manager.status(str(row.run_id))
         row = self._row(status)
         text = await manager.trace(status.run_id)
-        if text:
+        held = self._read.get(status.run_id)
+        if text and held is not None and held[0] == len(text):  # nothing written since: read once
+            view = replace(held[1], row=row)
+        elif text:
             name = f"the trace of run {status.run_id} in {self.where}"
             header, records = await asyncio.to_thread(read_trace_text, text, name)
             view = trace_view(row, header, records)
+            self._read[status.run_id] = (len(text), view)
         else:
             table, source = default_table(self.kind, [])
             view = RunView(row, {"request": status.task}, table, source)

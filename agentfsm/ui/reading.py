@@ -16,6 +16,7 @@ run took, so the page always draws what happened.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -212,7 +213,7 @@ class RunView:
             "status": self.status,
             "table": self.table,
             "table_source": self.table_source,
-            "svg": to_svg(self.table),
+            "svg": _drawn(json.dumps(self.table, sort_keys=True)),
             "count": len(self.transitions),
             "taken": {str(edge): times for edge, times in taken.items()},
             "states": [t["dest"] for t in self.transitions],
@@ -277,6 +278,12 @@ class RunView:
             elif kind == "edit":
                 messages.append({"role": "edit", "content": _edit_text(record)})
         return {"messages": messages, "system": system, "at": asked_at}
+
+
+@functools.lru_cache(maxsize=64)
+def _drawn(table: str) -> str:
+    """The drawing of a described table (its JSON): laid out once, however often a page asks."""
+    return to_svg(json.loads(table))
 
 
 def _edit_text(record: dict[str, Any]) -> str:

@@ -91,7 +91,7 @@ async function showRun(key, at) {
       main.replaceChildren(el("p", { class: "problem", text: error.message }), el("a", { href: "#/", text: "All runs" }));
       return;
     }
-    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null };
+    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: 0 };
     layOut();
     await loadPage();
     if (summary.row.live && !ended(summary)) follow();
@@ -123,6 +123,9 @@ function follow() {
       const box = document.getElementById("streaming");
       box.hidden = false;
       box.textContent += event.data.text || "";
+    } else if (event.kind === "transition") {
+      arrived(event.data); // shown at once, from the event itself; the refresh brings the rest
+      refresh();
     } else if (event.kind !== "tool_call_delta" && event.kind !== "llm_call_started") {
       if (event.kind === "llm_call") { // the reply is whole: its text is in the memory from now on
         const box = document.getElementById("streaming");
@@ -134,6 +137,38 @@ function follow() {
   };
   events.addEventListener("end", () => { events.close(); if (run === following) refresh(); });
   events.addEventListener("problem", () => events.close());
+}
+
+function arrived(data) {
+  // the k-th transition event is the run's k-th transition: one the page holds already (from the
+  // run's trace, or an event replayed from the start) is passed over
+  const k = run.transitionEvents++;
+  if (k !== run.transitions.length) return;
+  const t = {
+    index: k, step: data.step, trigger: data.trigger, source: data.source, dest: data.dest,
+    guards: data.guards.map(([name, held]) => ({ name, held })), stop_reason: data.stop_reason,
+    error: data.error, duration_s: data.duration_s, edge: edgeOf(data),
+  };
+  const following = run.following || run.selected === null || run.selected >= run.summary.count - 1;
+  run.transitions.push(t);
+  run.summary.count = Math.max(run.summary.count, k + 1);
+  run.summary.states[k] = t.dest;
+  document.getElementById("transitions").append(timelineItem(t));
+  document.getElementById("slider").max = String(run.summary.count - 1);
+  document.getElementById("no-transitions").textContent = "";
+  if (following) select(k);
+}
+
+function edgeOf(data) {
+  // the table's edge a transition took, told apart by its guards (as agentfsm.ui.reading does)
+  const table = run.summary.table;
+  const groups = {};
+  for (const state of table.states) if (state.group) (groups[state.group] ||= []).push(state.name);
+  const held = data.guards.filter(([, ok]) => ok).map(([name]) => name);
+  const found = table.edges.findIndex((e) => e.trigger === data.trigger && e.dest === data.dest
+    && (groups[e.source] || [e.source]).includes(data.source)
+    && (e.guard ? held.includes(e.guard) : held.length === 0));
+  return found < 0 ? null : found;
 }
 
 async function refresh() {
