@@ -280,3 +280,89 @@ async def test_a_paused_run_is_cancelled_from_the_page(
     await _marked(page, "ERROR")
     await page.locator("#summary").filter(has_text="cancelled").wait_for()
     assert (await runs.status(run_id)).state == "cancelled"
+
+
+# -- agentfsm run --ui ------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("clean_env")
+async def test_agentfsm_run_ui_prints_the_page_and_waits_for_its_decision(llmock: Any, tmp_path: Path):
+    import re
+    import subprocess
+    import sys
+
+    llmock.call_tool("terminate", {"status": "success"})
+    trace = tmp_path / "run.jsonl"
+    args = ["run", "do the task", "--model", "openai/test-model", "--api-base", llmock.base_url("openai")]
+    args += [
+        "--api-key",
+        "test-key",
+        "--require-approval",
+        "terminate",
+        "--ui",
+        "--json",
+        "--trace",
+        str(trace),
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfsm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stderr is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stderr.readline), 60)
+        found = re.fullmatch(
+            r"agentfsm: the run on the page at (http://127\.0\.0\.1:\d+/)#/run/app%2F(\w+)\n", line
+        )
+        assert found, line
+        url, run_id = found[1], found[2]
+        key = f"app/{run_id}"
+        async with aiohttp.ClientSession() as session:
+            for _ in range(300):  # until the run waits at its pause
+                async with session.get(f"{url}api/run", params={"key": key}) as response:
+                    status = (await response.json())["status"]
+                if status["state"] == "paused":
+                    break
+                await asyncio.sleep(0.05)
+            assert [c["name"] for c in status["pending_approval"]] == ["terminate"]
+            body = {"key": key, "call_id": status["pending_approval"][0]["id"], "pause": status["pause"]}
+            origin = {"Origin": url.rstrip("/")}
+            async with session.post(f"{url}api/run/approve", json=body, headers=origin) as response:
+                assert response.status == 200
+        out, err = await asyncio.to_thread(process.communicate, timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    result = json.loads(out)
+    assert (result["state"], result["stop_reason"]) == ("FINISHED", "terminated")
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert records[-1]["kind"] == "result" and records[-1]["result"]["stop_reason"] == "terminated"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_agentfsm_run_ui_refuses_a_checkpoint_in_one_line(tmp_path: Path):
+    import subprocess
+    import sys
+
+    args = [
+        "run",
+        "do it",
+        "--model",
+        "openai/m",
+        "--api-key",
+        "k",
+        "--ui",
+        "--checkpoint",
+        str(tmp_path / "c"),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "--ui runs the task in the inspector's own folder and shows it on the page: drop --checkpoint"
+        )
+    )

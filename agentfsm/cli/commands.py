@@ -152,6 +152,11 @@ def _run(args: argparse.Namespace) -> int:
         return run_flow_command(args)
     if getattr(args, "review", False):
         return usage_error("--review reviews a flow's plans; use it with --flow planning")
+    if getattr(args, "ui", False) and (args.checkpoint or getattr(args, "stream", None)):
+        which = "--checkpoint" if args.checkpoint else "--stream"
+        return usage_error(
+            f"--ui runs the task in the inspector's own folder and shows it on the page: drop {which}"
+        )
     if getattr(args, "stream", None) and args.json:
         return usage_error("--stream prints the model's text on stdout, --json the result: choose one")
     overrides = {
@@ -183,6 +188,10 @@ def _run(args: argparse.Namespace) -> int:
             from .debugger import debug_command
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
+        if getattr(args, "ui", False):
+            from .ui_command import run_with_ui
+
+            return run_with_ui(agent, args.task, as_json=args.json, trace=args.trace)
         return drive(
             agent,
             args.task,

@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="export OpenTelemetry spans over OTLP/HTTP, configured by the OTEL_* environment variables",
     )
+    run.add_argument(
+        "--ui",
+        action="store_true",
+        help="watch and steer the run in the browser: the inspector's URL is printed on stderr, and its "
+        "approvals and questions are decided on the page (the run's folder is a temporary one)",
+    )
     _output_options(run)
 
     resume = commands.add_parser(
