@@ -404,3 +404,45 @@ def test_agentfsm_ui_refuses_a_missing_path_in_one_line(tmp_path: Path):
             f"no such file or folder: {tmp_path / 'nope'}; give traces, checkpoints or folders holding them"
         )
     )
+
+
+# -- a flow's trace ---------------------------------------------------------------------------------
+
+
+async def record_flow(folder: Path) -> None:
+    from agentfsm.flow import PlanningFlow
+
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = ["[coder] write it", "[coder] test it"]
+    plan = reply(tool_calls=[("planning", {"command": "create", "title": "Ship", "steps": steps})])
+    coder = ToolCallAgent(llm=ScriptedLLM([reply("written"), reply("tested")]), name="coder")
+    flow = PlanningFlow(agents={"coder": coder}, planner_llm=ScriptedLLM([plan, reply("the summary")]))
+    await flow.execute("ship the feature", trace=folder / "flow.jsonl")
+
+
+async def test_a_flows_trace_shows_its_plan_and_each_step_opens_as_its_agents_run(tmp_path: Path):
+    await record_flow(tmp_path)
+    reader = Reader([tmp_path])
+    flow = await reader.view("0/flow.jsonl")
+    summary = flow.summary()
+    assert summary["table_source"] == "recorded"
+    assert "PLANNING" in {s["name"] for s in summary["table"]["states"]}
+    assert summary["states"][-1] == "DONE"
+    assert summary["plan"]["title"] == "Ship"
+    assert [(s["id"], s["status"], s["attempts"], s["agent"]) for s in summary["plan"]["steps"]] == [
+        (1, "completed", 1, "coder"),
+        (2, "completed", 1, "coder"),
+    ]
+    assert [(r["agent"], r["flow_step"], r["key"]) for r in summary["agent_runs"]] == [
+        ("coder", 1, "~coder~1"),
+        ("coder", 2, "~coder~2"),
+    ]
+    second = await reader.view("0/flow.jsonl~coder~2")
+    assert [t["dest"] for t in second.transitions][-1] == "FINISHED"
+    assert second.summary()["request"] == "test it" and second.row.agent == "coder"
+    memory = second.memory_at(len(second.transitions) - 1)["messages"]
+    assert memory[-1] == {"role": "assistant", "content": "tested", "tool_calls": []}
+    with pytest.raises(IndexError, match="the flow ran no agent 'coder' on step 3"):
+        await reader.view("0/flow.jsonl~coder~3")
+    with pytest.raises(KeyError):
+        await reader.view("0/flow.jsonl~coder~x")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from browser_support import require_chromium
-from test_ui import record
+from test_ui import record, record_flow
 
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
 from agentfsm.ui.reader import Reader
@@ -38,6 +38,7 @@ async def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hostile = (folder / "run.jsonl").read_text().replace("add one and one", HOSTILE.replace('"', '\\"'))
     (folder / "hostile").mkdir()
     (folder / "hostile" / "run.jsonl").write_text(hostile)
+    await record_flow(folder / "flow")
     return folder
 
 
@@ -149,3 +150,15 @@ async def test_what_a_run_holds_is_shown_as_text_never_as_markup(page: Any, url:
     assert HOSTILE in await user.inner_text()
     assert await page.locator("#memory img").count() == 0
     assert await page.title() == "agentfsm inspector"
+
+
+async def test_a_flows_page_shows_its_plan_and_opens_a_steps_agent_run(page: Any, url: str):
+    await page.goto(f"{url}#/run/0%2Fflow%2Fflow.jsonl")
+    await page.locator("#position").filter(has_text="transition 5 of 5").wait_for()
+    assert await current(page) == "DONE"
+    step = page.locator('#plan li.step[data-step="2"]')
+    assert "[coder] test it · completed · 1 attempt" in await step.inner_text()
+    await step.locator("a").click()
+    await page.locator("#request").filter(has_text="Request: test it").wait_for()
+    assert await current(page) == "FINISHED"
+    assert page.url.endswith("#/run/0%2Fflow%2Fflow.jsonl~coder~2/2")

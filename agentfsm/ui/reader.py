@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import AgentfsmError, InspectorError
+from ..errors import AgentfsmError, InspectorError, KeyNotFoundError
 from .managed import Managed
 from .reading import RunRow, RunView, find_runs, read_file
 
@@ -53,6 +53,12 @@ class Reader:
         """The run named `key`, one of `rows()`'s: never a path of the caller's choosing.
         `KeyError` for an unknown key; an `AgentfsmError` for a run that cannot be read (its
         message's first line says why: `InspectorError`, `TraceError`, `CheckpointError`)."""
+        base, _, part = key.partition("~")
+        if part:  # a flow's agent run: ``KEY~AGENT~STEP``
+            agent, _, step = part.rpartition("~")
+            if not step.isdigit():
+                raise KeyNotFoundError(f"no run {key!r}: an agent's run in a flow is KEY~AGENT~STEP")
+            return (await self.view(base)).agent_run(agent, int(step))
         if key not in self._rows:
             await self.rows()
         row = self._rows[key]

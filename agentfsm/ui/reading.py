@@ -192,6 +192,8 @@ class RunView:
     """A checkpoint's memory as of its last record (a trace's is rebuilt per transition)."""
     status: dict[str, Any] | None = None
     """A managed run's status now (its state, its pause and what it waits for); None for a file."""
+    flow: dict[str, Any] | None = None
+    """A flow's trace: its `FlowResult` (the plan with each step's status, attempts and agent)."""
 
     def summary(self) -> dict[str, Any]:
         """What the run's page shows first: the machine with the run's path, totals, the result."""
@@ -229,7 +231,38 @@ class RunView:
             ],
             "usage": usage,
             "result": self.result,
+            "plan": None if self.flow is None else self.flow.get("plan"),
+            "agent_runs": self._agent_runs(),
         }
+
+    def _agent_runs(self) -> list[dict[str, Any]]:
+        """A flow's agent runs in its trace, in order: each step's agent, with its key's suffix."""
+        found: dict[tuple[str, int], int] = {}
+        for record in self.records:
+            agent, step = record.get("agent"), record.get("flow_step")
+            if isinstance(agent, str) and isinstance(step, int) and record["kind"] == "transition":
+                found[(agent, step)] = found.get((agent, step), 0) + 1
+        return [
+            {"agent": a, "flow_step": n, "transitions": count, "key": f"~{a}~{n}"}
+            for (a, n), count in found.items()
+        ]
+
+    def agent_run(self, agent: str, step: int) -> RunView:
+        """In a flow's trace, the run of `agent` on the plan step `step`, read as a run of its own
+        (its records, its memory before the flow): so the page steps through it as any run."""
+        records = [
+            {k: v for k, v in r.items() if k not in ("agent", "flow_step")}
+            for r in self.records
+            if r.get("agent") == agent and r.get("flow_step") == step
+        ]
+        if not any(r["kind"] == "transition" for r in records):
+            raise IndexOutOfRangeError(f"the flow ran no agent {agent!r} on step {step}")
+        steps = (self.flow or {}).get("plan", {}) or {}
+        text = next((s["text"] for s in steps.get("steps", ()) if s.get("id") == step), f"step {step}")
+        history = ((self.header.get("agents") or {}).get(agent) or {}).get("history", [])
+        header = {"agent": agent, "request": text, "history": history}
+        row = replace(self.row, key=f"{self.row.key}~{agent}~{step}", kind="trace", agent=agent)
+        return trace_view(row, header, records)
 
     def page(self, offset: int, limit: int) -> list[dict[str, Any]]:
         """Transitions `offset` to `offset + limit - 1` (the page loads the timeline in pages)."""
@@ -340,7 +373,8 @@ def trace_view(row: RunRow, header: dict[str, Any], records: list[dict[str, Any]
         )
     results = [r for _, r in own if r["kind"] == "result"]
     result = results[-1]["result"] if results else None
-    return RunView(row, header, table, source, transitions, records, result)
+    flow = results[-1].get("flow") if results else None
+    return RunView(row, header, table, source, transitions, records, result, flow=flow)
 
 
 def state_only(run: dict[str, Any]) -> dict[str, Any]:

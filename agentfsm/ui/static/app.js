@@ -215,6 +215,7 @@ function layOut() {
     el("p", { class: "totals", id: "summary" }),
     el("p", { class: "note", id: "request" }),
     el("div", { class: "steering", id: "steering" }),
+    el("div", { class: "plan", id: "plan" }),
     el("p", { class: "note", id: "no-transitions" }),
     el("div", { class: "diagram", id: "diagram" }),
     el("pre", { class: "streaming", id: "streaming", hidden: "" }),
@@ -258,6 +259,26 @@ function renderSummary(redraw) {
   document.getElementById("slider").max = String(Math.max(0, s.count - 1));
   if (s.llm_calls.length === 0 || ended(s)) document.getElementById("streaming").hidden = true;
   renderSteering();
+  renderPlan();
+}
+
+function renderPlan() {
+  // a flow's plan: each step with its status, attempts and agent, linked to its agent's run
+  const s = run.summary;
+  const box = document.getElementById("plan");
+  if (!s.plan) { box.replaceChildren(); return; }
+  const runs = {};
+  for (const r of s.agent_runs) runs[r.flow_step] = r;
+  const items = s.plan.steps.map((step) => {
+    const ran = runs[step.id];
+    return el("li", { class: `step status-${step.status}`, "data-step": String(step.id) },
+      el("span", { class: "n", text: `#${step.id}` }), ` [${step.agent}] ${step.text} · `,
+      el("span", { class: "status", text: step.status }),
+      ` · ${step.attempts} attempt${step.attempts === 1 ? "" : "s"} `,
+      ran ? el("a", { href: `#/run/${encodeURIComponent(run.key + ran.key)}`, text: `its run (${ran.transitions} transitions)` }) : null,
+      step.notes ? el("div", { class: "note", text: step.notes }) : null);
+  });
+  box.replaceChildren(el("h2", { text: `Plan: ${s.plan.title || ""}` }), el("ol", { class: "steps" }, ...items));
 }
 
 // -- steering a managed run: its decisions, its answers, its end ---------------------------------
