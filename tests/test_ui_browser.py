@@ -109,6 +109,10 @@ async def test_the_list_opens_a_run_on_its_last_transition_and_the_arrows_step_t
     await page.keyboard.press("ArrowRight")
     await page.locator("#position").filter(has_text="transition 2 of 8").wait_for()
     assert await current(page) == "ACTING"
+    await page.locator("#calls summary").click()  # each model call, with its tokens
+    calls = page.locator("#calls tbody tr")
+    assert await calls.count() == 3
+    assert (await calls.first.locator("td").all_inner_texts())[:5] == ["1", "1", "scripted", "10", "5"]
     detail = await page.locator("#detail").inner_text()
     assert "token_limit: did not hold" in detail and "has_tool_calls: held (taken)" in detail
 

@@ -216,6 +216,7 @@ function layOut() {
     el("p", { class: "note", id: "request" }),
     el("div", { class: "steering", id: "steering" }),
     el("div", { class: "plan", id: "plan" }),
+    el("div", { class: "calls", id: "calls" }),
     el("p", { class: "note", id: "no-transitions" }),
     el("div", { class: "diagram", id: "diagram" }),
     el("pre", { class: "streaming", id: "streaming", hidden: "" }),
@@ -260,6 +261,7 @@ function renderSummary(redraw) {
   if (s.llm_calls.length === 0 || ended(s)) document.getElementById("streaming").hidden = true;
   renderSteering();
   renderPlan();
+  renderCalls();
 }
 
 function renderPlan() {
@@ -279,6 +281,26 @@ function renderPlan() {
       step.notes ? el("div", { class: "note", text: step.notes }) : null);
   });
   box.replaceChildren(el("h2", { text: `Plan: ${s.plan.title || ""}` }), el("ol", { class: "steps" }, ...items));
+}
+
+function renderCalls() {
+  // every model call of the run: its step, model, tokens, cost, time and error
+  const s = run.summary;
+  const box = document.getElementById("calls");
+  if (!s.llm_calls.length) { box.replaceChildren(); return; }
+  const rows = s.llm_calls.map((call, n) => {
+    const usage = call.usage || {};
+    return el("tr", { "data-call": String(n) },
+      el("td", { text: String(n + 1) }), el("td", { text: String(call.step ?? "") }),
+      el("td", { text: call.model || "" }),
+      el("td", { text: String(usage.input_tokens ?? "") }), el("td", { text: String(usage.output_tokens ?? "") }),
+      el("td", { text: usage.cost_usd == null ? "n/a" : `$${usage.cost_usd.toFixed(5)}` }),
+      el("td", { text: call.duration_s == null ? "" : `${(call.duration_s * 1000).toFixed(1)} ms` }),
+      el("td", { class: call.error ? "problem" : "", text: call.error ? `${call.error.type}: ${call.error.message}` : "" }));
+  });
+  const head = el("tr", {}, ...["#", "step", "model", "in", "out", "cost", "time", "error"].map((n) => el("th", { text: n })));
+  box.replaceChildren(el("details", {}, el("summary", { text: `Model calls (${s.llm_calls.length})` }),
+    el("table", { class: "runs calls" }, el("thead", {}, head), el("tbody", {}, ...rows))));
 }
 
 // -- steering a managed run: its decisions, its answers, its end ---------------------------------
