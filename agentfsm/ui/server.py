@@ -104,6 +104,7 @@ class Inspector:
                 "choose another --port (0: any free one)"
             ) from None
         self.port = listening.getsockname()[1]
+        await self.reader.rows()  # opens a database now, not on the page's first request
         runner = web.AppRunner(self.app, access_log=None)
         await runner.setup()
         await web.SockSite(runner, listening).start()

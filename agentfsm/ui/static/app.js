@@ -58,25 +58,41 @@ async function showList() {
   }
   const head = el("tr", {}, ...["run", "agent", "kind", "state", "step", "stop reason", "worker", "started", "request", "file"]
     .map((name) => el("th", { text: name })));
-  const rows = runs.map((row) => {
-    const link = el("a", { href: `#/run/${encodeURIComponent(row.key)}`, text: row.run_id || row.key });
-    if (row.problem) {
-      return el("tr", { class: "unreadable", "data-key": row.key }, el("td", {}, link),
-        el("td", { class: "problem", colspan: "8", text: row.problem }), el("td", { text: row.path }));
-    }
-    return el("tr", { "data-key": row.key },
-      el("td", {}, link),
-      el("td", { text: row.agent || "" }),
-      el("td", { text: row.kind }),
-      el("td", { class: `state-${row.state}`, text: row.state || "" }),
-      el("td", { text: row.step ?? "" }),
-      el("td", { text: row.stop_reason || "" }),
-      el("td", { text: row.worker || "" }),
-      el("td", { text: (row.started_at || "").replace("T", " ").slice(0, 19) }),
-      el("td", { class: "request", text: row.request || "", title: row.request || "" }),
-      el("td", { text: row.path }));
-  });
-  main.replaceChildren(el("table", { class: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+  const body = el("tbody", {});
+  const more = el("p", { class: "note", id: "more-runs" });
+  const shown = { count: 0 };
+  const showMore = () => { // the rows come in pages, so a long list opens as fast as a short one
+    const next = runs.slice(shown.count, shown.count + PAGE);
+    body.append(...next.map(runRow));
+    shown.count += next.length;
+    more.textContent = shown.count < runs.length ? `${runs.length - shown.count} more: scroll down` : "";
+  };
+  showMore();
+  main.replaceChildren(el("p", { class: "note", id: "run-count", text: `${runs.length} runs` }),
+    el("table", { class: "runs" }, el("thead", {}, head), body), more);
+  window.onscroll = () => {
+    if (run === null && shown.count < runs.length
+      && window.innerHeight + window.scrollY > document.body.offsetHeight - 400) showMore();
+  };
+}
+
+function runRow(row) {
+  const link = el("a", { href: `#/run/${encodeURIComponent(row.key)}`, text: row.run_id || row.key });
+  if (row.problem) {
+    return el("tr", { class: "unreadable", "data-key": row.key }, el("td", {}, link),
+      el("td", { class: "problem", colspan: "8", text: row.problem }), el("td", { text: row.path }));
+  }
+  return el("tr", { "data-key": row.key },
+    el("td", {}, link),
+    el("td", { text: row.agent || "" }),
+    el("td", { text: row.kind }),
+    el("td", { class: `state-${row.state}`, text: row.state || "" }),
+    el("td", { text: row.step ?? "" }),
+    el("td", { text: row.stop_reason || "" }),
+    el("td", { text: row.worker || "" }),
+    el("td", { text: (row.started_at || "").replace("T", " ").slice(0, 19) }),
+    el("td", { class: "request", text: row.request || "", title: row.request || "" }),
+    el("td", { text: row.path }));
 }
 
 // -- a run ---------------------------------------------------------------------------------
@@ -143,7 +159,8 @@ function arrived(data) {
   // the k-th transition event is the run's k-th transition: one the page holds already (from the
   // run's trace, or an event replayed from the start) is passed over
   const k = run.transitionEvents++;
-  if (k !== run.transitions.length) return;
+  const list = document.getElementById("transitions");
+  if (k !== run.transitions.length || !list) return;
   const t = {
     index: k, step: data.step, trigger: data.trigger, source: data.source, dest: data.dest,
     guards: data.guards.map(([name, held]) => ({ name, held })), stop_reason: data.stop_reason,
@@ -153,7 +170,7 @@ function arrived(data) {
   run.transitions.push(t);
   run.summary.count = Math.max(run.summary.count, k + 1);
   run.summary.states[k] = t.dest;
-  document.getElementById("transitions").append(timelineItem(t));
+  list.append(timelineItem(t));
   document.getElementById("slider").max = String(run.summary.count - 1);
   document.getElementById("no-transitions").textContent = "";
   if (following) select(k);
@@ -227,6 +244,7 @@ function layOut() {
 }
 
 function renderSummary(redraw) {
+  if (!document.getElementById("diagram")) return; // the page moved on to another view meanwhile
   const s = run.summary;
   const row = s.row;
   where.textContent = `${row.run_id || row.key} · ${row.path}`;
@@ -401,18 +419,21 @@ function questionForm(call, question, pause) {
 }
 
 async function loadPage() {
-  const offset = run.transitions.length;
-  if (offset >= run.summary.count || run.loading) return;
-  run.loading = true;
+  const shown = run;
+  const offset = shown.transitions.length;
+  if (offset >= shown.summary.count || shown.loading) return;
+  shown.loading = true;
   try {
-    const page = await getJSON(query("/api/run/transitions", { key: run.key, offset, limit: PAGE }));
+    const page = await getJSON(query("/api/run/transitions", { key: shown.key, offset, limit: PAGE }));
     const list = document.getElementById("transitions");
+    if (run !== shown || !list) return; // the page moved on meanwhile
     for (const t of page.transitions) {
-      run.transitions.push(t);
+      if (t.index !== shown.transitions.length) continue; // one an event brought meanwhile
+      shown.transitions.push(t);
       list.append(timelineItem(t));
     }
   } finally {
-    run.loading = false;
+    shown.loading = false;
   }
 }
 
@@ -449,6 +470,7 @@ async function select(index) {
     await loadPage();
     if (run.transitions.length === before) return;
   }
+  if (!document.getElementById("slider")) return; // the page moved on to another view meanwhile
   run.selected = index;
   history.replaceState(null, "", `#/run/${encodeURIComponent(run.key)}/${index}`);
   document.getElementById("slider").value = String(index);
