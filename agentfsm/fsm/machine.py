@@ -302,7 +302,8 @@ class MachineTable:
         if event is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
         state = model.fsm_state
-        candidates = cast("list[_EdgeTransition]", event.transitions.get(state))
+        # Typed, not cast (a call at every trigger): the machine makes only `_EdgeTransition`s.
+        candidates: list[_EdgeTransition] | None = event.transitions.get(state)  # type: ignore[assignment]
         if not candidates:
             raise MachineSetupError(
                 f"trigger {trigger!r} has no edge from state {state!r}; it fires from "
