@@ -245,8 +245,8 @@ def _record(cls: type[Options], values: Mapping[str, Any]) -> Options:
 
     A frozen dataclass of a dozen fields takes longer to build than the rest of an agent; the
     record is made once per class and set of values instead (each value compared with its type,
-    so that ``True`` does not pass for ``1``), the last few hundred kept. A value that cannot be
-    a key (a dict) builds a new record each time."""
+    so that ``True`` does not pass for ``1``), up to `_SHARED_MAX` of them kept. A value that
+    cannot be a key (a dict, a list) builds a new record each time."""
     try:
         key = (cls, frozenset((name, type(value), value) for name, value in values.items()))
     except TypeError:
