@@ -33,7 +33,7 @@ import math
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Self, Union, cast, get_args, get_origin, get_type_hints
 
 from .errors import ConfigError, OptionsSetupError
 
@@ -158,7 +158,7 @@ class Options:
                 f"{cls.__qualname__}: {', '.join(known)}"
             )
         if start is None:
-            return cls(**values)
+            return cast("Self", _record(cls, values))
         if not isinstance(start, cls):
             raise ConfigError(
                 f"{owner} takes `options` as a {cls.__qualname__}, got a {type(start).__qualname__}: "
@@ -237,6 +237,30 @@ def _names(cls: type[Options]) -> frozenset[str]:
 
 
 _NAMES: dict[type[Options], frozenset[str]] = {}
+
+
+def _record(cls: type[Options], values: Mapping[str, Any]) -> Options:
+    """``cls(**values)``, shared: a record is immutable, so the agents built with the same options
+    (an app making one per request) share the one built, and checked, for the first of them.
+
+    A frozen dataclass of a dozen fields takes longer to build than the rest of an agent; the
+    record is made once per class and set of values instead (each value compared with its type,
+    so that ``True`` does not pass for ``1``), up to `_SHARED_MAX` of them kept. A value that
+    cannot be a key (a dict, a list) builds a new record each time."""
+    try:
+        key = (cls, frozenset((name, type(value), value) for name, value in values.items()))
+    except TypeError:
+        return cls(**values)
+    record = _SHARED.get(key)
+    if record is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        record = _SHARED[key] = cls(**values)
+    return record
+
+
+_SHARED: dict[tuple[type[Options], frozenset[tuple[str, type, Any]]], Options] = {}
+_SHARED_MAX = 256
 
 
 def _resolve(cls: type[Options]) -> tuple[OptionField, ...]:

@@ -144,6 +144,18 @@ def test_a_bad_option_is_one_line_naming_it_and_its_bound(options: dict[str, Any
         assert isinstance(info.value, ValueError)
 
 
+def test_agents_built_with_the_same_options_share_one_record_checked_once() -> None:
+    first = ToolCallAgent(llm=ScriptedLLM([]), max_steps=1, require_approval=("terminate",))
+    second = ToolCallAgent(llm=ScriptedLLM([]), require_approval=("terminate",), max_steps=1)
+    assert second.options is first.options  # immutable: sharing it changes nothing
+    assert ToolCallAgent(llm=ScriptedLLM([]), max_steps=2).options.max_steps == 2
+    with pytest.raises(ConfigError, match="got True"):  # equal to 1, but no integer here
+        ToolCallAgent(llm=ScriptedLLM([]), max_steps=True)
+    assert type(ToolCallAgent(llm=ScriptedLLM([]), max_steps=1).options.max_steps) is int
+    listed = ToolCallAgent(llm=ScriptedLLM([]), max_steps=1, require_approval=["terminate"])
+    assert listed.options == first.options  # a list is no key: built anew, to the same record
+
+
 def test_a_secret_is_never_shown() -> None:
     with pytest.raises(ConfigError) as info:
         LLM("openai/x", api_key=123)  # type: ignore[arg-type]

@@ -136,7 +136,8 @@ class DrivenModel(EventSource, ABC):
         if checkpoint is not None:  # off the loop: see `lease_checkpoint`
             lease = await off_loop(lambda: lease_checkpoint(checkpoint), abandoned=Lease.release)
         try:
-            self._check_startable()  # again: another run may have started meanwhile
+            if lease is not None:
+                self._check_startable()  # again: another run may have started while it was leased
             prepare()
             driver = self._new_run(checkpoint, lease)
         except BaseException:

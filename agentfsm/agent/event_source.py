@@ -38,10 +38,13 @@ class EventSource:
     """Delivers an agent's events to `on_transition` and `on_event` listeners, in order."""
 
     def __init__(self) -> None:
-        # Tuples, replaced on (un)subscribing: a listener that subscribes another while being
-        # called changes no sequence being iterated.
+        # Tuples, replaced on (un)subscribing (`_listen`): a listener that subscribes another while
+        # being called changes no sequence being iterated.
         self._transition_listeners: tuple[TransitionListener, ...] = ()
         self._event_listeners: tuple[EventListener, ...] = ()
+        self.listening = False
+        """Whether anybody listens (the driver and the phases build no event otherwise); kept by
+        `_listen` with the listeners, as it is read several times an edge."""
         self._queue: deque[AgentEvent] = deque()
         self._failure: Exception | None = None
         """The first exception a listener raised that the driver has not taken yet."""
@@ -50,11 +53,11 @@ class EventSource:
 
     def on_transition(self, callback: TransitionListener) -> Callable[[], None]:
         """Call `callback` with every `Transition`; returns a function that unsubscribes."""
-        self._transition_listeners += (callback,)
+        self._listen((*self._transition_listeners, callback), self._event_listeners)
         held = [callback]
 
         def unsubscribe() -> None:  # lets go of it too: see `on_event`
-            self._transition_listeners = _without(self._transition_listeners, _taken(held))
+            self._listen(_without(self._transition_listeners, _taken(held)), self._event_listeners)
 
         return unsubscribe
 
@@ -63,24 +66,22 @@ class EventSource:
         completed, `Edit`), in order; returns a function that unsubscribes. `first`: before the
         listeners already there (a trace writer is, so that a trace is never behind its run's
         checkpoint: `agentfsm.recording.trace.cut_for_resume`)."""
-        if first:
-            self._event_listeners = (callback, *self._event_listeners)
-        else:
-            self._event_listeners += (callback,)
+        listeners = (callback, *self._event_listeners) if first else (*self._event_listeners, callback)
+        self._listen(self._transition_listeners, listeners)
         held = [callback]
 
         def unsubscribe() -> None:
             # The function lets go of `callback` as well: a listener that keeps its own unsubscribe
             # (a trace writer, a checkpointer) would otherwise make a cycle with it that outlives
             # the run until the garbage collector finds it, and a durable worker runs thousands.
-            self._event_listeners = _without(self._event_listeners, _taken(held))
+            self._listen(self._transition_listeners, _without(self._event_listeners, _taken(held)))
 
         return unsubscribe
 
-    @property
-    def listening(self) -> bool:
-        """Whether anybody listens (the driver and the phases build no event otherwise)."""
-        return bool(self._transition_listeners or self._event_listeners)
+    def _listen(self, transition: tuple[TransitionListener, ...], events: tuple[EventListener, ...]) -> None:
+        """Make `transition` and `events` the listeners, and say whether anybody listens."""
+        self._transition_listeners, self._event_listeners = transition, events
+        self.listening = bool(transition or events)
 
     def emit(self, record: AgentEvent) -> None:
         """Deliver `record` to the listeners. An event raised by a listener (an edit made in an

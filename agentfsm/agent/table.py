@@ -8,7 +8,8 @@ step's `turn`) and a few settings of the agent; they never do I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 from ..fsm.machine import Edge, Effect, Guard, MachineTable, Payload, StateSpec
 from ..run.result import AgentState, StopReason
@@ -89,19 +90,33 @@ NEXT_STEP = Effect("step += 1", _next_step)
 RECORD_REQUIRED_ERROR = Effect("error := 'Tool calls required but none provided'", _tool_calls_required)
 
 # -- phases: the engine's I/O, awaited between triggers ------------------------
+# Each returns the agent's phase (a coroutine) for the driver to await, rather than awaiting it
+# itself: one coroutine a phase, not two.
 
 
-async def _think(agent: Any) -> None:
+class _Phases(Protocol):
+    """The agent, as its phases call it."""
+
+    run_state: Any
+
+    def think(self) -> Awaitable[None]: ...
+
+    def act(self) -> Awaitable[None]: ...
+
+    def observe(self) -> Awaitable[None]: ...
+
+
+def _think(agent: _Phases) -> Awaitable[None]:
     agent.run_state.turn = Turn()  # a step's record begins empty: nothing of the step before leaks in
-    await agent.think()
+    return agent.think()
 
 
-async def _act(agent: Any) -> None:
-    await agent.act()
+def _act(agent: _Phases) -> Awaitable[None]:
+    return agent.act()
 
 
-async def _observe(agent: Any) -> None:
-    await agent.observe()
+def _observe(agent: _Phases) -> Awaitable[None]:
+    return agent.observe()
 
 
 RUNNING = AgentState.RUNNING.value

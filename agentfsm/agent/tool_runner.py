@@ -103,7 +103,10 @@ class ToolRunner:
         """Run `calls` (one after another, or together with `parallel_tool_calls`); their
         observations in call order."""
         if not self.agent.parallel_tool_calls:
-            return [await self.run_once(call) for call in calls]
+            done = []  # a loop: a list comprehension with `await` in it is a coroutine of its own
+            for call in calls:
+                done.append(await self.run_once(call))
+            return done
         import asyncio  # loaded by the running loop already; `import agentfsm` does not load it
 
         outcomes = await asyncio.gather(*(_exits_held(self.run_once, call) for call in calls))

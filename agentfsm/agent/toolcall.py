@@ -278,20 +278,20 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
             messages, system = self.memory.view(), self._system_messages(prompt)
         if self.options.max_images is not None:
             messages = latest_images(messages, self.options.max_images)
-        tools = self._follow_tools()
+        tools, choice = self._follow_tools(), self.tool_choice  # the reply is read as it was asked for
         try:
-            reply = await self.ask_model(self.llm, messages, system, tools, self.tool_choice)
+            reply = await self.ask_model(self.llm, messages, system, tools, choice)
         except TokenLimitExceeded as exc:
             turn.token_limit = str(exc)
             return
-        if self.tool_choice != "none" and reply.tool_calls:
+        if choice != "none" and reply.tool_calls:
             reply = self._with_distinct_ids(reply)
         turn.reply = reply
         run.usage.add(reply.usage)
         if reply.content:
             run.output = reply.content
 
-        calls = reply.tool_calls if self.tool_choice != "none" else ()
+        calls = reply.tool_calls if choice != "none" else ()
         if calls:
             run.missed_tool_calls = 0
             fields = reply.provider_fields
@@ -302,7 +302,7 @@ class ToolCallAgent(Approvals, Questions, ReActAgent):
             self.memory.add_message(
                 Message.assistant_message(reply.content, provider_fields=reply.provider_fields)
             )
-        if self.tool_choice == "required":
+        if choice == "required":
             run.missed_tool_calls += 1
             run.nudge = REQUIRED_NUDGE
         elif not reply.content:

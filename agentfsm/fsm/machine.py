@@ -24,7 +24,7 @@ agents: any model with a `fsm_state` attribute can be driven.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from typing import Any, NamedTuple, cast
@@ -108,8 +108,12 @@ class StateSpec:
     it read this, so edges into it carry it and callers may change it here."""
     produces: frozenset[Payload] = frozenset()
     """What this phase leaves for the next (`Payload.REPLY`, ...): edges out of it carry it."""
+    is_phase: bool = field(init=False, repr=False, compare=False)
+    """The engine works here: an action to await, or a pause to wait in. Derived from `action`
+    and `pause` when the state is declared (the driver reads it at every step)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "is_phase", self.action is not None or self.pause)
         for role in ("consumes", "produces"):
             given = getattr(self, role)
             if not isinstance(given, frozenset | set | tuple | list):
@@ -123,11 +127,6 @@ class StateSpec:
                     f"use the `Payload` members: {', '.join(member.name for member in Payload)}"
                 )
             object.__setattr__(self, role, frozenset(Payload(item) for item in given))
-
-    @property
-    def is_phase(self) -> bool:
-        """The engine works here: an action to await, or a pause to wait in."""
-        return self.action is not None or self.pause
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +348,8 @@ class MachineTable:
         if event is None:
             raise MachineSetupError(f"unknown trigger {trigger!r}; known: {sorted(self.machine.events)}")
         state = model.fsm_state
-        candidates = cast("list[_EdgeTransition]", event.transitions.get(state))
+        # Typed, not cast (a call at every trigger): the machine makes only `_EdgeTransition`s.
+        candidates: list[_EdgeTransition] | None = event.transitions.get(state)  # type: ignore[assignment]
         if not candidates:
             raise MachineSetupError(
                 f"trigger {trigger!r} has no edge from state {state!r}; it fires from "

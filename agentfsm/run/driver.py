@@ -96,11 +96,11 @@ class RunDriver:
         try:
             resuming = request is None
             if request is not None:
-                if model.fsm_state != table.initial:
+                if model.run_state.state != table.initial:
                     yield self.fire(table.reset)
                 model.open_run(request)
                 yield self.fire(table.start)
-            while (spec := table.by_name[model.fsm_state]).is_phase:
+            while (spec := table.by_name[model.run_state.state]).is_phase:
                 assert spec.done is not None  # the table's validation guarantees it
                 if (failure := model.listener_failure()) is not None:  # an edge or an edit unrecorded
                     yield self.abort(table.fail, _described(failure), failure)
@@ -133,7 +133,7 @@ class RunDriver:
                 yield self.fire(spec.done)
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
-            if table.by_name[model.fsm_state].is_phase:
+            if table.by_name[model.run_state.state].is_phase:
                 self.abort(table.cancel, "CancelledError: iteration stopped before the run ended")
             raise
         finally:

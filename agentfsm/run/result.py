@@ -30,8 +30,8 @@ class AgentState(StrEnum):
         """The top-level state of the leaf `state` of `table`: a final state's declared one,
         IDLE for the initial state, RUNNING for every other (a phase, a pause)."""
         spec = table.by_name[state]
-        if spec.final is not None:
-            return cls(spec.final)
+        if spec.final is not None:  # a member already (the tables' own), or its value (a string)
+            return spec.final if isinstance(spec.final, cls) else cls(spec.final)
         return cls.IDLE if spec.name == table.initial else cls.RUNNING
 
 
