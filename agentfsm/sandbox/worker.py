@@ -163,6 +163,11 @@ def kill_all(group: int, marked: bool) -> None:
     for that, so a pids limit the bomb exhausted does not stop it."""
     with contextlib.suppress(OSError):
         os.killpg(group, signal.SIGKILL)
+    # The group's leader (the snippet) reaped first: its children are the worker's from then on (a
+    # dying parent hands them on as it exits), so no pass can look at them while they move between
+    # the two and miss one that left its group (``setsid``).
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(group, 0)
     for _ in range(_PASSES):
         victims = leftovers(marked)
         if not victims:
