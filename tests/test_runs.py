@@ -197,6 +197,23 @@ async def test_bad_arguments_are_refused_with_a_line_naming_the_fix(tmp_path: Pa
         assert await runs.submit("note x", "worker", run_id="order-42.v2") == "order-42.v2"
 
 
+async def test_the_list_is_read_in_pages_in_submission_order_or_the_newest_first(tmp_path: Path) -> None:
+    world = World()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        ids = [await runs.submit(f"note n{i}", "worker", run_id=f"run-{i}") for i in range(5)]
+        for run_id in ids:
+            await runs.result(run_id, wait=True, timeout=10)
+        assert [s.run_id for s in await runs.list()] == ids
+        assert [s.run_id for s in await runs.list(limit=2)] == ids[:2]
+        assert [s.run_id for s in await runs.list(limit=2, offset=4)] == ids[4:]
+        assert [s.run_id for s in await runs.list(limit=3, newest_first=True)] == ids[::-1][:3]
+        assert await runs.list(offset=9) == []
+        assert [s.run_id for s in await runs.list(state="finished", limit=1, offset=1)] == ids[1:2]
+        for bad, match in (({"limit": 0}, "limit must be a positive"), ({"offset": -1}, "offset must be")):
+            with pytest.raises(WrongValueError, match=match):
+                await runs.list(**bad)
+
+
 async def test_one_run_id_submitted_twice_at_once_is_one_run(tmp_path: Path) -> None:
     """A submission makes its run's folder off the event loop; a second submission of the same id
     meanwhile (a retried request) waits for it and gets the same run, not a second one or an error."""

@@ -125,6 +125,50 @@ async def test_the_page_lists_the_database_and_steps_through_a_run(worker: str, 
         await inspector.stop()
 
 
+async def test_a_database_is_listed_a_page_at_a_time_the_newest_first(
+    worker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    finished, paused = await _two_runs(worker, tmp_path)
+    runs = DurableRuns(worker)
+    try:
+        assert [s.run_id for s in await runs.list(limit=1, newest_first=True)] == [paused]
+        assert [s.run_id for s in await runs.list(limit=1, offset=1, newest_first=True)] == [finished]
+        assert [s.run_id for s in await runs.list(offset=1)] == [paused]
+    finally:
+        runs.close()
+    monkeypatch.setattr("agentfsm.ui.managed.PAGE", 1)
+    reader = Reader([], managed=[database(worker)])
+    try:
+        assert [row.run_id for row in await reader.rows()] == [paused]
+        assert reader.more == {"db": 1}
+        assert [row.run_id for row in await reader.more_rows("db", 1)] == [finished]
+        assert await reader.more_rows("db", 2) == [] and reader.more == {}
+        assert (await reader.view(f"db/{finished}")).summary()["count"] == 10  # a later page's run opens
+    finally:
+        reader.close()
+    require_chromium()  # the page asks for the next page while its screen is not full, or as it scrolls
+    from playwright.async_api import async_playwright
+
+    inspector = Inspector(Reader([], managed=[database(worker)]))
+    url = await inspector.start()
+    try:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=DEFAULT_EXECUTABLE)
+            try:
+                page: Any = await browser.new_page()
+                await page.goto(url)
+                await page.locator("#run-count").filter(has_text="2 runs").wait_for()  # page after page
+                rows = page.locator("table.runs tbody tr")
+                assert [await r.get_attribute("data-key") for r in await rows.all()] == [
+                    f"db/{paused}",
+                    f"db/{finished}",
+                ]
+            finally:
+                await browser.close()
+    finally:
+        await inspector.stop()
+
+
 async def test_a_database_that_cannot_be_read_is_one_row_saying_so(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'runs.db'}"
     reader = Reader([], managed=[database(db)])

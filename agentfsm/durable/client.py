@@ -21,7 +21,7 @@ from ..questions import Answer, AnswerAction, Question
 from ..run.result import AgentState, RunResult, StopReason
 from ..runs.events import RunEvent
 from ..runs.spec import AgentSpec
-from ..runs.status import RunStatus, RunStatusState, stale_decision
+from ..runs.status import RunStatus, RunStatusState, check_page, stale_decision
 from .engine import EngineClient, Listed
 from .events import EventTable
 from .run import DECISION_TOPIC, PAUSE_EVENT, TRACE_EVENT, TRACE_KEY, WAKE
@@ -66,10 +66,22 @@ class DurableRuns:
         listed = await asyncio.to_thread(self._client.get, run_id)
         return await asyncio.to_thread(self._status, listed)
 
-    async def list(self, *, state: RunStatusState | None = None) -> list[RunStatus]:
-        """The status of every run in the database (in submission order), or of those in `state`,
-        as `agentfsm.runs.Runs.list` gives them in one process."""
-        listed = await asyncio.to_thread(self._client.listed)
+    async def list(
+        self,
+        *,
+        state: RunStatusState | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[RunStatus]:
+        """The status of every run in the database (in submission order, or the newest first), or of
+        those in `state`, as `agentfsm.runs.Runs.list` gives them in one process. `limit` and
+        `offset` page the runs in that order, before `state` picks among them: a database of many
+        runs is read a page at a time."""
+        check_page(limit, offset)
+        listed = await asyncio.to_thread(
+            lambda: self._client.listed(limit=limit, offset=offset, newest_first=newest_first)
+        )
         found = await asyncio.to_thread(lambda: [self._status(one) for one in listed])
         return [status for status in found if state is None or status.state == state]
 

@@ -419,9 +419,24 @@ class EngineClient:
         )
         return [_listed(status) for status in found]
 
-    def listed(self, queue: str | None = None, *, active_only: bool = False) -> list[Listed]:
+    def listed(
+        self,
+        queue: str | None = None,
+        *,
+        active_only: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[Listed]:
+        """The runs (of `queue`; only those not ended with `active_only`) in submission order, or the
+        newest first; `limit` and `offset` page them in that order."""
         found = self._dbos().list_workflows(
-            queue_name=queue, name=WORKFLOW, status=list(_ACTIVE) if active_only else None
+            queue_name=queue,
+            name=WORKFLOW,
+            status=list(_ACTIVE) if active_only else None,
+            limit=limit,
+            offset=offset or None,
+            sort_desc=newest_first,
         )
         return [_listed(status) for status in found]
 

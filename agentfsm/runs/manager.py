@@ -60,7 +60,7 @@ from ..recording.writer import off_loop
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
 from .spec import AgentFactory, AgentSpec
-from .status import RunStatus, RunStatusState, stale_decision
+from .status import RunStatus, RunStatusState, check_page, stale_decision
 
 __all__ = ["Runs"]
 
@@ -305,11 +305,21 @@ class Runs:
             decided=tuple(agent.run_state.turn.decisions) if agent is not None else (),
         )
 
-    async def list(self, *, state: RunStatusState | None = None) -> list[RunStatus]:
-        """The status of every run this manager holds or has ended (in submission order), or of
-        those in `state`."""
-        ordered = sorted(self._runs.values(), key=lambda run: run.submitted_at)
-        return [await self.status(run.run_id) for run in ordered if state is None or run.state == state]
+    async def list(
+        self,
+        *,
+        state: RunStatusState | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[RunStatus]:
+        """The status of every run this manager holds or has ended (in submission order, or the
+        newest first), or of those in `state`; `limit` and `offset` page the runs in that order,
+        before `state` picks among them (as `DurableRuns.list`)."""
+        check_page(limit, offset)
+        ordered = sorted(self._runs.values(), key=lambda run: run.submitted_at, reverse=newest_first)
+        page = ordered[offset:] if limit is None else ordered[offset : offset + limit]
+        return [await self.status(run.run_id) for run in page if state is None or run.state == state]
 
     async def result(
         self, run_id: str, *, wait: bool = False, timeout: float | None = None

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import WrongPhaseError
+from ..errors import WrongPhaseError, WrongValueError
 from ..messages import ToolCall
 from ..questions import Question
 from ..run.result import RunResult
 from ..serde import Serializable
 
-__all__ = ["RunStatus", "RunStatusState", "stale_decision"]
+__all__ = ["RunStatus", "RunStatusState", "check_page", "stale_decision"]
 
 RunStatusState = Literal["queued", "running", "paused", "finished", "error", "cancelled"]
 
@@ -45,6 +45,15 @@ class RunStatus(Serializable):
     @property
     def ended(self) -> bool:
         return self.result is not None
+
+
+def check_page(limit: int | None, offset: int) -> None:
+    """`WrongValueError` unless `limit` (None: all) and `offset` name a page of a run list, as both
+    managers' `list` take them."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise WrongValueError(f"limit must be a positive whole number of runs (or None: all), got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise WrongValueError(f"offset must be a whole number of runs (>= 0), got {offset!r}")
 
 
 def stale_decision(status: RunStatus, call_id: str, pause: int, *, see: str) -> WrongPhaseError:

@@ -31,15 +31,38 @@ class Reader:
         self.paths = paths
         self.managed = tuple(managed)
         self._rows: dict[str, RunRow] = {}
+        self.more: dict[str, int] = {}
+        """Each manager whose runs have another page, and where it begins."""
         self._views: dict[str, tuple[object, RunView]] = {}
 
     async def rows(self) -> list[RunRow]:
-        """The runs found now (the folders and the managers are read again: a run since shows)."""
+        """The runs found now (the folders and the managers are read again: a run since shows): every
+        file's, and each manager's first page; `more` says where each manager's next page begins."""
         rows = await asyncio.to_thread(find_runs, self.paths)
+        self.more = {}
         for source in self.managed:
-            rows |= await source.rows()
+            page, after = await source.rows()
+            rows |= page
+            if after is not None:
+                self.more[source.prefix] = after
         self._rows = rows
         return list(rows.values())
+
+    async def more_rows(self, prefix: str, offset: int) -> list[RunRow]:
+        """The page of the manager `prefix` names that begins at `offset` (`more` says where the next
+        one begins, or that there is none)."""
+        source = next((s for s in self.managed if s.prefix == prefix), None)
+        if source is None:
+            raise KeyNotFoundError(
+                f"no run manager {prefix!r} here; the list's sources: {[s.prefix for s in self.managed]}"
+            )
+        page, after = await source.rows(offset)
+        self._rows |= page
+        if after is None:
+            self.more.pop(prefix, None)
+        else:
+            self.more[prefix] = after
+        return list(page.values())
 
     def source(self, key: str) -> tuple[Managed, str] | None:
         """The manager that holds the run `key` names, and its id; None for a file's run."""

@@ -80,6 +80,7 @@ class Inspector:
                 web.get("/", self._page),
                 web.get("/static/{name}", self._asset),
                 web.get("/api/runs", self._runs),
+                web.get("/api/runs/more", self._more_runs),
                 web.get("/api/run", self._run),
                 web.get("/api/run/transitions", self._transitions),
                 web.get("/api/run/memory", self._memory),
@@ -174,7 +175,15 @@ class Inspector:
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
         rows = await self.reader.rows()
-        return web.json_response({"runs": [row.to_json() for row in rows]})
+        return web.json_response({"runs": [row.to_json() for row in rows], "more": self.reader.more})
+
+    async def _more_runs(self, request: web.Request) -> web.StreamResponse:
+        """The next page of a manager's runs (the list's `more` names it, and where it begins)."""
+        try:
+            rows = await self.reader.more_rows(request.query.get("source", ""), _number(request, "offset", 0))
+        except KeyError as exc:
+            return web.json_response({"problem": str(exc.args[0])}, status=404)
+        return web.json_response({"runs": [row.to_json() for row in rows], "more": self.reader.more})
 
     async def _run(self, request: web.Request) -> web.StreamResponse:
         return await self._answer(request, lambda view: view.summary())

@@ -46,8 +46,9 @@ async function showList() {
   run = null;
   where.textContent = "";
   let runs;
+  let more;
   try {
-    runs = (await getJSON("/api/runs")).runs;
+    ({ runs, more } = await getJSON("/api/runs"));
   } catch (error) {
     main.replaceChildren(el("p", { class: "problem", text: error.message }));
     return;
@@ -59,20 +60,40 @@ async function showList() {
   const head = el("tr", {}, ...["run", "agent", "kind", "state", "step", "stop reason", "worker", "started", "request", "file"]
     .map((name) => el("th", { text: name })));
   const body = el("tbody", {});
-  const more = el("p", { class: "note", id: "more-runs" });
-  const shown = { count: 0 };
-  const showMore = () => { // the rows come in pages, so a long list opens as fast as a short one
+  const shown = { count: 0, asking: false };
+  const count = el("p", { class: "note", id: "run-count" });
+  const told = () => {
+    const pending = Object.keys(more).length;
+    count.textContent = `${runs.length}${pending ? "+" : ""} runs`;
+    note.textContent = shown.count < runs.length || pending ? "more: scroll down" : "";
+  };
+  const showMore = async () => { // the rows come in pages, so a long list opens as fast as a short one
+    if (shown.count >= runs.length) { // a manager's next page of runs, if it has one
+      const [source] = Object.keys(more);
+      if (source === undefined || shown.asking) return;
+      shown.asking = true;
+      try {
+        const page = await getJSON(query("/api/runs/more", { source, offset: more[source] }));
+        runs.push(...page.runs);
+        more = page.more;
+      } finally {
+        shown.asking = false;
+      }
+    }
     const next = runs.slice(shown.count, shown.count + PAGE);
     body.append(...next.map(runRow));
     shown.count += next.length;
-    more.textContent = shown.count < runs.length ? `${runs.length - shown.count} more: scroll down` : "";
+    told();
+    const unfilled = document.body.offsetHeight < window.innerHeight + 400;
+    if (unfilled && next.length && run === null && (shown.count < runs.length || Object.keys(more).length)) {
+      await showMore(); // a screen not yet full takes the next page too
+    }
   };
-  showMore();
-  main.replaceChildren(el("p", { class: "note", id: "run-count", text: `${runs.length} runs` }),
-    el("table", { class: "runs" }, el("thead", {}, head), body), more);
+  const note = el("p", { class: "note", id: "more-runs" });
+  main.replaceChildren(count, el("table", { class: "runs" }, el("thead", {}, head), body), note);
+  await showMore();
   window.onscroll = () => {
-    if (run === null && shown.count < runs.length
-      && window.innerHeight + window.scrollY > document.body.offsetHeight - 400) showMore();
+    if (run === null && window.innerHeight + window.scrollY > document.body.offsetHeight - 400) showMore();
   };
 }
 
