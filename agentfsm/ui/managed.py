@@ -1,9 +1,9 @@
 """Runs a run manager holds, as the inspector lists, reads, follows and steers them: an app's `Runs`
 (`agentfsm.ui.serve(runs)`) or a durable database's `DurableRuns` (`agentfsm ui --db URL`).
 
-Why one module for both: the two managers have the same verbs and the same `RunStatus` (issue of
-embedding: an app moves from one to the other by changing a constructor), so the page reads and
-steers either the same way. The list is `list()`: every run with its state, worker, steps and stop
+Why one module for both: the two managers have the same verbs and the same `RunStatus` (an app
+moves from one to the other by changing a constructor), so the page reads and steers either the
+same way. The list is `list()`, a page at a time: every run with its state, worker, steps and stop
 reason. A run's page is its trace (`trace()`: the trace so far in one process, the whole one once
 ended on DBOS), with where the run stands now (`status()`: what a paused run waits for); the page
 follows a run that has not ended through `events()`; approve, reject, answer and cancel are the

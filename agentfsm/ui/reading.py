@@ -108,8 +108,9 @@ def _not_a_recording(path: Path) -> str:
 
 def _row(key: str, path: Path, kind: FileKind) -> RunRow:
     """The row of a recording, from its header and its last records, each checked as a replay
-    checks it (not the whole file: a folder of long runs lists about as fast as one of short
-    ones; a damaged record elsewhere shows when the run is opened, and on its row from then on)."""
+    checks it. The file is read but only those records are parsed (parsing a long trace whole
+    would make the list as slow as opening each run); a damaged record elsewhere shows when the
+    run is opened, and on its row from then on."""
     from ..recording.trace_records import check_record  # pydantic, loaded by what reads traces
 
     try:
