@@ -100,3 +100,14 @@ async def test_request_shows_the_step_prompt_where_it_went(toolbox):
     await Debugger(agent, "add 2 and 3", read_line=read, out=out).run()
     text = out.getvalue()
     assert f"  step prompt, at the end of the system message: {agent.next_step_prompt[:30]}" in text
+
+
+async def test_a_breakpoint_on_a_tool_is_set_and_cleared_by_name(toolbox):
+    agent = agent_for(toolbox)
+    read, _ = lines("break tool:add", "continue", "calls", "clear tool:add", "continue")
+    out = io.StringIO()
+    await Debugger(agent, "task", read_line=read, out=out).run()
+    text = out.getvalue()
+    assert "breakpoint set: tool add" in text and "breakpoint cleared: tool add" in text
+    assert "THINKING -> ACTING" in text and "add" in text.split("calls", 1)[-1]
+    assert agent.last_result is not None and agent.last_result.ok

@@ -47,6 +47,22 @@ async def test_breakpoints_on_a_state_and_on_an_edge(toolbox):
     assert await stepper.resume() is None and agent.state is AgentState.FINISHED
 
 
+async def test_a_breakpoint_on_a_tool_pauses_before_a_call_of_it_runs(toolbox):
+    script = [
+        reply(tool_calls=[("add", {"a": 1, "b": 1})]),
+        reply(tool_calls=[("slow_echo", {"text": "hi"})]),
+    ]
+    agent = ToolCallAgent(llm=ScriptedLLM([*script, TERMINATE]), tools=toolbox)
+    stepper = Stepper(agent, "task", breakpoints=[Breakpoint(tool="slow_echo")])
+    hit = await stepper.resume()
+    assert hit is not None and (hit.dest, hit.step) == ("ACTING", 2)
+    assert [c.name for c in hit.tool_calls] == ["slow_echo"] and agent.run_state.turn.observations == []
+    assert str(Breakpoint(tool="slow_echo")) == "tool slow_echo"
+    assert Breakpoint(tool="slow_echo").to_json() == {"tool": "slow_echo"}
+    assert Breakpoint(**Breakpoint(trigger="t", dest="D").to_json()) == Breakpoint(trigger="t", dest="D")
+    assert await stepper.resume() is None and agent.state is AgentState.FINISHED
+
+
 async def test_closing_an_unfinished_run_cancels_it(toolbox):
     agent = agent_for(toolbox)
     async with Stepper(agent, "task", breakpoints=[Breakpoint(state="OBSERVING")]) as stepper:
@@ -71,8 +87,10 @@ def test_breakpoints_are_checked_against_the_machine(toolbox):
         stepper.add_breakpoint(Breakpoint(state="NAPPING"))
     with pytest.raises(ValueError, match="no trigger 'jump'"):
         stepper.add_breakpoint(Breakpoint(trigger="jump"))
-    with pytest.raises(ValueError, match="needs a `state` or an edge"):
+    with pytest.raises(ValueError, match=r"needs a `state`, an edge .* or a `tool`"):
         Breakpoint()
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="on a state, on an edge or on a tool: one of them"):
         Breakpoint(state="ACTING", trigger="act_done")
+    with pytest.raises(ValueError, match="one of them"):
+        Breakpoint(tool="add", dest="ACTING")
     assert str(Breakpoint(source="OBSERVING", trigger="observe_done")) == "OBSERVING -> * on observe_done"

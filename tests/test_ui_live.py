@@ -182,6 +182,36 @@ async def test_a_paused_run_is_cancelled_for_good(served: tuple[Runs, Inspector]
     assert status.state == "cancelled" and status.result is not None
 
 
+async def test_breakpoints_sent_to_a_run_are_checked_and_step_needs_a_held_run(
+    served: tuple[Runs, Inspector], tmp_path: Path
+):
+    runs, inspector = served
+    GATES["checked"] = gate = asyncio.Event()
+    run_id = await runs.submit("add twice", AgentSpec(agent="gated", options={"gate": "checked"}))
+    key = f"app/{run_id}"
+    status, answer = await post(inspector, "breakpoints", {"key": key, "breakpoints": [{"stat": "ACTING"}]})
+    assert status == 400 and answer["problem"].startswith("a breakpoint has text fields")
+    status, answer = await post(inspector, "step", {"key": key})
+    assert status == 409 and answer["problem"].startswith(f"run '{run_id}' is not held at a breakpoint")
+    first = await anext(aiter(runs.events(run_id)))  # its first edge: its agent is built
+    assert first.kind == "transition"
+    status, answer = await post(inspector, "breakpoints", {"key": key, "breakpoints": [{"state": "NAPPING"}]})
+    assert status == 409 and answer["problem"].startswith("no state 'NAPPING' in this agent's machine")
+    status, _ = await post(inspector, "breakpoints", {"key": key, "breakpoints": [{"state": "OBSERVING"}]})
+    assert status == 200
+    gate.set()
+    while (await runs.status(run_id)).held is None:
+        await asyncio.sleep(0.01)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{inspector.url}api/run", params={"key": key}) as response,
+    ):
+        summary = await response.json()
+    assert summary["status"]["held"] == "OBSERVING: ACTING -> OBSERVING on act_done"
+    assert summary["status"]["breakpoints"] == [{"state": "OBSERVING"}]
+    await runs.cancel(run_id)
+
+
 # -- in Chromium --------------------------------------------------------------------------------------
 
 
@@ -280,6 +310,45 @@ async def test_a_paused_run_is_cancelled_from_the_page(
     await _marked(page, "ERROR")
     await page.locator("#summary").filter(has_text="cancelled").wait_for()
     assert (await runs.status(run_id)).state == "cancelled"
+
+
+async def test_a_breakpoint_set_from_the_page_holds_the_run_which_steps_and_continues_from_it(
+    served: tuple[Runs, Inspector], page: Any
+):
+    runs, inspector = served
+    GATES["held"] = gate = asyncio.Event()
+    run_id = await runs.submit("add twice", AgentSpec(agent="gated", options={"gate": "held"}))
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    await _marked(page, "THINKING")
+    form = page.locator("form.add-breakpoint")
+    await form.locator("#bp-kind").select_option("tool")
+    await form.locator("#bp-value").fill("add")
+    await form.locator("button").click()
+    await page.locator(".holding ul.breakpoints li").filter(has_text="tool add").wait_for()
+    assert [point.to_json() for point in runs.breakpoints(run_id)] == [{"tool": "add"}]
+
+    gate.set()  # the model asks for add: the run is held before the call runs
+    held = page.locator(".held-at")
+    await held.filter(has_text="Held at tool add: THINKING -> ACTING on think_done").wait_for()
+    await _marked(page, "ACTING")
+    assert (await runs.status(run_id)).held is not None
+    assert await page.locator("#memory .message.role-tool").count() == 0
+
+    await page.locator("button.step").click()  # one edge: the call runs, the run waits in OBSERVING
+    await held.filter(has_text="Held at step: ACTING -> OBSERVING on act_done").wait_for()
+    await _marked(page, "OBSERVING")
+
+    await page.locator(".holding ul.breakpoints li button.remove").click()
+    await page.locator(".holding ul.breakpoints li").wait_for(state="detached")
+    assert runs.breakpoints(run_id) == ()
+    await page.locator("button.continue").click()
+    await held.wait_for(state="detached")
+    while (await runs.result(run_id)) is None:
+        gate.set()  # the next replies: no breakpoint left, the run goes on to its end
+        await asyncio.sleep(0.05)
+    await _marked(page, "FINISHED")
+    result = await runs.result(run_id)
+    assert result is not None and result.output == "the sum is done"
 
 
 # -- agentfsm run --ui ------------------------------------------------------------------------------

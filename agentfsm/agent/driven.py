@@ -41,7 +41,7 @@ from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry, Transition
 from ..run.observers import observers_of
 from ..run.result import AgentState, RunResult, StopReason
 from ..run.state import RunState
-from ..run.view import StepPayloads
+from ..run.view import Hold, StepPayloads
 from .deltas import DeltaEmitter
 from .event_source import EventSource
 
@@ -57,6 +57,9 @@ class DrivenModel(EventSource, ABC):
     table: MachineTable
     """The machine; an instance may switch to an extension of its class's table."""
     paused_edits: tuple[Edit, ...] = ()
+    hold: Hold | None = None
+    """Awaited after each edge into a phase, before its work (an app's breakpoints: `agentfsm.runs`);
+    None: the run never waits between edges."""
     """Edits made while the run was paused, for the trace a resume appends to."""
     name: str
     kind: ClassVar[str] = "agent"

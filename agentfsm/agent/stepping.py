@@ -4,9 +4,10 @@
 when the caller asks for the next one. `Stepper` adds what a debugger needs
 on top: one transition at a time (`step`), to the next think (`next`), or on
 until a breakpoint (`resume`). A breakpoint names a state (pause when the
-machine has entered it, before its phase does any work) or an edge (pause
-right after that edge fired). Between transitions the caller reads and edits
-`agent.run_state` and `agent.memory`.
+machine has entered it, before its phase does any work), an edge (pause
+right after that edge fired) or a tool (pause when a call of it is about to
+run: the edge that hands the calls to the phase running them). Between
+transitions the caller reads and edits `agent.run_state` and `agent.memory`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from ..errors import WrongValueError
+from ..fsm.machine import MachineTable
 from ..run.events import Transition
 from ..run.result import RunResult
 from .base import BaseAgent
@@ -24,32 +26,63 @@ __all__ = ["Breakpoint", "Stepper"]
 
 @dataclass(frozen=True, slots=True)
 class Breakpoint:
-    """Pause on entering `state`, or after an edge (`trigger`, optionally `source` and `dest`)."""
+    """Pause on entering `state`, after an edge (`trigger`, optionally `source` and `dest`), or
+    before a call of the tool `tool` runs."""
 
     state: str | None = None
     trigger: str | None = None
     source: str | None = None
     dest: str | None = None
+    tool: str | None = None
 
     def __post_init__(self) -> None:
-        if self.state is None and self.trigger is None and self.source is None and self.dest is None:
-            raise WrongValueError("a Breakpoint needs a `state` or an edge (`trigger`, `source`, `dest`)")
-        if self.state is not None and (self.trigger or self.source or self.dest):
-            raise WrongValueError("a Breakpoint is either on a state or on an edge, not both")
+        edge = self.trigger is not None or self.source is not None or self.dest is not None
+        kinds = (self.state is not None) + edge + (self.tool is not None)
+        if kinds == 0:
+            raise WrongValueError(
+                "a Breakpoint needs a `state`, an edge (`trigger`, `source`, `dest`) or a `tool`"
+            )
+        if kinds > 1:
+            raise WrongValueError("a Breakpoint is on a state, on an edge or on a tool: one of them")
 
     def hit(self, transition: Transition) -> bool:
         if self.state is not None:
             return transition.dest == self.state
+        if self.tool is not None:
+            return any(call.name == self.tool for call in transition.tool_calls)
         return (
             self.trigger in (None, transition.trigger)
             and self.source in (None, transition.source)
             and self.dest in (None, transition.dest)
         )
 
+    def check(self, table: MachineTable) -> None:
+        """`WrongValueError` unless the states and the trigger named are `table`'s. A tool is not
+        checked: an MCP server's tools are known only once it is connected."""
+        known = set(table.by_name)
+        for name in (self.state, self.source, self.dest):
+            if name is not None and name not in known and name not in table.groups:
+                raise WrongValueError(f"no state {name!r} in this agent's machine; states: {sorted(known)}")
+        triggers = {edge.trigger for edge in table.edges}
+        if self.trigger is not None and self.trigger not in triggers:
+            raise WrongValueError(
+                f"no trigger {self.trigger!r} in this agent's machine; triggers: {sorted(triggers)}"
+            )
+
+    def to_json(self) -> dict[str, str]:
+        """The breakpoint as JSON: its fields that are set (`Breakpoint(**data)` makes it again)."""
+        return {name: value for name, value in _fields(self) if value is not None}
+
     def __str__(self) -> str:
         if self.state is not None:
             return self.state
+        if self.tool is not None:
+            return f"tool {self.tool}"
         return f"{self.source or '*'} -> {self.dest or '*'}" + (f" on {self.trigger}" if self.trigger else "")
+
+
+def _fields(breakpoint: Breakpoint) -> list[tuple[str, str | None]]:
+    return [(name, getattr(breakpoint, name)) for name in ("state", "trigger", "source", "dest", "tool")]
 
 
 class Stepper:
@@ -85,7 +118,7 @@ class Stepper:
         return self.agent.last_result if self.finished else None
 
     def add_breakpoint(self, breakpoint: Breakpoint) -> None:
-        self._check(breakpoint)
+        breakpoint.check(self.agent.table)
         self.breakpoints.append(breakpoint)
 
     def clear_breakpoint(self, breakpoint: Breakpoint) -> bool:
@@ -139,15 +172,3 @@ class Stepper:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    def _check(self, breakpoint: Breakpoint) -> None:
-        table = self.agent.table
-        known = set(table.by_name)
-        for name in (breakpoint.state, breakpoint.source, breakpoint.dest):
-            if name is not None and name not in known and name not in table.groups:
-                raise WrongValueError(f"no state {name!r} in this agent's machine; states: {sorted(known)}")
-        triggers = {edge.trigger for edge in table.edges}
-        if breakpoint.trigger is not None and breakpoint.trigger not in triggers:
-            raise WrongValueError(
-                f"no trigger {breakpoint.trigger!r} in this agent's machine; triggers: {sorted(triggers)}"
-            )

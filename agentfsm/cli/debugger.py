@@ -43,8 +43,8 @@ COMMANDS = {
     "step": "one transition (step N: N transitions)",
     "next": "to the next THINKING (one full think, act, observe step)",
     "continue": "until a breakpoint or the end of the run",
-    "break": "break STATE | break SOURCE->DEST | break TRIGGER: pause there (no argument: list)",
-    "clear": "clear STATE | SOURCE->DEST | TRIGGER: remove a breakpoint",
+    "break": "break STATE | SOURCE->DEST | TRIGGER | tool:NAME: pause there (no argument: list)",
+    "clear": "clear STATE | SOURCE->DEST | TRIGGER | tool:NAME: remove a breakpoint",
     "state": "the machine's state, step and stop reason",
     "memory": "the messages in memory",
     "request": "the last reply of the model, and what it was asked",
@@ -365,6 +365,8 @@ def debug_command(
 
 
 def _parse_breakpoint(text: str, agent: BaseAgent) -> Breakpoint:
+    if text.startswith("tool:"):
+        return Breakpoint(tool=text.removeprefix("tool:").strip() or None)
     if "->" in text:
         source, dest = (part.strip() or None for part in text.split("->", 1))
         return Breakpoint(source=source, dest=dest)

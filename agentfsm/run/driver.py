@@ -12,6 +12,11 @@ Every edge goes through `fire`: the table picks the edge (through
 transitions), this builds the `Transition` event (only when someone reads
 it), logs it and hands it to the listeners, a checkpointer among them.
 
+An app may hold a run between edges (`Driven.hold`, an app's breakpoints):
+after each edge into a phase, before the phase's work, the loop awaits the
+hold; the run is then neither paused nor ended, its task simply waits, and
+a cancellation there ends it `cancelled` as one inside a phase does.
+
 Recording never breaks a run: a listener's exception (a trace or a
 checkpoint that cannot be written, a callback's bug) is kept by the event
 delivery instead of escaping from the middle of an edge or a phase, and the
@@ -95,22 +100,33 @@ class RunDriver:
         self.active, self._yields, self.paused = True, yields, None
         try:
             resuming = request is None
+            entered: Transition | None = None
             if request is not None:
                 if model.run_state.state != table.initial:
                     yield self.fire(table.reset)
                 model.open_run(request)
-                yield self.fire(table.start)
+                yield (entered := self.fire(table.start))
             while (spec := table.by_name[model.run_state.state]).is_phase:
                 assert spec.done is not None  # the table's validation guarantees it
                 if (failure := model.listener_failure()) is not None:  # an edge or an edit unrecorded
                     yield self.abort(table.fail, _described(failure), failure)
                     break
+                if entered is not None and (hold := model.hold) is not None:
+                    try:
+                        await hold(entered)
+                    except Exception as exc:  # the hold's own bug: the run fails, as a phase's would
+                        yield self.abort(table.fail, f"{type(exc).__name__}: {exc}", exc)
+                        break
+                    except BaseException as exc:  # cancelled while held: as in a phase
+                        self.abort(table.cancel, _interruption(exc), exc)
+                        raise
+                    self._entered_at = perf_counter()  # the time held is not the phase's work
                 action, resumed, resuming = spec.action, resuming, False
                 if action is None:  # a pause with nothing to do: stop on entry, go on when resumed
                     if not resumed:
                         self.paused = spec.name.lower()
                         break
-                    yield self.fire(spec.done)
+                    yield (entered := self.fire(spec.done))
                     continue
                 self.phase_running = True
                 try:
@@ -130,7 +146,7 @@ class RunDriver:
                 if (failure := model.listener_failure()) is not None:  # the phase's events unrecorded
                     yield self.abort(table.fail, _described(failure), failure)
                     break
-                yield self.fire(spec.done)
+                yield (entered := self.fire(spec.done))
         except GeneratorExit:
             # The consumer stopped iterating mid-run: treat it as a cancellation.
             if table.by_name[model.run_state.state].is_phase:
@@ -156,7 +172,7 @@ class RunDriver:
 
     def fire(self, trigger: str) -> Transition | None:
         """Take the edge for `trigger` and report it. The `Transition` is built when someone reads
-        it: the loop's consumer, a listener or the `agentfsm` logger; else this returns None."""
+        it: the loop's consumer, a listener, a hold or the `agentfsm` logger; else this returns None."""
         model = self.model
         table, run = model.table, model.run_state
         source = run.state
@@ -167,7 +183,7 @@ class RunDriver:
         if edge.stop_reason is not None:
             run.stop_reason = edge.stop_reason
         logs = log_enabled()
-        if not (self._yields or logs or model.listening):
+        if not (self._yields or logs or model.listening or model.hold is not None):
             return None
         came, went, turn = table.by_name[source], table.by_name[edge.dest], model.turn
         transition = Transition(

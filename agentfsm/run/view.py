@@ -8,18 +8,22 @@ which a second machine built the same way (a planning flow) can satisfy too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ..fsm.machine import MachineTable, StateSpec
 from ..memory import Memory
 from ..messages import ToolCall
 from ..model.base import LLMResponse
-from .events import AgentEvent, Edit, EventListener
+from .events import AgentEvent, Edit, EventListener, Transition
 from .result import AgentState, RunResult, StopReason
 from .state import Observation, RunState
 
-__all__ = ["Driven", "Recorded", "StepPayloads"]
+__all__ = ["Driven", "Hold", "Recorded", "StepPayloads"]
+
+Hold = Callable[[Transition], Awaitable[None]]
+"""What a run waits on after each edge into a phase, before that phase's work: a breakpoint held
+by an app (`agentfsm.runs`) returns once someone says go on. Cancelling the run cancels the wait."""
 
 
 class StepPayloads(Protocol):
@@ -50,6 +54,8 @@ class Driven(Protocol):
 
     fsm_state: str
     last_result: RunResult | None
+    hold: Hold | None
+    """Awaited after each edge into a phase (None: the run never waits between edges)."""
 
     @property
     def turn(self) -> StepPayloads | None:

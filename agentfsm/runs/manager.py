@@ -37,13 +37,14 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from ..agent.stepping import Breakpoint
 from ..agent.toolcall import ToolCallAgent
 from ..errors import (
     AgentfsmError,
@@ -57,8 +58,10 @@ from ..log import event
 from ..questions import AnswerAction
 from ..recording.lease import Lease
 from ..recording.writer import off_loop
+from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
+from .holding import Holding
 from .spec import AgentFactory, AgentSpec
 from .status import RunStatus, RunStatusState, check_page, stale_decision
 
@@ -96,7 +99,19 @@ class _Run:
     event_buffer: int = 1000
     new: bool = False
     """Submitted in this process: its folder holds no events to read back."""
+    holding: Holding = field(default_factory=Holding)
+    """Its breakpoints, and whether it waits at one (`Runs.step`, `Runs.proceed`)."""
     _feed: Feed | None = None
+
+    def __post_init__(self) -> None:
+        self.holding.on_hold, self.holding.on_release = self._held, self._released
+
+    def _held(self, transition: Transition, why: str) -> None:
+        edge = {"trigger": transition.trigger, "source": transition.source, "dest": transition.dest}
+        self.feed.add("held", {**edge, "step": transition.step, "why": why})
+
+    def _released(self) -> None:
+        self.feed.add("released", {})
 
     @property
     def feed(self) -> Feed:
@@ -129,6 +144,7 @@ class _Run:
             "submitted_at": self.submitted_at,
             "state": self.state,
             "pause": self.pause,
+            "breakpoints": [point.to_json() for point in self.holding.breakpoints],
             "result": self.result.model_dump(mode="json") if self.result is not None else None,
         }
 
@@ -219,6 +235,7 @@ class Runs:
             )
             ended = data.get("result")
             run.result = RunResult.model_validate(ended) if ended is not None else None
+            run.holding.set([Breakpoint(**point) for point in data.get("breakpoints", ())])
         except (OSError, ValueError, KeyError, TypeError, AgentfsmError) as exc:
             event(
                 "runs_folder_skipped",
@@ -247,10 +264,18 @@ class Runs:
     # -- the verbs ------------------------------------------------------------------------
 
     async def submit(
-        self, task: str, agent: AgentSpec | str = "toolcall", *, run_id: str | None = None
+        self,
+        task: str,
+        agent: AgentSpec | str = "toolcall",
+        *,
+        run_id: str | None = None,
+        breakpoints: Sequence[Breakpoint] = (),
     ) -> str:
         """Start a run of `task` by the agent `agent` (a spec, or a factory's name); its id (`run_id`,
-        or a new one). Submitting again with the same `run_id` gives back that run, not a second one."""
+        or a new one). Submitting again with the same `run_id` gives back that run, not a second one.
+        `breakpoints`: where the run waits for `step` or `proceed` (`set_breakpoints`), from its
+        first edge on; checked against its agent's machine when it starts (a wrong one ends it in
+        ERROR, naming it)."""
         self._check_open()
         spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
         if spec.agent not in self.agents:
@@ -277,6 +302,7 @@ class Runs:
             submitted_at=_now(),
             event_buffer=self.event_buffer,
             new=True,
+            holding=Holding(breakpoints),
         )
         making = self._making[run_id] = asyncio.get_running_loop().create_future()
         try:  # off the loop: making files is the slow part of a submission (see `_made`)
@@ -303,6 +329,7 @@ class Runs:
             pending_input=tuple(agent.pending_input) if agent is not None else (),
             pause=run.pause if run.state == "paused" else None,
             decided=tuple(agent.run_state.turn.decisions) if agent is not None else (),
+            held=_held(run.holding),
         )
 
     async def list(
@@ -371,6 +398,30 @@ class Runs:
             return
         # paused (or decided and not yet going on): its end is appended to its trace
         await self._ended(run, await agent.cancel(trace=run.trace))
+
+    def breakpoints(self, run_id: str) -> tuple[Breakpoint, ...]:
+        """The run's breakpoints."""
+        return self._run(run_id).holding.breakpoints
+
+    async def set_breakpoints(self, run_id: str, breakpoints: Sequence[Breakpoint]) -> None:
+        """Replace the run's breakpoints (none: it runs on without waiting, unless a `step` is under
+        way). A held run stays held: `step` or `proceed` moves it. Checked against the run's machine
+        once it has an agent (`WrongValueError` naming the state or trigger that is not there); kept
+        in its ``run.json``, so a run taken up after a restart waits at them too."""
+        run = self._run(run_id)
+        if run.result is not None:
+            raise WrongPhaseError(f"run {run_id!r} has ended ({run.state}): its breakpoints no longer matter")
+        run.holding.set(breakpoints, run.agent.table if run.agent is not None else None)
+        await _save(run)
+
+    async def step(self, run_id: str) -> None:
+        """Let the run held at a breakpoint take one edge, then wait again (`WrongPhaseError` when it
+        is not held: see `RunStatus.held`)."""
+        self._run(run_id).holding.step(run_id)
+
+    async def proceed(self, run_id: str) -> None:
+        """Let the run held at a breakpoint go on to the next breakpoint, or its end."""
+        self._run(run_id).holding.proceed(run_id)
 
     async def approve(
         self, run_id: str, call_id: str, *, arguments: dict[str, Any] | None = None, pause: int | None = None
@@ -445,6 +496,8 @@ class Runs:
             return await agent.resume(trace=run.trace)
         agent = run.agent = self.agents[run.spec.agent](run.spec)
         agent.on_event(run.feed.publish)
+        run.holding.set(run.holding.breakpoints, agent.table)
+        agent.hold = run.holding
         if resumed:  # its checkpoint goes on, and its trace from the same point
             if run.trace.exists():
                 try:
@@ -539,6 +592,14 @@ class Runs:
                 f"run {run_id!r} is {run.state}, not paused: a decision is taken only while it waits"
             )
         return run.agent
+
+
+def _held(holding: Holding) -> str | None:
+    """What a held run waits at, as `RunStatus.held` says it (None: it is not held)."""
+    edge = holding.held
+    if edge is None:
+        return None
+    return f"{holding.why}: {edge.source} -> {edge.dest} on {edge.trigger}"
 
 
 def _ended_state(result: RunResult) -> RunStatusState:

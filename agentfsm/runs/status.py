@@ -38,6 +38,9 @@ class RunStatus(Serializable):
     """While paused: the pause's number in the run (1, 2, ...), the one a decision is bound to."""
     decided: tuple[str, ...] = ()
     """While paused: the calls of this pause decided already (a second decision is refused)."""
+    held: str | None = None
+    """While running: the breakpoint it waits at and the edge that hit it (`Runs.set_breakpoints`),
+    until `step` or `proceed`; None when it does not wait there (`DurableRuns` sets none)."""
     parked: bool = False
     """While paused: whether it has left its worker (`Worker(park_after_s=)`), holding no place there;
     a decision puts it back on its queue."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import AgentfsmError
@@ -25,12 +25,15 @@ from ..recording.trace import read_trace_text
 from .reading import RunRow, RunView, default_table, trace_view
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..agent.stepping import Breakpoint
     from ..questions import AnswerAction
     from ..runs.events import RunEvent
     from ..runs.manager import Runs
     from ..runs.status import RunStatus
 
-__all__ = ["PAGE", "Managed", "RunManager", "app_runs", "database", "shown_url"]
+__all__ = ["PAGE", "Holds", "Managed", "RunManager", "app_runs", "database", "shown_url"]
 
 
 class RunManager(Protocol):
@@ -59,6 +62,16 @@ class RunManager(Protocol):
         key: str | None = None,
         pause: int | None = None,
     ) -> None: ...
+
+
+@runtime_checkable
+class Holds(Protocol):
+    """A manager whose runs wait at breakpoints (`Runs`: its runs are in this process's hands)."""
+
+    def breakpoints(self, run_id: str) -> tuple[Breakpoint, ...]: ...
+    async def set_breakpoints(self, run_id: str, breakpoints: Sequence[Breakpoint]) -> None: ...
+    async def step(self, run_id: str) -> None: ...
+    async def proceed(self, run_id: str) -> None: ...
 
 
 PAGE = 1000
@@ -166,7 +179,10 @@ class Managed:
                 {"call": call.model_dump(mode="json"), "question": question.model_dump(mode="json")}
                 for call, question in status.pending_input
             ],
+            "held": status.held,
         }
+        if isinstance(manager, Holds) and status.result is None:
+            view.status["breakpoints"] = [point.to_json() for point in manager.breakpoints(status.run_id)]
         return view
 
     def close(self) -> None:

@@ -29,7 +29,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ..agent.stepping import Breakpoint
 from ..errors import AgentfsmError, InspectorError
+from .managed import Holds
 from .reader import Reader
 
 __all__ = ["LOOPBACK", "Inspector", "needs_token"]
@@ -44,6 +46,8 @@ _CSP = (
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 _ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+_HOLDING = ("breakpoints", "step", "continue")
+_VERBS = ("approve", "reject", "answer", "cancel", *_HOLDING)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -254,13 +258,13 @@ class Inspector:
         return response
 
     async def _steer(self, request: web.Request) -> web.StreamResponse:
-        """An action on a managed run: ``approve``, ``reject``, ``answer`` or ``cancel``, through its
-        manager's own verb (so a stale or duplicate decision is refused as an app's is: 409)."""
+        """An action on a managed run through its manager's own verb (so a stale or duplicate
+        decision is refused as an app's is: 409): ``approve``, ``reject``, ``answer``, ``cancel``,
+        and for an app's runs (`Holds`) ``breakpoints`` (replaced by the body's list), ``step`` and
+        ``continue``."""
         verb = request.match_info["verb"]
-        if verb not in ("approve", "reject", "answer", "cancel"):
-            return web.json_response(
-                {"problem": f"no action {verb!r}; approve, reject, answer or cancel"}, status=404
-            )
+        if verb not in _VERBS:
+            return web.json_response({"problem": f"no action {verb!r}; {', '.join(_VERBS)}"}, status=404)
         try:
             body = await request.json()
         except ValueError:
@@ -281,6 +285,11 @@ class Inspector:
                     {"problem": f"the action's {name} must be a JSON {kind.__name__}, got {body[name]!r}"},
                     status=400,
                 )
+        if verb in _HOLDING:
+            if not isinstance(manager, Holds):
+                problem = f"run {key!r} is a durable run's: it has no breakpoints to {verb}"
+                return web.json_response({"problem": problem}, status=409)
+            return await _hold(manager, run_id, verb, body)
         try:
             if verb == "approve":
                 await manager.approve(run_id, call_id, arguments=body.get("arguments"), pause=pause)
@@ -300,6 +309,31 @@ class Inspector:
         except AgentfsmError as exc:
             return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
         return web.json_response({"done": verb, "run_id": run_id})
+
+
+async def _hold(manager: Holds, run_id: str, verb: str, body: dict[str, Any]) -> web.StreamResponse:
+    """A run's breakpoints set (``breakpoints``: a list of `Breakpoint` fields), or the held run
+    moved on (``step``, ``continue``)."""
+    try:
+        if verb == "breakpoints":
+            given = body.get("breakpoints")
+            if not isinstance(given, list) or not all(isinstance(point, dict) for point in given):
+                return web.json_response(
+                    {"problem": f"breakpoints must be a list of objects, got {given!r}"}, status=400
+                )
+            fields = {"state", "trigger", "source", "dest", "tool"}
+            for point in given:
+                if set(point) - fields or not all(isinstance(value, str) for value in point.values()):
+                    problem = f"a breakpoint has text fields {sorted(fields)}, got {point!r}"
+                    return web.json_response({"problem": problem}, status=400)
+            await manager.set_breakpoints(run_id, [Breakpoint(**point) for point in given])
+        elif verb == "step":
+            await manager.step(run_id)
+        else:
+            await manager.proceed(run_id)
+    except AgentfsmError as exc:
+        return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
+    return web.json_response({"done": verb, "run_id": run_id})
 
 
 def _number(request: web.Request, name: str, default: int) -> int:

@@ -271,7 +271,7 @@ function renderSummary(redraw) {
   where.textContent = `${row.run_id || row.key} · ${row.path}`;
   const usage = s.usage;
   const cost = usage.priced && s.llm_calls.length ? ` · $${usage.cost_usd.toFixed(4)}` : "";
-  const state = s.status ? s.status.state : row.state || "?";
+  const state = s.status ? (s.status.held ? "held at a breakpoint" : s.status.state) : row.state || "?";
   const result = s.result
     ? `${s.result.state} · ${s.result.stop_reason} · ${s.result.steps} steps`
     : `${state} (no result recorded${row.live ? " yet" : ": running, killed, or a checkpoint"})`;
@@ -371,7 +371,8 @@ function renderSteering() {
     return;
   }
   const pause = status.pause;
-  const parts = [el("h2", { text: status.state === "paused" ? `Paused (pause ${pause})` : `The run is ${status.state}` })];
+  const parts = [el("h2", { text: status.state === "paused" ? `Paused (pause ${pause})`
+    : status.held ? "Held at a breakpoint" : `The run is ${status.state}` })];
   for (const call of status.pending_approval) {
     if (status.decided.includes(call.id)) continue;
     const args = el("textarea", { class: "arguments", rows: "3", "data-call": call.id });
@@ -392,10 +393,48 @@ function renderSteering() {
   for (const asked of status.pending_input) {
     parts.push(questionForm(asked.call, asked.question, pause));
   }
+  if (status.breakpoints) parts.push(breakpointsPanel(status));
   parts.push(el("div", { class: "buttons" },
     el("button", { class: "cancel-run", text: "Cancel the run", onclick: () => post("cancel", {}) })),
   el("p", { id: "steered", class: "note" }));
   box.replaceChildren(...parts);
+}
+
+function breakpointsPanel(status) {
+  // an app's run waits at these (after the edge into a state, before its work); step and continue
+  // move it on from there, as the terminal debugger's verbs do
+  const points = status.breakpoints;
+  const named = (p) => p.state ? `state ${p.state}` : p.tool ? `tool ${p.tool}`
+    : `${p.source || "*"} -> ${p.dest || "*"}${p.trigger ? ` on ${p.trigger}` : ""}`;
+  const list = el("ul", { class: "breakpoints" }, ...points.map((p, i) => el("li", {},
+    el("span", { text: named(p) }),
+    el("button", { class: "remove", title: "remove", text: "×",
+      onclick: () => post("breakpoints", { breakpoints: points.filter((_, j) => j !== i) }) }))));
+  const table = run.summary.table;
+  const choices = {
+    state: table.states.map((state) => state.name),
+    trigger: [...new Set(table.edges.map((edge) => edge.trigger))],
+    tool: [],
+  };
+  const kind = el("select", { id: "bp-kind" }, ...Object.keys(choices).map((k) => el("option", { value: k, text: k })));
+  const value = el("input", { id: "bp-value", type: "text", list: "bp-choices", placeholder: "name" });
+  const options = el("datalist", { id: "bp-choices" });
+  const offer = () => options.replaceChildren(...choices[kind.value].map((c) => el("option", { value: c })));
+  kind.onchange = offer;
+  offer();
+  const add = el("form", { class: "add-breakpoint", onsubmit: (event) => {
+    event.preventDefault();
+    if (!value.value.trim()) return;
+    post("breakpoints", { breakpoints: [...points, { [kind.value]: value.value.trim() }] });
+  } }, kind, value, options, el("button", { type: "submit", text: "Add breakpoint" }));
+  const held = status.held
+    ? el("div", { class: "held" },
+      el("p", { class: "held-at", text: `Held at ${status.held}` }),
+      el("div", { class: "buttons" },
+        el("button", { class: "step", text: "Step", onclick: () => post("step", {}) }),
+        el("button", { class: "continue", text: "Continue", onclick: () => post("continue", {}) })))
+    : null;
+  return el("section", { class: "holding" }, el("h3", { text: "Breakpoints" }), held, list, add);
 }
 
 function questionForm(call, question, pause) {
