@@ -57,7 +57,24 @@ def gated_agent(spec: AgentSpec) -> ToolCallAgent:
     return ToolCallAgent(llm=FunctionLLM(decide, stream=True), tools=[tool(add), Terminate()], name="gated")
 
 
-AGENTS = {"approval": approval_agent, "asking": asking_agent, "gated": gated_agent}
+ASKED: list[list[Any]] = []
+"""The messages the noting agent's model was sent, call by call."""
+
+
+def noting_agent(spec: AgentSpec) -> ToolCallAgent:
+    """One add call, then an answer quoting the last tool result it was sent."""
+
+    def decide(request: ModelRequest) -> Any:
+        ASKED.append(list(request.messages))
+        results = [m for m in request.messages if m.role is Role.TOOL]
+        if not results:
+            return reply(tool_calls=[ToolCall.create("c1", "add", {"a": 2, "b": 3})])
+        return reply(f"the result was: {results[-1].content}")
+
+    return ToolCallAgent(llm=FunctionLLM(decide), tools=[tool(add), Terminate()], name="noting")
+
+
+AGENTS = {"approval": approval_agent, "asking": asking_agent, "gated": gated_agent, "noting": noting_agent}
 
 
 @pytest_asyncio.fixture
@@ -212,6 +229,24 @@ async def test_breakpoints_sent_to_a_run_are_checked_and_step_needs_a_held_run(
     await runs.cancel(run_id)
 
 
+async def test_a_fork_is_refused_naming_why_for_a_bad_body_the_last_transition_or_a_file_s_run(
+    served: tuple[Runs, Inspector], tmp_path: Path
+):
+    runs, inspector = served
+    parent = await runs.submit("add 2 and 3", "noting")
+    await runs.result(parent, wait=True, timeout=30)
+    key = f"app/{parent}"
+    status, answer = await post(inspector, "fork", {"key": key, "at": "3"})
+    assert status == 400 and answer["problem"] == "a fork names its transition: {key, at, messages}"
+    status, answer = await post(inspector, "fork", {"key": key, "at": 4})
+    assert status == 409 and answer["problem"].startswith(f"transition 4 of run '{parent}' ended it")
+    status, answer = await post(inspector, "fork", {"key": key, "at": 1, "messages": [{"role": "nobody"}]})
+    assert status == 400 and answer["problem"].startswith("the fork's messages are not messages")
+    status, answer = await post(inspector, "fork", {"key": "0/run.jsonl", "at": 1})
+    assert status == 404 and "only an app's runs (served with them) fork" in answer["problem"]
+    assert [s.run_id for s in await runs.list()] == [parent]  # nothing was started
+
+
 # -- in Chromium --------------------------------------------------------------------------------------
 
 
@@ -349,6 +384,36 @@ async def test_a_breakpoint_set_from_the_page_holds_the_run_which_steps_and_cont
     await _marked(page, "FINISHED")
     result = await runs.result(run_id)
     assert result is not None and result.output == "the sum is done"
+
+
+async def test_a_run_is_forked_from_a_past_transition_with_a_tool_result_edited_on_the_page(
+    served: tuple[Runs, Inspector], page: Any
+):
+    runs, inspector = served
+    parent = await runs.submit("add 2 and 3", "noting", run_id="parent")
+    first = await runs.result(parent, wait=True, timeout=30)
+    assert first is not None and first.output == "the result was: Observed output of cmd `add` executed:\n5"
+    await page.goto(f"{inspector.url}#/run/app%2Fparent/3")  # OBSERVING -> THINKING: the result in memory
+    await page.locator("#position").filter(has_text="transition 4 of").wait_for()
+    await page.locator("button.fork").click()
+    editor = page.locator(".fork-editor")
+    await editor.locator("h2").filter(has_text="Fork from transition #3 (THINKING, step 2)").wait_for()
+    tool_result = editor.locator(".message.role-tool textarea.content")
+    assert "executed:\n5" in await tool_result.input_value()
+    await tool_result.fill("the sum is 6")
+    await editor.locator("button.start-fork").click()
+    await _marked(page, "FINISHED")
+    await page.locator("#request a.parent").filter(has_text="parent at transition #3").wait_for()
+    assert "(memory edited)" in await page.locator("#request").inner_text()
+    fork_key = (await page.evaluate("location.hash")).removeprefix("#/run/app%2F").split("/")[0]
+    result = await runs.result(fork_key, wait=True, timeout=30)
+    assert result is not None and result.output == "the result was: the sum is 6"
+    assert ASKED[-1][-1].content == "the sum is 6"  # the model was sent the edited memory
+    await page.locator("#position").filter(has_text="transition 5 of 5").wait_for()  # 4 inherited, 1 own
+    trace = await runs.trace(fork_key)
+    assert trace is not None
+    header = json.loads(trace.splitlines()[0])
+    assert header["forked_from"] == {"run_id": "parent", "transition": 3, "memory_edited": True}
 
 
 # -- agentfsm run --ui ------------------------------------------------------------------------------

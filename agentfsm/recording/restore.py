@@ -29,6 +29,7 @@ __all__ = [
     "damaged",
     "read_checkpoint",
     "read_journal",
+    "read_journal_text",
     "read_memory",
     "read_run_state",
     "restore",
@@ -122,6 +123,12 @@ def _read(path: RecordPath, resuming: bool) -> dict[str, Any]:
         raise CheckpointError(f"cannot read the checkpoint {name}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise CheckpointError(f"the checkpoint {name} is not JSON Lines: {exc}") from None
+    return read_journal_text(text, name, resuming=resuming)
+
+
+def read_journal_text(text: str, name: str, *, resuming: bool = False) -> dict[str, Any]:
+    """`read_journal` of a journal's text (`name`: what errors call it), read already: a part of
+    one, up to a record of the caller's choosing (a fork: `agentfsm.runs.forking`)."""
     lines = text.split("\n")
     torn = lines.pop()  # what follows the last newline: nothing, or a write cut short
     if not lines:  # one line and no newline: an older checkpoint (one object), or a first write cut short

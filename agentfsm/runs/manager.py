@@ -55,12 +55,14 @@ from ..errors import (
     WrongValueError,
 )
 from ..log import event
+from ..messages import Message
 from ..questions import AnswerAction
 from ..recording.lease import Lease
 from ..recording.writer import off_loop
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
+from .forking import ForkPoint, fork_point, write_fork
 from .holding import Holding
 from .spec import AgentFactory, AgentSpec
 from .status import RunStatus, RunStatusState, check_page, stale_decision
@@ -101,6 +103,8 @@ class _Run:
     """Submitted in this process: its folder holds no events to read back."""
     holding: Holding = field(default_factory=Holding)
     """Its breakpoints, and whether it waits at one (`Runs.step`, `Runs.proceed`)."""
+    forked_from: dict[str, Any] | None = None
+    """The run and transition it was forked from (`Runs.fork`), if it was."""
     _feed: Feed | None = None
 
     def __post_init__(self) -> None:
@@ -145,6 +149,7 @@ class _Run:
             "state": self.state,
             "pause": self.pause,
             "breakpoints": [point.to_json() for point in self.holding.breakpoints],
+            "forked_from": self.forked_from,
             "result": self.result.model_dump(mode="json") if self.result is not None else None,
         }
 
@@ -232,6 +237,7 @@ class Runs:
                 pause=int(data.get("pause", 0)),
                 was_paused=data.get("state") == "paused",
                 event_buffer=self.event_buffer,
+                forked_from=data.get("forked_from"),
             )
             ended = data.get("result")
             run.result = RunResult.model_validate(ended) if ended is not None else None
@@ -316,6 +322,83 @@ class Runs:
         self._runs[run_id] = run
         self._start(run, self._drive(run, resumed=False))
         return run_id
+
+    async def fork_point(self, run_id: str, transition: int) -> ForkPoint:
+        """Where run `run_id` stood after its transition `transition` (from 0, as its trace counts
+        them): its state, step and memory, read from its checkpoint (see `fork`)."""
+        run = self._run(run_id)
+        return await off_loop(lambda: fork_point(run_id, run.checkpoint, transition))
+
+    async def fork(
+        self,
+        run_id: str,
+        transition: int,
+        *,
+        memory: Sequence[Message] | None = None,
+        fork_id: str | None = None,
+        breakpoints: Sequence[Breakpoint] = (),
+    ) -> str:
+        """Start a new run from where run `run_id` stood after its transition `transition`: the same
+        task, agent and state, with `memory` as its messages (None: the memory it had there; see
+        `fork_point`), by a fresh agent of the same factory; its id (`fork_id`, or a new one).
+
+        It goes on as a run resumed there does (a phase runs again, a pause waits again), with its
+        own folder, checkpoint and trace; the trace holds the parent's history up to the fork, then
+        its own, and names the parent (``forked_from`` in its header, and in ``run.json``). The
+        parent is not touched, and may still be running. `IndexOutOfRangeError` for a transition
+        its checkpoint does not hold; `WrongPhaseError` for the one that ended it."""
+        self._check_open()
+        parent = self._run(run_id)
+        if fork_id is not None and not _RUN_ID.fullmatch(fork_id):
+            raise WrongValueError(
+                f"fork_id {fork_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
+                "beginning with a letter or digit"
+            )
+        fork_id = fork_id or uuid.uuid4().hex
+        if fork_id in self._runs or fork_id in self._making:
+            raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
+        point = await self.fork_point(run_id, transition)
+        run = _Run(
+            run_id=fork_id,
+            task=parent.task,
+            spec=parent.spec,
+            folder=self.directory / fork_id,
+            submitted_at=_now(),
+            event_buffer=self.event_buffer,
+            new=True,
+            holding=Holding(breakpoints),
+            forked_from={"run_id": run_id, "transition": transition},
+        )
+
+        def make() -> Lease | None:
+            lease = _made(run)
+            if lease is not None:
+                try:
+                    write_fork(
+                        point,
+                        fork_id,
+                        checkpoint=run.checkpoint,
+                        trace=run.trace,
+                        parent_trace=parent.trace,
+                        memory=memory,
+                    )
+                except BaseException:
+                    _unmade(lease)
+                    raise
+            return lease
+
+        making = self._making[fork_id] = asyncio.get_running_loop().create_future()
+        try:
+            made = await off_loop(make, abandoned=_unmade)
+        finally:
+            del self._making[fork_id]
+            making.set_result(None)
+        if made is None:
+            raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
+        run.lease = made
+        self._runs[fork_id] = run
+        self._start(run, self._drive(run, resumed=True))
+        return fork_id
 
     async def status(self, run_id: str) -> RunStatus:
         run = self._run(run_id)

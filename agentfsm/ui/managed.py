@@ -28,12 +28,14 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..agent.stepping import Breakpoint
+    from ..messages import Message
     from ..questions import AnswerAction
     from ..runs.events import RunEvent
+    from ..runs.forking import ForkPoint
     from ..runs.manager import Runs
     from ..runs.status import RunStatus
 
-__all__ = ["PAGE", "Holds", "Managed", "RunManager", "app_runs", "database", "shown_url"]
+__all__ = ["PAGE", "Forks", "Holds", "Managed", "RunManager", "app_runs", "database", "shown_url"]
 
 
 class RunManager(Protocol):
@@ -72,6 +74,22 @@ class Holds(Protocol):
     async def set_breakpoints(self, run_id: str, breakpoints: Sequence[Breakpoint]) -> None: ...
     async def step(self, run_id: str) -> None: ...
     async def proceed(self, run_id: str) -> None: ...
+
+
+@runtime_checkable
+class Forks(Protocol):
+    """A manager that starts a run from another's past transition (`Runs`: it holds their files)."""
+
+    async def fork_point(self, run_id: str, transition: int) -> ForkPoint: ...
+    async def fork(
+        self,
+        run_id: str,
+        transition: int,
+        *,
+        memory: Sequence[Message] | None = None,
+        fork_id: str | None = None,
+        breakpoints: Sequence[Breakpoint] = (),
+    ) -> str: ...
 
 
 PAGE = 1000
@@ -183,6 +201,7 @@ class Managed:
         }
         if isinstance(manager, Holds) and status.result is None:
             view.status["breakpoints"] = [point.to_json() for point in manager.breakpoints(status.run_id)]
+        view.status["forkable"] = isinstance(manager, Forks)
         return view
 
     def close(self) -> None:

@@ -213,6 +213,7 @@ class RunView:
             "row": self.row.to_json(),
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
+            "forked_from": self.header.get("forked_from"),
             "status": self.status,
             "table": self.table,
             "table_source": self.table_source,

@@ -31,7 +31,8 @@ from aiohttp import web
 
 from ..agent.stepping import Breakpoint
 from ..errors import AgentfsmError, InspectorError
-from .managed import Holds
+from ..messages import Message
+from .managed import Forks, Holds
 from .reader import Reader
 
 __all__ = ["LOOPBACK", "Inspector", "needs_token"]
@@ -89,6 +90,8 @@ class Inspector:
                 web.get("/api/run/transitions", self._transitions),
                 web.get("/api/run/memory", self._memory),
                 web.get("/api/run/events", self._events),
+                web.get("/api/run/fork", self._fork_point),
+                web.post("/api/run/fork", self._fork),
                 web.post("/api/run/{verb}", self._steer),
             ]
         )
@@ -256,6 +259,76 @@ class Inspector:
         finally:
             self._following.discard(task)
         return response
+
+    def _forks(self, key: str) -> tuple[Forks, str] | web.Response:
+        """The manager that forks the run `key` names, and its id; or the answer saying why none does."""
+        held = self.reader.source(key)
+        if held is None:
+            return web.json_response(
+                {"problem": f"run {key!r} is a file's: only an app's runs (served with them) fork"},
+                status=404,
+            )
+        manager = held[0].manager()
+        if not isinstance(manager, Forks):
+            return web.json_response(
+                {"problem": f"run {key!r} is a durable run's: fork it from its trace in an app's Runs"},
+                status=409,
+            )
+        return manager, held[1]
+
+    async def _fork_point(self, request: web.Request) -> web.StreamResponse:
+        """Where a managed run stood after transition `at`: its state, step and memory (to edit)."""
+        found = self._forks(request.query.get("key", ""))
+        if isinstance(found, web.Response):
+            return found
+        manager, run_id = found
+        try:
+            point = await manager.fork_point(run_id, _number(request, "at", 0))
+        except AgentfsmError as exc:
+            return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
+        return web.json_response(
+            {
+                "transition": point.transition,
+                "state": point.state,
+                "step": point.step,
+                "pending": list(point.pending),
+                "messages": [message.model_dump(mode="json") for message in point.memory.messages],
+            }
+        )
+
+    async def _fork(self, request: web.Request) -> web.StreamResponse:
+        """A new run from a managed run's transition ``at``, with ``messages`` as its memory (None:
+        as it was there); answers the new run's key."""
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"problem": "the action's body is not JSON"}, status=400)
+        if (
+            not isinstance(body, dict)
+            or isinstance(body.get("at"), bool)
+            or not isinstance(body.get("at"), int)
+        ):
+            return web.json_response(
+                {"problem": "a fork names its transition: {key, at, messages}"}, status=400
+            )
+        key = str(body.get("key", ""))
+        found = self._forks(key)
+        if isinstance(found, web.Response):
+            return found
+        manager, run_id = found
+        memory = None
+        if body.get("messages") is not None:
+            try:
+                memory = [Message.model_validate(message) for message in body["messages"]]
+            except (TypeError, ValueError) as exc:
+                problem = f"the fork's messages are not messages: {str(exc).splitlines()[0]}"
+                return web.json_response({"problem": problem}, status=400)
+        try:
+            fork_id = await manager.fork(run_id, body["at"], memory=memory)
+        except AgentfsmError as exc:
+            return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
+        prefix = key.partition("/")[0]
+        return web.json_response({"done": "fork", "run_id": fork_id, "key": f"{prefix}/{fork_id}"})
 
     async def _steer(self, request: web.Request) -> web.StreamResponse:
         """An action on a managed run through its manager's own verb (so a stale or duplicate

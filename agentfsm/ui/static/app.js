@@ -128,7 +128,9 @@ async function showRun(key, at) {
       main.replaceChildren(el("p", { class: "problem", text: error.message }), el("a", { href: "#/", text: "All runs" }));
       return;
     }
-    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: 0 };
+    // a fork's events begin after the parent's transitions its trace starts with
+    const inherited = summary.forked_from ? summary.forked_from.transition + 1 : 0;
+    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: inherited };
     layOut();
     await loadPage();
     if (summary.row.live && !ended(summary)) follow();
@@ -279,7 +281,14 @@ function renderSummary(redraw) {
     ? "the default table (not recorded)" : "the edges taken (not recorded)"}`;
   document.getElementById("summary").textContent = `${row.agent || ""} · ${result} · ${s.llm_calls.length} ` +
     `model calls · ${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}${machine}`;
-  document.getElementById("request").textContent = s.request ? `Request: ${s.request}` : "";
+  const request = document.getElementById("request");
+  request.replaceChildren(s.request ? `Request: ${s.request}` : "");
+  if (s.forked_from) {
+    const parent = `${run.key.split("/")[0]}/${s.forked_from.run_id}`;
+    request.append(" · forked from ", el("a", { class: "parent", href: `#/run/${encodeURIComponent(parent)}/${s.forked_from.transition}`,
+      text: `${s.forked_from.run_id} at transition #${s.forked_from.transition}` }),
+    s.forked_from.memory_edited ? " (memory edited)" : "");
+  }
   document.getElementById("no-transitions").textContent = s.count ? ""
     : `No transition to show yet${row.live ? "" : ": the run's trace is whole when it ends"}.`;
   const diagram = document.getElementById("diagram");
@@ -596,13 +605,60 @@ function showDetail(t) {
     ? el("div", { class: "message role-result" }, el("div", { class: "role", text: "result" }),
       el("pre", { text: [result.output, result.error].filter(Boolean).join("\n") || "(no output)" }))
     : null;
+  const state = run.summary.table.states.find((spec) => spec.name === t.dest);
+  const forkable = run.summary.status && run.summary.status.forkable && state && state.role !== "final";
+  const fork = forkable
+    ? el("button", { class: "fork", text: "Fork from here…", title: "a new run from this transition, its memory edited",
+      onclick: () => openFork(t.index) })
+    : null;
   document.getElementById("detail").replaceChildren(...[
-    el("h2", { text: `Transition #${t.index}` }), list,
+    el("h2", { text: `Transition #${t.index}` }), list, fork, el("div", { id: "fork" }),
     el("h2", { text: "Guards, in the order evaluated" }), guards,
     ending,
     el("h2", { text: "Memory at this transition" }),
     el("div", { class: "messages", id: "memory" }, el("p", { class: "note", text: "Loading…" })),
   ].filter(Boolean));
+}
+
+async function openFork(at) {
+  // the memory as the run's checkpoint holds it after transition `at`, each message editable or
+  // dropped; the fork starts from there as a new run, and the page goes to it
+  const box = document.getElementById("fork");
+  let point;
+  try {
+    point = await getJSON(query("/api/run/fork", { key: run.key, at }));
+  } catch (error) {
+    box.replaceChildren(el("p", { class: "problem", text: error.message }));
+    return;
+  }
+  const rows = point.messages.map((m, i) => {
+    const content = el("textarea", { class: "content", rows: "2", "data-index": String(i) });
+    content.value = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+    const drop = el("input", { type: "checkbox", class: "drop", "data-index": String(i) });
+    return { m, content, drop, node: el("div", { class: `message role-${m.role}` },
+      el("div", { class: "role" }, `${m.role}${m.name ? ` · ${m.name}` : ""}${m.tool_call_id ? ` · ${m.tool_call_id}` : ""} `,
+        el("label", { class: "drop-label" }, drop, " drop")),
+      content,
+      ...(m.tool_calls || []).map((call) => el("div", { class: "call", text: `${call.name}(${call.arguments}) · ${call.id}` }))) };
+  });
+  const said = el("p", { class: "note", id: "forked" });
+  const start = el("button", { class: "start-fork", text: "Start the fork", onclick: async () => {
+    const messages = rows.filter((row) => !row.drop.checked).map((row) => ({
+      ...row.m, content: typeof row.m.content === "string" || row.m.content === null ? row.content.value : row.m.content,
+    }));
+    const response = await fetch("/api/run/fork", {
+      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ key: run.key, at, messages }),
+    });
+    const answer = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
+    if (!response.ok) { said.className = "problem"; said.textContent = answer.problem; return; }
+    location.hash = `#/run/${encodeURIComponent(answer.key)}`;
+  } });
+  box.replaceChildren(el("section", { class: "fork-editor" },
+    el("h2", { text: `Fork from transition #${at} (${point.state}, step ${point.step})` }),
+    el("p", { class: "note", text: "Edit or drop messages; a dropped tool result takes its call with it. The fork is a new run with its own trace." }),
+    el("div", { class: "messages" }, ...rows.map((row) => row.node)),
+    el("div", { class: "buttons" }, start, el("button", { text: "Close", onclick: () => box.replaceChildren() })), said));
 }
 
 function showMemory(memory) {

@@ -1,0 +1,164 @@
+"""Forking a run: a new run that starts where another stood after one of its transitions, with its
+memory as it was there, edited if the caller wants (`Runs.fork`).
+
+Why from the checkpoint, not the trace: a checkpoint journal holds a record after every edge, each
+with the run's whole state (`RunState.edges` counts the edges taken), so the first record after
+transition *k* is exactly the run at that point, memory included; a trace holds what was sent to
+the model, which is not the memory itself. A fork is then made of the parent's own files:
+
+- its checkpoint: the parent's journal up to that record, then one record of its own with the
+  fork's run id and, when the memory was edited, a snapshot of the edited memory. Resuming it is
+  the restart path every run already has: a phase runs again, a pause waits again, no call recorded
+  as done runs twice.
+- its trace: the parent's, its header naming the fork's id and where it was forked from
+  (``forked_from``), which the resume cuts back to transition *k* (`cut_for_resume`) and writes on.
+  The fork's trace therefore holds the parent's history up to the fork point, then its own.
+
+An edited memory is made whole before it is used: a tool result whose call was dropped goes, and a
+call whose result was dropped is taken out of its assistant message (a provider refuses a call
+without its result), unless it is one of the calls still pending at the fork point.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckpointError, IndexOutOfRangeError, TraceError, WrongPhaseError
+from ..memory import MemorySnapshot
+from ..messages import Message, Role
+from ..recording.restore import read_journal_text
+
+__all__ = ["ForkPoint", "fork_point", "write_fork"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPoint:
+    """Run `run_id` as it stood after its transition `transition`: its `state`, `step` and `memory`,
+    and the calls made and not answered yet there (`pending`: their ids)."""
+
+    run_id: str
+    transition: int
+    state: str
+    step: int
+    memory: MemorySnapshot
+    pending: tuple[str, ...]
+    journal: str
+    """The parent's journal up to that record (a fork's checkpoint begins with it)."""
+    record: dict[str, Any]
+
+
+def fork_point(run_id: str, checkpoint: Path, transition: int) -> ForkPoint:
+    """Where run `run_id` (its journal at `checkpoint`) stood after transition `transition` (from 0).
+    `IndexOutOfRangeError` when its journal holds no record of that transition; `WrongPhaseError`
+    when that transition ended the run (there is nothing to go on with)."""
+    if isinstance(transition, bool) or not isinstance(transition, int) or transition < 0:
+        raise IndexOutOfRangeError(f"a transition is a whole number from 0, got {transition!r}")
+    try:
+        text = checkpoint.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CheckpointError(
+            f"run {run_id!r} has no checkpoint to fork from ({exc.strerror}): it has not started yet"
+        ) from None
+    record: dict[str, Any] | None = None
+    lines = text.split("\n")[:-1]  # what follows the last newline: nothing, or a write cut short
+    length = len(lines[0]) + 1 if lines else 0  # the header
+    for line in lines[1:]:
+        length += len(line) + 1
+        try:
+            found = json.loads(line)
+        except ValueError:
+            raise CheckpointError(f"the checkpoint of run {run_id!r} is damaged: a line is no JSON") from None
+        edges = found.get("run_state", {}).get("edges") if found.get("kind") == "checkpoint" else None
+        if edges == transition + 1:
+            record = found
+            break
+    if record is None:
+        raise IndexOutOfRangeError(
+            f"run {run_id!r} has no transition {transition} in its checkpoint; fork from one of the "
+            "transitions its page shows"
+        )
+    name = f"the checkpoint of run {run_id}"
+    data = read_journal_text(text[:length], name)
+    state = data["run_state"]
+    if state.get("stop_reason") is not None:
+        raise WrongPhaseError(
+            f"transition {transition} of run {run_id!r} ended it ({state['state']}): fork from one before it"
+        )
+    memory = MemorySnapshot.model_validate(data["memory"])
+    answered = {m.tool_call_id for m in memory.messages if m.role is Role.TOOL}
+    turn = state.get("turn") or {}  # a step's calls stay in its record until the next think
+    pending = tuple(str(call["id"]) for call in turn.get("pending_calls", ()) if call["id"] not in answered)
+    return ForkPoint(
+        run_id=run_id,
+        transition=transition,
+        state=str(state["state"]),
+        step=int(state["step"]),
+        memory=memory,
+        pending=pending,
+        journal=text[:length],
+        record=record,
+    )
+
+
+def whole_memory(messages: Sequence[Message], pending: Sequence[str]) -> list[Message]:
+    """`messages` with every call answered: a tool result whose call is gone is dropped, and a call
+    whose result is gone is taken out of its message (kept if `pending`: it has not run yet); an
+    assistant message left with neither text nor calls goes too."""
+    answered = {m.tool_call_id for m in messages if m.role is Role.TOOL}
+    kept: list[Message] = []
+    calls: set[str] = set()
+    for message in messages:
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            live = tuple(c for c in message.tool_calls if c.id in answered or c.id in pending)
+            if not live and not message.content:
+                continue
+            message = replace(message, tool_calls=live)
+            calls |= {c.id for c in live}
+        elif message.role is Role.TOOL and message.tool_call_id not in calls:
+            continue
+        kept.append(message)
+    return kept
+
+
+def write_fork(
+    point: ForkPoint,
+    fork_id: str,
+    *,
+    checkpoint: Path,
+    trace: Path,
+    parent_trace: Path,
+    memory: Sequence[Message] | None,
+) -> None:
+    """The fork's checkpoint and trace (see the module's docstring), from `point` and the parent's
+    trace; `memory`: the fork's messages (None: as they were)."""
+    state = {**point.record["run_state"], "run_id": fork_id}
+    state.pop("seen", None)  # the stuck counts so far are in the records before
+    changes: list[dict[str, Any]] = []
+    if memory is not None:
+        messages = whole_memory(memory, point.pending)
+        pinned = point.memory.pinned_index
+        if pinned is not None:  # the run's request stays pinned: the first user message
+            pinned = next((i for i, m in enumerate(messages) if m.role is Role.USER), None)
+        snapshot = MemorySnapshot(
+            max_messages=point.memory.max_messages, messages=messages, pinned_index=pinned
+        )
+        changes.append({"op": "snapshot", "memory": snapshot.model_dump(mode="json")})
+    own = {"kind": "checkpoint", "run_state": state, "seen": {}, "memory": changes, "written_at": _now()}
+    checkpoint.write_text(point.journal + json.dumps(own, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        lines = parent_trace.read_text(encoding="utf-8").split("\n")
+        header = json.loads(lines[0])
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"cannot read the trace of run {point.run_id!r} to fork it: {exc}") from None
+    forked = {"run_id": point.run_id, "transition": point.transition, "memory_edited": memory is not None}
+    header = {**header, "run_id": fork_id, "forked_from": forked}
+    trace.write_text("\n".join([json.dumps(header, ensure_ascii=False), *lines[1:]]), encoding="utf-8")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
