@@ -74,7 +74,27 @@ def noting_agent(spec: AgentSpec) -> ToolCallAgent:
     return ToolCallAgent(llm=FunctionLLM(decide), tools=[tool(add), Terminate()], name="noting")
 
 
-AGENTS = {"approval": approval_agent, "asking": asking_agent, "gated": gated_agent, "noting": noting_agent}
+def http_agent(spec: AgentSpec) -> ToolCallAgent:
+    """An agent whose model is a real HTTP server's (llmock's), retrying quickly."""
+    from agentfsm.model.openai_compatible import OpenAICompatible
+
+    llm = OpenAICompatible(
+        "openai/test-model",
+        api_base=spec.options["api_base"],
+        api_key="test",
+        backoff_base=0.01,
+        backoff_max=0.2,
+    )
+    return ToolCallAgent(llm=llm, tools=[Terminate()], name="over-http")
+
+
+AGENTS = {
+    "approval": approval_agent,
+    "asking": asking_agent,
+    "gated": gated_agent,
+    "noting": noting_agent,
+    "http": http_agent,
+}
 
 
 @pytest_asyncio.fixture
@@ -414,6 +434,26 @@ async def test_a_run_is_forked_from_a_past_transition_with_a_tool_result_edited_
     assert trace is not None
     header = json.loads(trace.splitlines()[0])
     assert header["forked_from"] == {"run_id": "parent", "transition": 3, "memory_edited": True}
+
+
+@pytest.mark.usefixtures("clean_env")
+async def test_a_model_call_s_retries_are_shown_from_the_run_s_events(
+    served: tuple[Runs, Inspector], page: Any, llmock: Any
+):
+    runs, inspector = served
+    llmock.rate_limit(times=2, retry_after=0.05)
+    llmock.call_tool("terminate", {"status": "success"})
+    options = {"api_base": llmock.base_url("openai")}
+    run_id = await runs.submit("finish", AgentSpec(agent="http", options=options))
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.ok
+    assert [r.status for r in llmock.requests] == [429, 429, 200]
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    await page.locator("#calls summary").click()
+    cell = page.locator('#calls tr[data-call="0"] td.retries')
+    await cell.filter(has_text="2").wait_for()
+    title = await cell.get_attribute("title")
+    assert title is not None and title.splitlines()[0].startswith("attempt 1: ProviderError: HTTP 429")
 
 
 # -- agentfsm run --ui ------------------------------------------------------------------------------

@@ -130,10 +130,11 @@ async function showRun(key, at) {
     }
     // a fork's events begin after the parent's transitions its trace starts with
     const inherited = summary.forked_from ? summary.forked_from.transition + 1 : 0;
-    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: inherited };
+    run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: inherited,
+      retries: {}, retrying: [], callEvents: 0 };
     layOut();
     await loadPage();
-    if (summary.row.live && !ended(summary)) follow();
+    if (summary.row.live) follow(); // an ended run's events too: its retries are only there
   }
   const last = run.summary.count - 1;
   await select(at === null ? last : Math.max(0, Math.min(at, last)));
@@ -162,11 +163,21 @@ function follow() {
       const box = document.getElementById("streaming");
       box.hidden = false;
       box.textContent += event.data.text || "";
+    } else if (event.kind === "llm_retry") {
+      // a failed attempt of the call in flight (never in a trace: the run's events say it)
+      const d = event.data;
+      run.retrying.push(d);
+      const box = document.getElementById("streaming");
+      box.hidden = false;
+      box.textContent += `\n[attempt ${d.attempt} failed: ${d.error}; trying again in ${d.wait_s.toFixed(2)} s]\n`;
     } else if (event.kind === "transition") {
       arrived(event.data); // shown at once, from the event itself; the refresh brings the rest
       refresh();
     } else if (event.kind !== "tool_call_delta" && event.kind !== "llm_call_started") {
       if (event.kind === "llm_call") { // the reply is whole: its text is in the memory from now on
+        run.retries[run.callEvents++] = run.retrying;
+        run.retrying = [];
+        renderCalls();
         const box = document.getElementById("streaming");
         box.textContent = "";
         box.hidden = true;
@@ -332,7 +343,7 @@ function renderPlan() {
 }
 
 function renderCalls() {
-  // every model call of the run: its step, model, tokens, cost, time and error
+  // every model call of the run: its step, model, tokens, cost, time, retries and error
   const s = run.summary;
   const box = document.getElementById("calls");
   if (!s.llm_calls.length) { box.replaceChildren(); return; }
@@ -344,11 +355,19 @@ function renderCalls() {
       el("td", { text: String(usage.input_tokens ?? "") }), el("td", { text: String(usage.output_tokens ?? "") }),
       el("td", { text: usage.cost_usd == null ? "n/a" : `$${usage.cost_usd.toFixed(5)}` }),
       el("td", { text: call.duration_s == null ? "" : `${(call.duration_s * 1000).toFixed(1)} ms` }),
+      retriesCell((run.retries || {})[n]),
       el("td", { class: call.error ? "problem" : "", text: call.error ? `${call.error.type}: ${call.error.message}` : "" }));
   });
-  const head = el("tr", {}, ...["#", "step", "model", "in", "out", "cost", "time", "error"].map((n) => el("th", { text: n })));
+  const head = el("tr", {}, ...["#", "step", "model", "in", "out", "cost", "time", "retries", "error"].map((n) => el("th", { text: n })));
   box.replaceChildren(el("details", {}, el("summary", { text: `Model calls (${s.llm_calls.length})` }),
     el("table", { class: "runs calls" }, el("thead", {}, head), el("tbody", {}, ...rows))));
+}
+
+function retriesCell(retries) {
+  // a managed run's events tell its retries; a file's trace does not hold them ("")
+  if (!retries) return el("td", { class: "retries", text: "" });
+  return el("td", { class: "retries", text: String(retries.length),
+    title: retries.map((r) => `attempt ${r.attempt}: ${r.error} (waited ${r.wait_s.toFixed(2)} s)`).join("\n") });
 }
 
 // -- steering a managed run: its decisions, its answers, its end ---------------------------------
