@@ -143,3 +143,39 @@ def test_a_dropped_tool_result_takes_its_call_with_it_unless_the_call_is_pending
     assert [c.id for c in kept[1].tool_calls] == ["b"] and [c.id for c in kept[3].tool_calls] == ["c"]
     assert len(kept) == 4
     assert whole_memory(messages[:2], pending=[]) == messages[:1]  # no call answered, no text: gone
+
+
+async def test_a_run_known_only_by_its_trace_is_forked_by_replaying_it_to_the_transition(tmp_path: Path):
+    lab = Lab()
+    factories = lab.factories()
+    agent = factories["noter"](AgentSpec(agent="noter"))
+    trace = tmp_path / "solo.jsonl"
+    assert (await agent.run("note something", trace=trace)).ok
+    asked = len(lab.asked)
+    async with Runs(tmp_path / "runs", agents=factories) as runs:
+        with pytest.raises(WrongValueError, match="needs `agent`: the factory to run it"):
+            await runs.fork(trace, 3)
+        point = await runs.fork_point(trace, 3)
+        assert (point.state, point.step, point.trace) == ("THINKING", 2, str(trace))
+        assert lab.noted == ["first"] and len(lab.asked) == asked  # replayed: nothing ran, nobody asked
+        edited = [
+            Message(role=m.role, content="noted nothing", tool_call_id=m.tool_call_id, name=m.name)
+            if m.role is Role.TOOL
+            else m
+            for m in point.memory.messages
+        ]
+        fork = await runs.fork(trace, 3, agent="noter", memory=edited)
+        result = await runs.result(fork, wait=True, timeout=10)
+        assert result is not None and result.ok and result.output == "the last result: noted nothing"
+        status = await runs.status(fork)
+        assert status.task == "note something"
+        records = _records(tmp_path / "runs" / fork / "trace.jsonl")
+        assert records[0]["forked_from"] == {
+            "run_id": json.loads(trace.read_text().splitlines()[0])["run_id"],
+            "transition": 3,
+            "trace": str(trace),
+            "memory_edited": True,
+        }
+        assert _edges(records)[:4] == _edges(_records(trace))[:4] and records[-1]["kind"] == "result"
+        with pytest.raises(IndexOutOfRangeError, match="has no transition 40"):
+            await runs.fork(trace, 40, agent="noter")

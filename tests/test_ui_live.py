@@ -263,7 +263,7 @@ async def test_a_fork_is_refused_naming_why_for_a_bad_body_the_last_transition_o
     status, answer = await post(inspector, "fork", {"key": key, "at": 1, "messages": [{"role": "nobody"}]})
     assert status == 400 and answer["problem"].startswith("the fork's messages are not messages")
     status, answer = await post(inspector, "fork", {"key": "0/run.jsonl", "at": 1})
-    assert status == 404 and "only an app's runs (served with them) fork" in answer["problem"]
+    assert (status, answer["problem"]) == (404, "no run '0/run.jsonl' among the paths given")
     assert [s.run_id for s in await runs.list()] == [parent]  # nothing was started
 
 
@@ -454,6 +454,44 @@ async def test_a_model_call_s_retries_are_shown_from_the_run_s_events(
     await cell.filter(has_text="2").wait_for()
     title = await cell.get_attribute("title")
     assert title is not None and title.splitlines()[0].startswith("attempt 1: ProviderError: HTTP 429")
+
+
+async def test_a_trace_of_the_paths_is_forked_into_the_app_s_runs_by_the_agent_chosen(
+    tmp_path: Path, page: Any
+):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    solo = noting_agent(AgentSpec(agent="noting"))
+    assert (await solo.run("add 2 and 3", trace=recorded / "solo.jsonl")).ok
+    async with Runs(tmp_path / "runs", agents=AGENTS) as runs:
+        inspector = await serve(runs, recorded)
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/runs") as response,
+            ):
+                (row,) = [r for r in (await response.json())["runs"] if r["kind"] == "trace"]
+            await page.goto(f"{inspector.url}#/run/{row['key'].replace('/', '%2F')}/3")
+            await page.locator("#position").filter(has_text="transition 4 of").wait_for()
+            await page.locator("button.fork").click()
+            editor = page.locator(".fork-editor")
+            await (
+                editor.locator("h2").filter(has_text="Fork from transition #3 (THINKING, step 2)").wait_for()
+            )
+            await editor.locator("select.fork-agent").select_option("noting")
+            await editor.locator(".message.role-tool input.drop").check()  # the result goes, and its call
+            asked = len(ASKED)
+            await editor.locator("button.start-fork").click()
+            await _marked(page, "FINISHED")
+            fork_id = (await page.evaluate("location.hash")).removeprefix("#/run/app%2F").split("/")[0]
+            result = await runs.result(fork_id, wait=True, timeout=30)
+            assert result is not None and result.ok
+            assert {m.role for m in ASKED[asked]} == {Role.USER}  # the call went with its result
+            assert (await runs.status(fork_id)).task == "add 2 and 3"
+            await page.locator("#request a.parent").wait_for()
+        finally:
+            await page.goto("about:blank")  # nothing of the page's left in flight
+            await inspector.stop()
 
 
 # -- agentfsm run --ui ------------------------------------------------------------------------------

@@ -14,6 +14,12 @@ the model, which is not the memory itself. A fork is then made of the parent's o
   (``forked_from``), which the resume cuts back to transition *k* (`cut_for_resume`) and writes on.
   The fork's trace therefore holds the parent's history up to the fork point, then its own.
 
+A run known only by its trace (`run(trace=...)`, without a checkpoint) is forked the same way once
+its state at transition *k* is known: the trace is replayed (`agentfsm.agent.replay`, its model's
+replies and tools' results read back, nothing run) up to that transition, and the replayed agent's
+run state and memory there make a one-record journal under the trace's own header (its agent
+class and configuration, which the resume checks as it checks any checkpoint's).
+
 An edited memory is made whole before it is used: a tool result whose call was dropped goes, and a
 call whose result was dropped is taken out of its assistant message (a provider refuses a call
 without its result), unless it is one of the calls still pending at the fork point.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +38,9 @@ from typing import Any
 from ..errors import CheckpointError, IndexOutOfRangeError, TraceError, WrongPhaseError
 from ..memory import MemorySnapshot
 from ..messages import Message, Role
-from ..recording.restore import read_journal_text
+from ..recording.restore import CHECKPOINT_SCHEMA, read_journal_text
 
-__all__ = ["ForkPoint", "fork_point", "write_fork"]
+__all__ = ["ForkPoint", "fork_point", "replayed_journal", "write_fork"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,20 +57,24 @@ class ForkPoint:
     journal: str
     """The parent's journal up to that record (a fork's checkpoint begins with it)."""
     record: dict[str, Any]
+    trace: str | None = None
+    """The trace it was replayed from, when the run is known only by its trace."""
 
 
-def fork_point(run_id: str, checkpoint: Path, transition: int) -> ForkPoint:
-    """Where run `run_id` (its journal at `checkpoint`) stood after transition `transition` (from 0).
-    `IndexOutOfRangeError` when its journal holds no record of that transition; `WrongPhaseError`
-    when that transition ended the run (there is nothing to go on with)."""
-    if isinstance(transition, bool) or not isinstance(transition, int) or transition < 0:
-        raise IndexOutOfRangeError(f"a transition is a whole number from 0, got {transition!r}")
-    try:
-        text = checkpoint.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CheckpointError(
-            f"run {run_id!r} has no checkpoint to fork from ({exc.strerror}): it has not started yet"
-        ) from None
+def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoint:
+    """Where run `run_id` (its journal at `checkpoint`, or the journal's text) stood after transition
+    `transition` (from 0). `IndexOutOfRangeError` when its journal holds no record of that
+    transition; `WrongPhaseError` when that transition ended the run (nothing to go on with)."""
+    _check_transition(transition)
+    if isinstance(checkpoint, str):
+        text = checkpoint
+    else:
+        try:
+            text = checkpoint.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CheckpointError(
+                f"run {run_id!r} has no checkpoint to fork from ({exc.strerror}): it has not started yet"
+            ) from None
     record: dict[str, Any] | None = None
     lines = text.split("\n")[:-1]  # what follows the last newline: nothing, or a write cut short
     length = len(lines[0]) + 1 if lines else 0  # the header
@@ -103,6 +114,48 @@ def fork_point(run_id: str, checkpoint: Path, transition: int) -> ForkPoint:
         journal=text[:length],
         record=record,
     )
+
+
+async def replayed_journal(trace: Path, transition: int) -> tuple[str, str]:
+    """The run of the trace at `trace` as it stood after transition `transition`, replayed: a
+    journal of one record (see the module's docstring), and the run's id. `ReplayError` when the
+    trace does not replay that far."""
+    from ..agent.replay import Replayer
+
+    _check_transition(transition)
+    replayer = Replayer(trace)
+    header, taken, record = replayer.header, 0, None
+    async with aclosing(replayer.transitions()) as steps:
+        async for _ in steps:
+            if taken == transition:  # before the run goes on (or the iteration's end cancels it)
+                agent = replayer.agent
+                record = {
+                    "kind": "checkpoint",
+                    "run_state": agent.run_state.model_dump(mode="json"),
+                    "memory": [{"op": "snapshot", "memory": agent.memory.snapshot().model_dump(mode="json")}],
+                    "written_at": _now(),
+                }
+                break
+            taken += 1
+    if record is None:
+        raise IndexOutOfRangeError(
+            f"the trace {trace} has no transition {transition} (it replays {taken}); fork from one it shows"
+        )
+    journal = {
+        "kind": "header",
+        "schema": CHECKPOINT_SCHEMA,
+        "agent": header.get("agent"),
+        "agent_class": header.get("agent_class"),
+        "config": header.get("config"),
+        "started_at": _now(),
+    }
+    lines = [json.dumps(journal, ensure_ascii=False), json.dumps(record, ensure_ascii=False)]
+    return "\n".join(lines) + "\n", str(header.get("run_id"))
+
+
+def _check_transition(transition: object) -> None:
+    if isinstance(transition, bool) or not isinstance(transition, int) or transition < 0:
+        raise IndexOutOfRangeError(f"a transition is a whole number from 0, got {transition!r}")
 
 
 def whole_memory(messages: Sequence[Message], pending: Sequence[str]) -> list[Message]:
@@ -155,7 +208,10 @@ def write_fork(
         header = json.loads(lines[0])
     except (OSError, ValueError) as exc:
         raise TraceError(f"cannot read the trace of run {point.run_id!r} to fork it: {exc}") from None
-    forked = {"run_id": point.run_id, "transition": point.transition, "memory_edited": memory is not None}
+    forked: dict[str, Any] = {"run_id": point.run_id, "transition": point.transition}
+    if point.trace is not None:
+        forked["trace"] = point.trace
+    forked["memory_edited"] = memory is not None
     header = {**header, "run_id": fork_id, "forked_from": forked}
     trace.write_text("\n".join([json.dumps(header, ensure_ascii=False), *lines[1:]]), encoding="utf-8")
 

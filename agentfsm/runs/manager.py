@@ -38,7 +38,7 @@ import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -62,7 +62,7 @@ from ..recording.writer import off_loop
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
-from .forking import ForkPoint, fork_point, write_fork
+from .forking import ForkPoint, fork_point, replayed_journal, write_fork
 from .holding import Holding
 from .spec import AgentFactory, AgentSpec
 from .status import RunStatus, RunStatusState, check_page, stale_decision
@@ -284,11 +284,7 @@ class Runs:
         ERROR, naming it)."""
         self._check_open()
         spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
-        if spec.agent not in self.agents:
-            raise ConfigError(
-                f"no agent factory {spec.agent!r} here; Runs has {', '.join(sorted(self.agents))}: "
-                "submit one of those, or give Runs(agents=...) a factory of that name"
-            )
+        self._check_factory(spec)
         if run_id is not None and not _RUN_ID.fullmatch(run_id):
             raise WrongValueError(
                 f"run_id {run_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
@@ -323,51 +319,79 @@ class Runs:
         self._start(run, self._drive(run, resumed=False))
         return run_id
 
-    async def fork_point(self, run_id: str, transition: int) -> ForkPoint:
-        """Where run `run_id` stood after its transition `transition` (from 0, as its trace counts
-        them): its state, step and memory, read from its checkpoint (see `fork`)."""
-        run = self._run(run_id)
-        return await off_loop(lambda: fork_point(run_id, run.checkpoint, transition))
+    async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint:
+        """Where a run stood after its transition `transition` (from 0, as its trace counts them):
+        its state, step and memory (see `fork`). `source`: the id of one of these runs (read from
+        its checkpoint), or the path of a run's trace (replayed up to there)."""
+        if isinstance(source, str):
+            run = self._run(source)
+            return await off_loop(lambda: fork_point(source, run.checkpoint, transition))
+        journal, run_id = await replayed_journal(Path(source), transition)
+        return replace(fork_point(run_id, journal, transition), trace=os.fspath(source))
 
     async def fork(
         self,
-        run_id: str,
+        source: str | os.PathLike[str],
         transition: int,
         *,
+        agent: AgentSpec | str | None = None,
         memory: Sequence[Message] | None = None,
         fork_id: str | None = None,
         breakpoints: Sequence[Breakpoint] = (),
     ) -> str:
-        """Start a new run from where run `run_id` stood after its transition `transition`: the same
-        task, agent and state, with `memory` as its messages (None: the memory it had there; see
-        `fork_point`), by a fresh agent of the same factory; its id (`fork_id`, or a new one).
+        """Start a new run from where another stood after its transition `transition`, with
+        `memory` as its messages (None: the memory it had there; see `fork_point`), by a fresh
+        agent; its id (`fork_id`, or a new one). `source`: the id of one of these runs (the fork
+        has its task and agent spec), or the path of any run's trace (`run(trace=...)`, another
+        directory's; the fork has its request, and `agent` names the factory that runs it).
 
         It goes on as a run resumed there does (a phase runs again, a pause waits again), with its
         own folder, checkpoint and trace; the trace holds the parent's history up to the fork, then
         its own, and names the parent (``forked_from`` in its header, and in ``run.json``). The
         parent is not touched, and may still be running. `IndexOutOfRangeError` for a transition
-        its checkpoint does not hold; `WrongPhaseError` for the one that ended it."""
+        the parent does not have; `WrongPhaseError` for the one that ended it."""
         self._check_open()
-        parent = self._run(run_id)
         if fork_id is not None and not _RUN_ID.fullmatch(fork_id):
             raise WrongValueError(
                 f"fork_id {fork_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
                 "beginning with a letter or digit"
             )
+        if isinstance(source, str):
+            parent = self._run(source)
+            task, spec, parent_trace = parent.task, parent.spec, parent.trace
+            if agent is not None:
+                raise WrongValueError(
+                    f"run {source!r} is forked by its own agent ({spec.agent!r}): drop `agent`"
+                )
+        else:
+            if agent is None:
+                raise WrongValueError(
+                    f"a fork of the trace {os.fspath(source)} needs `agent`: the factory to run it "
+                    f"({', '.join(sorted(self.agents))})"
+                )
+            spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
+            self._check_factory(spec)
+            parent_trace = Path(source)
+            task = ""
         fork_id = fork_id or uuid.uuid4().hex
         if fork_id in self._runs or fork_id in self._making:
             raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
-        point = await self.fork_point(run_id, transition)
+        point = await self.fork_point(source, transition)
+        if not isinstance(source, str):
+            task = await off_loop(lambda: _request(parent_trace))
+        forked: dict[str, Any] = {"run_id": point.run_id, "transition": transition}
+        if point.trace is not None:
+            forked["trace"] = point.trace
         run = _Run(
             run_id=fork_id,
-            task=parent.task,
-            spec=parent.spec,
+            task=task,
+            spec=spec,
             folder=self.directory / fork_id,
             submitted_at=_now(),
             event_buffer=self.event_buffer,
             new=True,
             holding=Holding(breakpoints),
-            forked_from={"run_id": run_id, "transition": transition},
+            forked_from=forked,
         )
 
         def make() -> Lease | None:
@@ -379,7 +403,7 @@ class Runs:
                         fork_id,
                         checkpoint=run.checkpoint,
                         trace=run.trace,
-                        parent_trace=parent.trace,
+                        parent_trace=parent_trace,
                         memory=memory,
                     )
                 except BaseException:
@@ -647,6 +671,13 @@ class Runs:
 
     # -- lookups ------------------------------------------------------------------------------
 
+    def _check_factory(self, spec: AgentSpec) -> None:
+        if spec.agent not in self.agents:
+            raise ConfigError(
+                f"no agent factory {spec.agent!r} here; Runs has {', '.join(sorted(self.agents))}: "
+                "submit one of those, or give Runs(agents=...) a factory of that name"
+            )
+
     def _check_open(self) -> None:
         if not self._open:
             raise WrongPhaseError("Runs is not open: use it as `async with Runs(...) as runs:` first")
@@ -683,6 +714,13 @@ def _held(holding: Holding) -> str | None:
     if edge is None:
         return None
     return f"{holding.why}: {edge.source} -> {edge.dest} on {edge.trigger}"
+
+
+def _request(trace: Path) -> str:
+    """The request a trace's header records (the task of a run forked from it)."""
+    with open(trace, encoding="utf-8") as source:
+        header = json.loads(source.readline())
+    return str(header.get("request") or "")
 
 
 def _ended_state(result: RunResult) -> RunStatusState:

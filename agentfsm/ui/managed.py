@@ -15,6 +15,7 @@ loaded only when a database is given.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -78,14 +79,18 @@ class Holds(Protocol):
 
 @runtime_checkable
 class Forks(Protocol):
-    """A manager that starts a run from another's past transition (`Runs`: it holds their files)."""
+    """A manager that starts a run from another's past transition (`Runs`: it holds their files,
+    and runs a trace's with the factory named)."""
 
-    async def fork_point(self, run_id: str, transition: int) -> ForkPoint: ...
+    agents: dict[str, Any]
+
+    async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint: ...
     async def fork(
         self,
-        run_id: str,
+        source: str | os.PathLike[str],
         transition: int,
         *,
+        agent: Any = None,
         memory: Sequence[Message] | None = None,
         fork_id: str | None = None,
         breakpoints: Sequence[Breakpoint] = (),
@@ -201,7 +206,7 @@ class Managed:
         }
         if isinstance(manager, Holds) and status.result is None:
             view.status["breakpoints"] = [point.to_json() for point in manager.breakpoints(status.run_id)]
-        view.status["forkable"] = isinstance(manager, Forks)
+        view.fork = {"into": self.prefix} if isinstance(manager, Forks) else None
         return view
 
     def close(self) -> None:

@@ -13,9 +13,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from ..errors import AgentfsmError, InspectorError, KeyNotFoundError
-from .managed import Managed
+from .managed import Forks, Managed
 from .reading import RunRow, RunView, find_runs, read_file
 
 __all__ = ["Reader"]
@@ -64,6 +65,10 @@ class Reader:
             self.more[prefix] = after
         return list(page.values())
 
+    def fork_target(self) -> Managed | None:
+        """The app's runs a trace of the paths is forked into (the first `Runs` given), if any."""
+        return next((s for s in self.managed if s.kind == "app" and isinstance(s.manager(), Forks)), None)
+
     def source(self, key: str) -> tuple[Managed, str] | None:
         """The manager that holds the run `key` names, and its id; None for a file's run."""
         for source in self.managed:
@@ -101,6 +106,10 @@ class Reader:
                 if held is not None and held[0] == stamp:
                     return held[1]
                 view = await asyncio.to_thread(read_file, row)
+                target = self.fork_target()
+                if row.kind == "trace" and target is not None:  # an agent's trace: replayed to fork it
+                    agents = sorted(cast(Forks, target.manager()).agents)
+                    view.fork = {"into": target.prefix, "agents": agents}
         except AgentfsmError as exc:  # its row says so from now on
             self._rows[key] = replace(row, problem=str(exc).splitlines()[0])
             raise

@@ -195,6 +195,10 @@ class RunView:
     """A managed run's status now (its state, its pause and what it waits for); None for a file."""
     flow: dict[str, Any] | None = None
     """A flow's trace: its `FlowResult` (the plan with each step's status, attempts and agent)."""
+    fork: dict[str, Any] | None = None
+    """How the page may fork the run: None (it cannot), ``{"into": PREFIX}`` (by its own agent,
+    among its manager's runs), or with ``"agents"`` too (a trace's: into an app's runs, by one of
+    those factories)."""
 
     def summary(self) -> dict[str, Any]:
         """What the run's page shows first: the machine with the run's path, totals, the result."""
@@ -214,6 +218,7 @@ class RunView:
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
             "forked_from": self.header.get("forked_from"),
+            "fork": self.fork,
             "status": self.status,
             "table": self.table,
             "table_source": self.table_source,

@@ -25,7 +25,8 @@ import json
 import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -260,30 +261,38 @@ class Inspector:
             self._following.discard(task)
         return response
 
-    def _forks(self, key: str) -> tuple[Forks, str] | web.Response:
-        """The manager that forks the run `key` names, and its id; or the answer saying why none does."""
+    async def _forks(self, key: str) -> tuple[Forks, str | Path, str] | web.Response:
+        """The manager that forks the run `key` names, what it forks (a run's id, or a trace's path)
+        and the prefix of the fork's key; or the answer saying why none does."""
         held = self.reader.source(key)
         if held is None:
-            return web.json_response(
-                {"problem": f"run {key!r} is a file's: only an app's runs (served with them) fork"},
-                status=404,
-            )
+            try:
+                view = await self.reader.view(key)
+            except (KeyError, AgentfsmError):
+                return web.json_response({"problem": f"no run {key!r} among the paths given"}, status=404)
+            target = self.reader.fork_target()
+            if view.fork is None or target is None:
+                problem = (
+                    f"run {key!r} is a {view.row.kind}'s: only an agent's trace forks, into an app's runs"
+                )
+                return web.json_response({"problem": problem}, status=404)
+            return cast(Forks, target.manager()), Path(view.row.path), target.prefix
         manager = held[0].manager()
         if not isinstance(manager, Forks):
             return web.json_response(
                 {"problem": f"run {key!r} is a durable run's: fork it from its trace in an app's Runs"},
                 status=409,
             )
-        return manager, held[1]
+        return manager, held[1], held[0].prefix
 
     async def _fork_point(self, request: web.Request) -> web.StreamResponse:
         """Where a managed run stood after transition `at`: its state, step and memory (to edit)."""
-        found = self._forks(request.query.get("key", ""))
+        found = await self._forks(request.query.get("key", ""))
         if isinstance(found, web.Response):
             return found
-        manager, run_id = found
+        manager, source, _ = found
         try:
-            point = await manager.fork_point(run_id, _number(request, "at", 0))
+            point = await manager.fork_point(source, _number(request, "at", 0))
         except AgentfsmError as exc:
             return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
         return web.json_response(
@@ -312,10 +321,15 @@ class Inspector:
                 {"problem": "a fork names its transition: {key, at, messages}"}, status=400
             )
         key = str(body.get("key", ""))
-        found = self._forks(key)
+        found = await self._forks(key)
         if isinstance(found, web.Response):
             return found
-        manager, run_id = found
+        manager, source, prefix = found
+        agent = body.get("agent") if isinstance(source, Path) else None
+        if agent is not None and not isinstance(agent, str):
+            return web.json_response(
+                {"problem": f"a fork's agent is a factory's name, got {agent!r}"}, status=400
+            )
         memory = None
         if body.get("messages") is not None:
             try:
@@ -324,10 +338,9 @@ class Inspector:
                 problem = f"the fork's messages are not messages: {str(exc).splitlines()[0]}"
                 return web.json_response({"problem": problem}, status=400)
         try:
-            fork_id = await manager.fork(run_id, body["at"], memory=memory)
+            fork_id = await manager.fork(source, body["at"], agent=agent, memory=memory)
         except AgentfsmError as exc:
             return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
-        prefix = key.partition("/")[0]
         return web.json_response({"done": "fork", "run_id": fork_id, "key": f"{prefix}/{fork_id}"})
 
     async def _steer(self, request: web.Request) -> web.StreamResponse:

@@ -625,7 +625,7 @@ function showDetail(t) {
       el("pre", { text: [result.output, result.error].filter(Boolean).join("\n") || "(no output)" }))
     : null;
   const state = run.summary.table.states.find((spec) => spec.name === t.dest);
-  const forkable = run.summary.status && run.summary.status.forkable && state && state.role !== "final";
+  const forkable = run.summary.fork && state && state.role !== "final";
   const fork = forkable
     ? el("button", { class: "fork", text: "Fork from here…", title: "a new run from this transition, its memory edited",
       onclick: () => openFork(t.index) })
@@ -652,7 +652,7 @@ async function openFork(at) {
   }
   const rows = point.messages.map((m, i) => {
     const content = el("textarea", { class: "content", rows: "2", "data-index": String(i) });
-    content.value = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+    content.value = m.content == null ? "" : typeof m.content === "string" ? m.content : JSON.stringify(m.content);
     const drop = el("input", { type: "checkbox", class: "drop", "data-index": String(i) });
     return { m, content, drop, node: el("div", { class: `message role-${m.role}` },
       el("div", { class: "role" }, `${m.role}${m.name ? ` · ${m.name}` : ""}${m.tool_call_id ? ` · ${m.tool_call_id}` : ""} `,
@@ -661,13 +661,17 @@ async function openFork(at) {
       ...(m.tool_calls || []).map((call) => el("div", { class: "call", text: `${call.name}(${call.arguments}) · ${call.id}` }))) };
   });
   const said = el("p", { class: "note", id: "forked" });
+  const agents = run.summary.fork.agents; // a trace's fork runs by an agent of the app's, chosen here
+  const agent = agents ? el("select", { class: "fork-agent" }, ...agents.map((name) => el("option", { value: name, text: name }))) : null;
   const start = el("button", { class: "start-fork", text: "Start the fork", onclick: async () => {
-    const messages = rows.filter((row) => !row.drop.checked).map((row) => ({
-      ...row.m, content: typeof row.m.content === "string" || row.m.content === null ? row.content.value : row.m.content,
-    }));
+    const messages = rows.filter((row) => !row.drop.checked).map((row) => {
+      const text = row.content.value;
+      if (row.m.content == null) return { ...row.m, content: text === "" ? null : text }; // left empty: none
+      return { ...row.m, content: typeof row.m.content === "string" ? text : row.m.content };
+    });
     const response = await fetch("/api/run/fork", {
       method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ key: run.key, at, messages }),
+      body: JSON.stringify({ key: run.key, at, messages, ...(agent ? { agent: agent.value } : {}) }),
     });
     const answer = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
     if (!response.ok) { said.className = "problem"; said.textContent = answer.problem; return; }
@@ -677,7 +681,8 @@ async function openFork(at) {
     el("h2", { text: `Fork from transition #${at} (${point.state}, step ${point.step})` }),
     el("p", { class: "note", text: "Edit or drop messages; a dropped tool result takes its call with it. The fork is a new run with its own trace." }),
     el("div", { class: "messages" }, ...rows.map((row) => row.node)),
-    el("div", { class: "buttons" }, start, el("button", { text: "Close", onclick: () => box.replaceChildren() })), said));
+    el("div", { class: "buttons" }, agent ? el("label", {}, "run by ", agent) : null, start,
+      el("button", { text: "Close", onclick: () => box.replaceChildren() })), said));
 }
 
 function showMemory(memory) {
