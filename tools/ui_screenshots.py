@@ -1,9 +1,10 @@
-"""Draw the README's screenshots of the inspector: a recorded run's page, and a run paused for approval.
+"""Draw the README's screenshots of the inspector: a run paused for approval, a run's page stepped
+back, a live run held at a breakpoint, and a fork's memory being edited.
 
     .venv/bin/python tools/ui_screenshots.py        # writes docs/images/inspector-*.png
 
-Both from real runs on a scripted model (a trace, and an app's `Runs`), served by `agentfsm.ui`
-and taken in the system's Chromium.
+All from real runs on a scripted model in an app's `Runs`, served by `agentfsm.ui` and taken in
+the system's Chromium.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ async def main() -> int:
     from playwright.async_api import async_playwright
 
     from agentfsm import Runs
+    from agentfsm.agent.stepping import Breakpoint
     from agentfsm.browser.settings import DEFAULT_EXECUTABLE
     from agentfsm.ui import serve
 
@@ -75,10 +77,29 @@ async def main() -> int:
                     await page.locator("#memory .message.role-tool").first.wait_for()
                     await page.wait_for_timeout(300)
                     await page.screenshot(path=OUT / "inspector-run.png")
+
+                    await page.goto(f"{inspector.url}#/run/app%2F{run_id}/3")
+                    await page.locator("#position").filter(has_text="transition 4 of").wait_for()
+                    await page.locator("button.fork").click()
+                    editor = page.locator(".fork-editor")
+                    await editor.locator(".message.role-tool textarea.content").fill("Observed output: 6")
+                    await editor.scroll_into_view_if_needed()
+                    await page.wait_for_timeout(300)
+                    await page.screenshot(path=OUT / "inspector-fork.png")
+
+                    held = await runs.submit(
+                        "Add 2 and 3, then delete report.txt", "assistant", breakpoints=[Breakpoint(tool="add")]
+                    )
+                    await page.goto(f"{inspector.url}#/run/app%2F{held}")
+                    await page.locator(".held-at").wait_for()
+                    await page.wait_for_timeout(300)
+                    await page.screenshot(path=OUT / "inspector-held.png")
+                    await runs.cancel(held)
                     await browser.close()
             finally:
                 await inspector.stop()
-    print(f"wrote {OUT / 'inspector-paused.png'} and {OUT / 'inspector-run.png'}")
+    names = ", ".join(f"inspector-{name}.png" for name in ("paused", "run", "fork", "held"))
+    print(f"wrote {names} in {OUT}")
     return 0
 
 
