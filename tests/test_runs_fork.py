@@ -179,3 +179,36 @@ async def test_a_run_known_only_by_its_trace_is_forked_by_replaying_it_to_the_tr
         assert _edges(records)[:4] == _edges(_records(trace))[:4] and records[-1]["kind"] == "result"
         with pytest.raises(IndexOutOfRangeError, match="has no transition 40"):
             await runs.fork(trace, 40, agent="noter")
+
+
+async def test_a_run_known_only_by_its_checkpoint_forks_and_its_fork_s_trace_begins_there(tmp_path: Path):
+    from agentfsm.agent.replay import replay
+    from agentfsm.errors import ReplayError
+
+    lab = Lab()
+    factories = lab.factories()
+    agent = factories["noter"](AgentSpec(agent="noter"))
+    checkpoint = tmp_path / "solo.ckpt"
+    assert (await agent.run("note something", checkpoint=checkpoint)).ok
+    async with Runs(tmp_path / "runs", agents=factories) as runs:
+        point = await runs.fork_point(checkpoint, 3)
+        assert (point.state, point.step, point.checkpoint, point.request) == (
+            "THINKING",
+            2,
+            str(checkpoint),
+            "note something",
+        )
+        fork = await runs.fork(checkpoint, 3, agent="noter")
+        result = await runs.result(fork, wait=True, timeout=10)
+        assert result is not None and result.ok and result.steps == 2
+        assert lab.noted == ["first"]  # the fork asked the model again, and ran no note
+        records = _records(tmp_path / "runs" / fork / "trace.jsonl")
+        header = records[0]
+        assert header["begins_after"] == {"edges": 4, "edits": 0} and header["request"] == "note something"
+        assert header["forked_from"]["checkpoint"] == str(checkpoint)
+        own = [("THINKING", "ACTING"), ("ACTING", "OBSERVING"), ("OBSERVING", "FINISHED")]
+        assert _edges(records) == own  # its own, from the fork point on
+        with pytest.raises(ReplayError, match="begins after 4 edges of its run"):
+            await replay(tmp_path / "runs" / fork / "trace.jsonl")
+        with pytest.raises(WrongValueError, match="is no recording agentfsm reads"):
+            await runs.fork(tmp_path / "runs" / fork / "run.json", 1, agent="noter")

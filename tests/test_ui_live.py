@@ -494,6 +494,41 @@ async def test_a_trace_of_the_paths_is_forked_into_the_app_s_runs_by_the_agent_c
             await inspector.stop()
 
 
+async def test_a_checkpoint_of_the_paths_is_forked_from_its_last_state(tmp_path: Path, page: Any):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    solo = noting_agent(AgentSpec(agent="noting"))
+    assert (await solo.run("add 2 and 3", checkpoint=recorded / "solo.ckpt")).ok
+    lines = (recorded / "solo.ckpt").read_text().splitlines()
+    (recorded / "solo.ckpt").write_text("\n".join(lines[:-1]) + "\n")  # as if killed before its end
+    async with Runs(tmp_path / "runs", agents=AGENTS) as runs:
+        inspector = await serve(runs, recorded)
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/runs") as response,
+            ):
+                (row,) = [r for r in (await response.json())["runs"] if r["kind"] == "checkpoint"]
+            await page.goto(f"{inspector.url}#/run/{row['key'].replace('/', '%2F')}")
+            await page.locator("button.fork").click()
+            editor = page.locator(".fork-editor")
+            await editor.locator("h2").filter(has_text="(THINKING, step 2)").wait_for()
+            await editor.locator("select.fork-agent").select_option("noting")
+            await editor.locator("button.start-fork").click()
+            await _marked(page, "FINISHED")
+            fork_id = (await page.evaluate("location.hash")).removeprefix("#/run/app%2F").split("/")[0]
+            result = await runs.result(fork_id, wait=True, timeout=30)
+            assert (
+                result is not None
+                and result.output == "the result was: Observed output of cmd `add` executed:\n5"
+            )
+            trace = await runs.trace(fork_id)
+            assert trace is not None and json.loads(trace.splitlines()[0])["begins_after"]["edges"] == 4
+        finally:
+            await page.goto("about:blank")
+            await inspector.stop()
+
+
 # -- agentfsm run --ui ------------------------------------------------------------------------------
 
 

@@ -371,6 +371,12 @@ class TraceReplayer:
             self.header, records = read_trace(path)  # each request whole, as the engine sends it
         except TraceError as exc:
             raise ReplayError(str(exc)) from None
+        if self.header.get("begins_after"):
+            edges = self.header["begins_after"].get("edges")
+            raise ReplayError(
+                f"{path} begins after {edges} edges of its run (a fork of a checkpoint, whose history no "
+                "trace holds): a replay starts at a run's beginning; replay a trace that holds it"
+            )
         self.records = records
         own = self.own = self.own_records(records)
         """The replayed machine's own records (`own_records`)."""

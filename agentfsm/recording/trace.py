@@ -16,7 +16,11 @@ Schema version `TRACE_SCHEMA` = 3. One JSON object per line; every one has a `ki
   its API key), ``table`` (the machine the run ran, `MachineTable.describe()`: so a reader
   draws the run's own states and edges without its classes; a trace written before the field came has none),
   ``request``, ``history`` (messages in memory before this run;
-  they are the trace's messages number 0, 1, ...), ``started_at`` (ISO 8601, UTC).
+  they are the trace's messages number 0, 1, ...), ``started_at`` (ISO 8601, UTC); a forked
+  run's (`agentfsm.runs.Runs.fork`) has ``forked_from`` (the parent's ``run_id``, the
+  ``transition``, and its ``trace`` or ``checkpoint`` when it was forked from a file), and one
+  forked from a checkpoint file alone, whose history no trace holds, has ``begins_after``
+  (``edges`` and ``edits``: how far the run had gone before its first record; it does not replay).
 - ``transition``: ``step``, ``source``, ``dest``, ``trigger``, ``guards``
   (``[{"name", "held"}]`` in table order), ``stop_reason``, ``error``, ``duration_s``.
 - ``llm``: ``step``, ``new_messages`` (the messages of this request the trace
@@ -525,12 +529,14 @@ def cut_for_resume(path: RecordPath, run_id: str, edges: int, edits: int) -> Non
         )
     kinds = [record.get("kind") for record in records]
     transitions = [at for at, kind in enumerate(kinds) if kind == "transition"]
+    before = records[0].get("begins_after") or {}  # a fork's trace begun where its checkpoint stood
+    edges, edits = edges - int(before.get("edges", 0)), edits - int(before.get("edits", 0))
     if len(transitions) < edges:
         raise TraceError(
             f"{path} holds {len(transitions)} edges of run {run_id!r}, its checkpoint {edges}: it is not "
             "the whole trace of that run; resume without `trace`"
         )
-    end = transitions[edges - 1] + 1
+    end = transitions[edges - 1] + 1 if edges > 0 else 1
     kept = list(range(end))
     held = kinds[:end].count("edit")
     for at in range(end, len(records)):

@@ -20,6 +20,10 @@ replies and tools' results read back, nothing run) up to that transition, and th
 run state and memory there make a one-record journal under the trace's own header (its agent
 class and configuration, which the resume checks as it checks any checkpoint's).
 
+A run known only by its checkpoint file (`run(checkpoint=...)` without a trace) forks from its
+journal as an app's run does; its fork's trace then begins at the fork point, its header saying
+how far the run had gone (``begins_after``), since no trace holds the history before it.
+
 An edited memory is made whole before it is used: a tool result whose call was dropped goes, and a
 call whose result was dropped is taken out of its assistant message (a provider refuses a call
 without its result), unless it is one of the calls still pending at the fork point.
@@ -39,6 +43,7 @@ from ..errors import CheckpointError, IndexOutOfRangeError, TraceError, WrongPha
 from ..memory import MemorySnapshot
 from ..messages import Message, Role
 from ..recording.restore import CHECKPOINT_SCHEMA, read_journal_text
+from ..recording.trace import TRACE_SCHEMA
 
 __all__ = ["ForkPoint", "fork_point", "replayed_journal", "write_fork"]
 
@@ -57,8 +62,12 @@ class ForkPoint:
     journal: str
     """The parent's journal up to that record (a fork's checkpoint begins with it)."""
     record: dict[str, Any]
+    request: str = ""
+    """The run's request (the fork's task)."""
     trace: str | None = None
     """The trace it was replayed from, when the run is known only by its trace."""
+    checkpoint: str | None = None
+    """The checkpoint file it was read from, when the run is known only by that file."""
 
 
 def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoint:
@@ -113,6 +122,7 @@ def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoin
         pending=pending,
         journal=text[:length],
         record=record,
+        request=str(state.get("request") or ""),
     )
 
 
@@ -184,11 +194,12 @@ def write_fork(
     *,
     checkpoint: Path,
     trace: Path,
-    parent_trace: Path,
+    parent_trace: Path | None,
     memory: Sequence[Message] | None,
 ) -> None:
     """The fork's checkpoint and trace (see the module's docstring), from `point` and the parent's
-    trace; `memory`: the fork's messages (None: as they were)."""
+    trace (None: the parent has none, and the fork's begins at the fork point); `memory`: the
+    fork's messages (None: as they were)."""
     state = {**point.record["run_state"], "run_id": fork_id}
     state.pop("seen", None)  # the stuck counts so far are in the records before
     changes: list[dict[str, Any]] = []
@@ -203,15 +214,32 @@ def write_fork(
         changes.append({"op": "snapshot", "memory": snapshot.model_dump(mode="json")})
     own = {"kind": "checkpoint", "run_state": state, "seen": {}, "memory": changes, "written_at": _now()}
     checkpoint.write_text(point.journal + json.dumps(own, ensure_ascii=False) + "\n", encoding="utf-8")
+    forked: dict[str, Any] = {"run_id": point.run_id, "transition": point.transition}
+    if point.trace is not None:
+        forked["trace"] = point.trace
+    if point.checkpoint is not None:
+        forked["checkpoint"] = point.checkpoint
+    forked["memory_edited"] = memory is not None
+    if parent_trace is None:  # no trace holds the history: the fork's begins here
+        journal = json.loads(point.journal.split("\n", 1)[0])
+        begun = {
+            "kind": "header",
+            "schema": TRACE_SCHEMA,
+            "run_id": fork_id,
+            **{name: journal.get(name) for name in ("agent", "agent_class", "config")},
+            "request": point.request,
+            "history": [],
+            "started_at": _now(),
+            "forked_from": forked,
+            "begins_after": {"edges": state.get("edges", 0), "edits": state.get("edits", 0)},
+        }
+        trace.write_text(json.dumps(begun, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
     try:
         lines = parent_trace.read_text(encoding="utf-8").split("\n")
         header = json.loads(lines[0])
     except (OSError, ValueError) as exc:
         raise TraceError(f"cannot read the trace of run {point.run_id!r} to fork it: {exc}") from None
-    forked: dict[str, Any] = {"run_id": point.run_id, "transition": point.transition}
-    if point.trace is not None:
-        forked["trace"] = point.trace
-    forked["memory_edited"] = memory is not None
     header = {**header, "run_id": fork_id, "forked_from": forked}
     trace.write_text("\n".join([json.dumps(header, ensure_ascii=False), *lines[1:]]), encoding="utf-8")
 

@@ -57,6 +57,7 @@ from ..errors import (
 from ..log import event
 from ..messages import Message
 from ..questions import AnswerAction
+from ..recording.kinds import file_kind
 from ..recording.lease import Lease
 from ..recording.writer import off_loop
 from ..run.events import Transition
@@ -322,12 +323,25 @@ class Runs:
     async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint:
         """Where a run stood after its transition `transition` (from 0, as its trace counts them):
         its state, step and memory (see `fork`). `source`: the id of one of these runs (read from
-        its checkpoint), or the path of a run's trace (replayed up to there)."""
+        its checkpoint), or the path of an agent's checkpoint (read from it) or trace (replayed up
+        to there)."""
         if isinstance(source, str):
             run = self._run(source)
             return await off_loop(lambda: fork_point(source, run.checkpoint, transition))
-        journal, run_id = await replayed_journal(Path(source), transition)
-        return replace(fork_point(run_id, journal, transition), trace=os.fspath(source))
+        path = Path(source)
+        kind = await off_loop(lambda: file_kind(path))
+        if kind == "trace":
+            journal, run_id = await replayed_journal(path, transition)
+            return replace(fork_point(run_id, journal, transition), trace=os.fspath(path))
+        if kind == "checkpoint":
+            point = await off_loop(lambda: fork_point(path.name, path, transition))
+            return replace(
+                point, run_id=str(point.record["run_state"].get("run_id")), checkpoint=os.fspath(path)
+            )
+        raise WrongValueError(
+            f"{path} is {f'a {kind}' if kind else 'no recording agentfsm reads'}: a fork starts from an "
+            "agent's trace or checkpoint"
+        )
 
     async def fork(
         self,
@@ -342,8 +356,10 @@ class Runs:
         """Start a new run from where another stood after its transition `transition`, with
         `memory` as its messages (None: the memory it had there; see `fork_point`), by a fresh
         agent; its id (`fork_id`, or a new one). `source`: the id of one of these runs (the fork
-        has its task and agent spec), or the path of any run's trace (`run(trace=...)`, another
-        directory's; the fork has its request, and `agent` names the factory that runs it).
+        has its task and agent spec), or the path of any agent's trace or checkpoint
+        (`run(trace=...)`, `run(checkpoint=...)`, another directory's; the fork has its request,
+        and `agent` names the factory that runs it; a checkpoint's fork has a trace from the fork
+        point on, no trace holding its history).
 
         It goes on as a run resumed there does (a phase runs again, a pause waits again), with its
         own folder, checkpoint and trace; the trace holds the parent's history up to the fork, then
@@ -356,6 +372,7 @@ class Runs:
                 f"fork_id {fork_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
                 "beginning with a letter or digit"
             )
+        parent_trace: Path | None
         if isinstance(source, str):
             parent = self._run(source)
             task, spec, parent_trace = parent.task, parent.spec, parent.trace
@@ -371,17 +388,16 @@ class Runs:
                 )
             spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
             self._check_factory(spec)
-            parent_trace = Path(source)
-            task = ""
         fork_id = fork_id or uuid.uuid4().hex
         if fork_id in self._runs or fork_id in self._making:
             raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
         point = await self.fork_point(source, transition)
-        if not isinstance(source, str):
-            task = await off_loop(lambda: _request(parent_trace))
+        if not isinstance(source, str):  # a file's run: its request, its trace if it is one
+            task, parent_trace = point.request, Path(point.trace) if point.trace is not None else None
         forked: dict[str, Any] = {"run_id": point.run_id, "transition": transition}
-        if point.trace is not None:
-            forked["trace"] = point.trace
+        for name in ("trace", "checkpoint"):
+            if (path := getattr(point, name)) is not None:
+                forked[name] = path
         run = _Run(
             run_id=fork_id,
             task=task,
@@ -714,13 +730,6 @@ def _held(holding: Holding) -> str | None:
     if edge is None:
         return None
     return f"{holding.why}: {edge.source} -> {edge.dest} on {edge.trigger}"
-
-
-def _request(trace: Path) -> str:
-    """The request a trace's header records (the task of a run forked from it)."""
-    with open(trace, encoding="utf-8") as source:
-        header = json.loads(source.readline())
-    return str(header.get("request") or "")
 
 
 def _ended_state(result: RunResult) -> RunStatusState:

@@ -107,9 +107,11 @@ class Reader:
                     return held[1]
                 view = await asyncio.to_thread(read_file, row)
                 target = self.fork_target()
-                if row.kind == "trace" and target is not None:  # an agent's trace: replayed to fork it
+                if row.kind in ("trace", "checkpoint") and target is not None:  # an agent's: forks
                     agents = sorted(cast(Forks, target.manager()).agents)
                     view.fork = {"into": target.prefix, "agents": agents}
+                    if row.kind == "checkpoint" and isinstance(view.header.get("edges"), int):
+                        view.fork["at"] = view.header["edges"] - 1  # its last state: no timeline
         except AgentfsmError as exc:  # its row says so from now on
             self._rows[key] = replace(row, problem=str(exc).splitlines()[0])
             raise

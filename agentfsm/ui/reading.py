@@ -218,6 +218,7 @@ class RunView:
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
             "forked_from": self.header.get("forked_from"),
+            "begins_after": self.header.get("begins_after"),
             "fork": self.fork,
             "status": self.status,
             "table": self.table,
@@ -336,8 +337,8 @@ def read_file(row: RunRow) -> RunView:
     """The run in a recording file: its trace read whole, or its checkpoint's last state."""
     if row.kind in ("checkpoint", "flow checkpoint"):
         data = read_journal(row.path)
-        header = {k: data.get(k) for k in ("agent", "agent_class", "config")}
         run = data["run_state"]
+        header = {k: data.get(k) for k in ("agent", "agent_class", "config")} | {"edges": run.get("edges")}
         table, source = default_table(row.kind, [])
         memory = data.get("memory", {}).get("messages", [])
         transitions: list[dict[str, Any]] = []

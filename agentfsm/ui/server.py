@@ -273,7 +273,8 @@ class Inspector:
             target = self.reader.fork_target()
             if view.fork is None or target is None:
                 problem = (
-                    f"run {key!r} is a {view.row.kind}'s: only an agent's trace forks, into an app's runs"
+                    f"run {key!r} is a {view.row.kind}'s: only an agent's trace or checkpoint forks, "
+                    "into an app's runs"
                 )
                 return web.json_response({"problem": problem}, status=404)
             return cast(Forks, target.manager()), Path(view.row.path), target.prefix

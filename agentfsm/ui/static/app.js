@@ -128,8 +128,9 @@ async function showRun(key, at) {
       main.replaceChildren(el("p", { class: "problem", text: error.message }), el("a", { href: "#/", text: "All runs" }));
       return;
     }
-    // a fork's events begin after the parent's transitions its trace starts with
-    const inherited = summary.forked_from ? summary.forked_from.transition + 1 : 0;
+    // a fork's events begin after the parent's transitions its trace starts with (none when it
+    // begins at the fork point: a checkpoint's fork)
+    const inherited = summary.forked_from && !summary.begins_after ? summary.forked_from.transition + 1 : 0;
     run = { key, summary, transitions: [], selected: null, asked: 0, following: at === null, transitionEvents: inherited,
       retries: {}, retrying: [], callEvents: 0 };
     layOut();
@@ -294,6 +295,7 @@ function renderSummary(redraw) {
     `model calls · ${usage.input_tokens} in / ${usage.output_tokens} out tokens${cost}${machine}`;
   const request = document.getElementById("request");
   request.replaceChildren(s.request ? `Request: ${s.request}` : "");
+  if (s.begins_after) request.append(` · its trace begins after ${s.begins_after.edges} edges, at the fork`);
   if (s.forked_from) {
     const parent = `${run.key.split("/")[0]}/${s.forked_from.run_id}`;
     request.append(" · forked from ", el("a", { class: "parent", href: `#/run/${encodeURIComponent(parent)}/${s.forked_from.transition}`,
@@ -628,7 +630,7 @@ function showDetail(t) {
   const forkable = run.summary.fork && state && state.role !== "final";
   const fork = forkable
     ? el("button", { class: "fork", text: "Fork from here…", title: "a new run from this transition, its memory edited",
-      onclick: () => openFork(t.index) })
+      onclick: () => openFork(run.summary.fork.at ?? t.index) }) // a checkpoint: its last state
     : null;
   document.getElementById("detail").replaceChildren(...[
     el("h2", { text: `Transition #${t.index}` }), list, fork, el("div", { id: "fork" }),
