@@ -517,7 +517,10 @@ class BaseAgent(DrivenModel, ABC):
     def trace_config(self) -> dict[str, Any]:
         """What a trace's header and a checkpoint record of the agent (JSON values, never secrets):
         its options, and what its parts add (subclasses add theirs)."""
-        return {**self.options.to_json(), "max_messages": self.memory.max_messages}
+        config = {**self.options.to_json(), "max_messages": self.memory.max_messages}
+        if self.built_by is not None:
+            config["built_by"] = self.built_by
+        return config
 
     # -- what the driver asks of the agent (`agentfsm.run.view.Driven`) ------------------
 

@@ -57,6 +57,10 @@ class DrivenModel(EventSource, ABC):
     table: MachineTable
     """The machine; an instance may switch to an extension of its class's table."""
     paused_edits: tuple[Edit, ...] = ()
+    built_by: dict[str, Any] | None = None
+    """How the command line built it, when it did from the person's own code: ``{"factory":
+    "MODULE:FUNCTION"}`` (`--agent`), or ``{"tools": [...]}`` (a built-in agent with `--tool`s).
+    Recorded in its trace and checkpoint (`trace_config`), so `resume` and `replay` build it again."""
     hold: Hold | None = None
     """Awaited after each edge into a phase, before its work (an app's breakpoints: `agentfsm.runs`);
     None: the run never waits between edges."""

@@ -1,6 +1,7 @@
 """The command line's agents: each built from the configuration and the flags, its credentials
 checked offline and its sandbox's preconditions met before anything runs (`run`, `resume`,
-`run --flow`, `mcp-serve` build theirs the same way).
+`run --flow`, `mcp-serve` build theirs the same way); or built by the person's own factory
+(`--agent MODULE:FUNCTION`, `own_agent`), or given the person's own functions as tools (`--tool`).
 
 Manus's sandbox is decided here, before the run: ``mode = "docker"`` without an engine or the
 image is refused; ``auto`` becomes Docker where it can run, else the host, said in one line on
@@ -10,17 +11,21 @@ decides again, so nothing moves to the host after that line."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..agent.base import BaseAgent
 from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError
 from ..model.base import ChatModel
 from ..toolbox.terminate import Terminate
+from ..toolbox.tool import Tool, tool
+from .imports import imported
 from .output import warning
 
 if TYPE_CHECKING:
     from ..agent.toolcall import ToolCallOptions
+    from ..flow.flow import PlanningFlow
     from ..mcp.settings import MCPServerSettings
     from ..sandbox.record import SandboxRecord
     from ..sandbox.settings import SandboxSettings
@@ -65,17 +70,20 @@ def build_agent(
     mcp_servers: Mapping[str, MCPServerSettings] | None = None,
     terminal: bool = True,
     sandbox: SandboxSettings | None = None,
+    tools: Sequence[str] = (),
 ) -> ToolCallAgent:
     """The agent `name` with `options`; calls that need approval are asked about on the terminal
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents). Manus and the browser agent browse by the `[browser]`
     settings. `sandbox`: Manus's, decided already (`resumed_sandbox`, or an earlier agent's),
-    used as it is; None: `command_sandbox` decides the configured one."""
+    used as it is; None: `command_sandbox` decides the configured one. `tools`: the person's own
+    functions (``MODULE:FUNCTION``), joining the agent's toolbox (recorded: `built_by`)."""
     from ..agent.manus import Manus
     from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
     agent: ToolCallAgent
     servers = dict(mcp_servers or {})
+    own = own_tools(tools)
     if name == "manus":
         # A question is asked on the terminal only when someone can answer it there.
         ask = ask_on_terminal if terminal and terminal_available() else None
@@ -85,6 +93,7 @@ def build_agent(
             browser=settings.browser,
             ask_human=ask,
             mcp_servers=servers,
+            extra_tools=own,
             name=name,
             **options,
         )
@@ -96,7 +105,7 @@ def build_agent(
                 "the mcp agent needs an MCP server: pass --mcp-server NAME=COMMAND_OR_URL, "
                 "or configure [mcp.servers.<id>]"
             )
-        agent = MCPAgent(llm=llm, servers=servers, name=name, **options)
+        agent = MCPAgent(llm=llm, servers=servers, tools=own, name=name, **options)
     elif servers:
         raise ConfigError(
             f"the {name} agent takes no MCP servers (got {', '.join(servers)}): "
@@ -105,9 +114,11 @@ def build_agent(
     elif name == "browser":
         from ..agent.browser import BrowserAgent
 
-        agent = BrowserAgent(llm=llm, browser=settings.browser, name=name, **options)
+        agent = BrowserAgent(llm=llm, browser=settings.browser, extra_tools=own, name=name, **options)
     else:
-        agent = ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+        agent = ToolCallAgent(llm=llm, tools=[*own, Terminate()], name=name, **options)
+    if tools:
+        agent.built_by = {"tools": list(tools)}
     # An MCP server's tools are known once it connects: approvals may name them.
     unknown = sorted(agent.require_approval - set(agent.tools.names)) if not servers else []
     if unknown:
@@ -120,6 +131,56 @@ def build_agent(
     if servers:  # an MCP server may ask for input: the person at the terminal answers
         agent.input_handler = TerminalInputHandler()
     return agent
+
+
+def own_tools(targets: Sequence[str]) -> list[Tool]:
+    """The tools `--tool MODULE:FUNCTION` names: a `Tool` as it is, a function made one (`tool`)."""
+    found: list[Tool] = []
+    for target in targets:
+        made = imported(target, "--tool")
+        if isinstance(made, Tool):
+            found.append(made)
+        elif callable(made):
+            try:
+                found.append(tool(made))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(
+                    f"--tool {target!r} cannot be a tool: {' '.join(str(exc).split())}"
+                ) from None
+        else:
+            raise ConfigError(f"--tool {target!r} is a {type(made).__name__}, not a function or a Tool")
+    return found
+
+
+def own_agent(target: str, llm: ChatModel, *, terminal: bool = True) -> BaseAgent | PlanningFlow:
+    """The agent (or flow) the person's factory `target` (``MODULE:FUNCTION``) builds, called with
+    ``llm=`` (the model the command line configured); recorded as built by it (`built_by`), so that
+    `resume` and `replay` build it again. Its calls that need approval are asked about on the
+    terminal, as a built-in agent's are, unless it has an approver of its own. `ConfigError` in one
+    line when the factory is not there, raises, or builds neither an agent nor a flow."""
+    from ..flow.flow import PlanningFlow
+    from .terminal import TerminalApprover
+
+    factory = imported(target, "--agent")
+    if not callable(factory):
+        raise ConfigError(
+            f"--agent {target!r} is a {type(factory).__name__}, not a function: give MODULE:FUNCTION"
+        )
+    try:
+        made = factory(llm=llm)
+    except Exception as exc:
+        message = " ".join(str(exc).split())
+        raise ConfigError(f"--agent {target!r} raised {type(exc).__name__}: {message}") from None
+    if not isinstance(made, BaseAgent | PlanningFlow):
+        raise ConfigError(
+            f"--agent {target!r} returned a {type(made).__name__}, not an agent or a flow: return a "
+            "ToolCallAgent (or another BaseAgent), or a PlanningFlow"
+        )
+    built: BaseAgent | PlanningFlow = made
+    built.built_by = {"factory": target}
+    if isinstance(built, ToolCallAgent) and built.approval_names and terminal and built.approver is None:
+        built.approver = TerminalApprover()
+    return built
 
 
 def check_docker_sandbox(image: str) -> None:

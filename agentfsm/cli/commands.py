@@ -32,9 +32,11 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..agent.approval import with_approval
 from ..agent.awaiting_input import with_input
+from ..agent.base import BaseAgent
 from ..errors import (
     CheckpointError,
     ConfigError,
@@ -49,11 +51,12 @@ from .building import (
     flags_given,
     mcp_server_settings,
     options_class_named,
+    own_agent,
     recorded_kind,
     resumed_sandbox,
 )
 from .driving import drive, log_level, log_stream, terminal_view
-from .flow_command import run_flow_command
+from .flow_command import drive_flow, run_flow_command
 from .output import (
     EXIT_USAGE,
     exit_interrupted,
@@ -63,6 +66,11 @@ from .output import (
 from .parser import DURABLE_COMMANDS, PROG, build_parser
 from .replay_command import replay_command
 from .serve_command import mcp_serve_command
+
+if TYPE_CHECKING:
+    from ..flow.flow import PlanningFlow
+    from ..mcp.settings import MCPServerSettings
+    from .config import Settings
 
 __all__ = ["main"]
 
@@ -159,22 +167,38 @@ def _run(args: argparse.Namespace) -> int:
         )
     if getattr(args, "stream", None) and args.json:
         return usage_error("--stream prints the model's text on stdout, --json the result: choose one")
-    overrides = {
-        "llm": {args.agent: flags_given(args, LLMSettings.model_fields)},
-        "agent": flags_given(args, AgentSettings.model_fields),
-    }
     try:
+        name = args.agent or Settings.load(args.config).agent.factory or "toolcall"
+        overrides = {
+            "llm": {name: flags_given(args, LLMSettings.model_fields)},
+            "agent": flags_given(args, AgentSettings.model_fields),
+        }
         settings = Settings.load(args.config, overrides)
-        llm_settings = settings.llm_for(args.agent)
+        llm_settings = settings.llm_for(name)
         llm = build_llm(llm_settings)
         check_model_credentials(llm)
         servers = mcp_server_settings(settings, getattr(args, "mcp_servers", []))
-        agent = build_agent(args.agent, settings, llm, settings.agent.agent_kwargs(), mcp_servers=servers)
+        built: BaseAgent | PlanningFlow
+        if ":" in name:  # the person's own factory
+            _check_own(name, args, settings, servers)
+            built = own_agent(name, llm)
+        else:
+            options = settings.agent.agent_kwargs()
+            tools = settings.agent.tools or []
+            built = build_agent(name, settings, llm, options, mcp_servers=servers, tools=tools)
         spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return usage_error(str(exc))
     except KeyboardInterrupt:  # Ctrl-C while the check loads litellm: no run started
         return exit_interrupted()
+    if not isinstance(built, BaseAgent):  # a flow, from the person's factory
+        if args.command == "debug" or getattr(args, "ui", False) or getattr(args, "stream", None):
+            what = (
+                "debug" if args.command == "debug" else "--ui" if getattr(args, "ui", False) else "--stream"
+            )
+            return usage_error(f"--agent {name} built a flow; {what} takes an agent: run the flow without it")
+        return drive_flow(built, args, task=args.task, secrets=llm_settings.secrets(), spans=spans)
+    agent = built
     stream = bool(getattr(args, "stream", None))
     # Streamed text is the progress: no live view beside it (nor in the debugger, which prints its own).
     view = None if args.command == "debug" or stream else terminal_view(agent, args.json)
@@ -189,7 +213,13 @@ def _run(args: argparse.Namespace) -> int:
 
             return debug_command(agent, args.task, args.breaks, trace=args.trace)
         if getattr(args, "ui", False):
+            from ..agent.toolcall import ToolCallAgent
             from .ui_command import run_with_ui
+
+            if not isinstance(agent, ToolCallAgent):
+                return usage_error(
+                    f"--ui runs a tool-calling agent; --agent {name} built a {type(agent).__name__}"
+                )
 
             return run_with_ui(agent, args.task, as_json=args.json, trace=args.trace)
         return drive(
@@ -203,10 +233,41 @@ def _run(args: argparse.Namespace) -> int:
         )
 
 
+def _check_own(
+    name: str, args: argparse.Namespace, settings: Settings, servers: dict[str, MCPServerSettings]
+) -> None:
+    """`ConfigError` for what configures the built-in agents, given with the person's factory
+    `name` (which builds its own agent, its options, tools and servers with it)."""
+    from ..agent.toolcall import ToolCallOptions
+    from ..options import option_fields
+
+    flagged = sorted(
+        "--" + option.name.replace("_", "-")
+        for option in option_fields(ToolCallOptions)
+        if getattr(args, option.name, None) is not None
+    )
+    if flagged:
+        raise ConfigError(
+            f"{', '.join(flagged)} configure the built-in agents; --agent {name} builds its own: "
+            "set its options in your factory"
+        )
+    if settings.agent.tools:
+        raise ConfigError(
+            f"--tool ([agent] tools) adds tools to the built-in agents; --agent {name} builds its own: "
+            "give it its tools in your factory"
+        )
+    if getattr(args, "mcp_servers", None):
+        raise ConfigError(
+            f"--mcp-server connects the built-in agents; --agent {name} builds its own: give it its "
+            "MCP servers in your factory"
+        )
+
+
 def _resume(args: argparse.Namespace) -> int:
     """Rebuild the agent that wrote the checkpoint, then resume it: its recorded options (the file's
     `[agent]` does not apply: the run's options are the checkpoint's), its recorded sandbox (unless
-    ``--sandbox``) and, unless flagged, model."""
+    ``--sandbox``) and, unless flagged, model; or, when the person's factory built it (its
+    ``built_by``), that factory's agent again, with the person's tools when `--tool`s joined it."""
     from ..flow.checkpoint import read_flow_checkpoint
     from ..recording.kinds import file_kind
     from ..recording.restore import read_checkpoint
@@ -224,17 +285,22 @@ def _resume(args: argparse.Namespace) -> int:
             flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
         except CheckpointError as exc:
             return usage_error(_about(args.checkpoint, exc))
+        flow_factory = (flow_data["config"].get("built_by") or {}).get("factory")
+        if flow_factory is not None:
+            return _resume_own_flow(args, flow_factory, flow_data)
         return run_flow_command(args, flow_data)
     from ..sandbox.record import SandboxRecord
 
     try:  # an agent's journal, or a file that says what it is instead
         data = read_checkpoint(args.checkpoint, resuming=True)
-        kind = recorded_kind(data["agent_class"])
+        built_by: dict[str, Any] = data["config"].get("built_by") or {}
+        factory: str | None = built_by.get("factory")
+        kind = factory or recorded_kind(data["agent_class"])
         options = options_class_named(kind).from_json(data["config"])
         record = SandboxRecord.from_config(data["config"])
     except (ValueError, TypeError) as exc:  # CheckpointError, or recorded options that are not valid
         return usage_error(_about(args.checkpoint, exc))
-    if args.sandbox is not None and kind != "manus":
+    if args.sandbox is not None and kind != "manus" and factory is None:
         return usage_error(
             f"{args.checkpoint}: --sandbox says where Manus's commands run; this is a {kind} agent's "
             "checkpoint, which runs none: drop --sandbox"
@@ -248,11 +314,21 @@ def _resume(args: argparse.Namespace) -> int:
         llm_settings = settings.llm_for(kind)
         llm = build_llm(llm_settings)
         check_model_credentials(llm)
-        servers = mcp_server_settings(settings, args.mcp_servers) if kind in ("mcp", "manus") else None
-        sandbox = None
-        if kind == "manus":  # where the run's commands ran: in Docker it goes on in Docker, or stops
-            sandbox = resumed_sandbox(args.checkpoint, settings.sandbox, record, args.sandbox)
-        agent = build_agent(kind, settings, llm, options.to_dict(), mcp_servers=servers, sandbox=sandbox)
+        agent: BaseAgent
+        if factory is not None:  # the person's factory builds it again: its options are its own
+            own = own_agent(factory, llm)
+            if not isinstance(own, BaseAgent):
+                raise ConfigError(f"--agent {factory} builds a flow now; this checkpoint is an agent's")
+            agent = own
+        else:
+            servers = mcp_server_settings(settings, args.mcp_servers) if kind in ("mcp", "manus") else None
+            sandbox = None
+            if kind == "manus":  # where the run's commands ran: in Docker it goes on in Docker, or stops
+                sandbox = resumed_sandbox(args.checkpoint, settings.sandbox, record, args.sandbox)
+            tools = list(built_by.get("tools") or ())
+            agent = build_agent(
+                kind, settings, llm, options.to_dict(), mcp_servers=servers, sandbox=sandbox, tools=tools
+            )
         spans = exporting(settings.telemetry, False)  # [telemetry] enabled: the resumed run's spans
     except ValueError as exc:
         return usage_error(str(exc))
@@ -277,6 +353,32 @@ def _resume(args: argparse.Namespace) -> int:
             return usage_error(_about(args.checkpoint, exc))
         except TraceError as exc:  # not the run's trace, or behind its checkpoint: nothing ran
             return usage_error(" ".join(str(exc).split()))
+
+
+def _resume_own_flow(args: argparse.Namespace, factory: str, flow_data: dict[str, Any]) -> int:
+    """`resume` of a flow the person's factory built: the factory builds it again (its planner on
+    the model flagged, else the recorded one), and it goes on from its checkpoint."""
+    from .config import LLMSettings, Settings, build_llm
+    from .otel import exporting
+
+    flags_llm = flags_given(args, LLMSettings.model_fields)
+    recorded_model = (flow_data["config"].get("llm") or {}).get("model")
+    if "model" not in flags_llm and recorded_model:
+        flags_llm["model"] = recorded_model
+    try:
+        settings = Settings.load(args.config, {"llm": {factory: flags_llm}})
+        llm_settings = settings.llm_for(factory)
+        llm = build_llm(llm_settings)
+        check_model_credentials(llm)
+        flow = own_agent(factory, llm)
+        if isinstance(flow, BaseAgent):
+            raise ConfigError(f"--agent {factory} builds an agent now; this checkpoint is a flow's")
+        spans = exporting(settings.telemetry, False)
+    except ValueError as exc:
+        return usage_error(str(exc))
+    except KeyboardInterrupt:
+        return exit_interrupted()
+    return drive_flow(flow, args, task=None, secrets=llm_settings.secrets(), spans=spans, resumed=flow_data)
 
 
 def _about(path: str, exc: BaseException) -> str:

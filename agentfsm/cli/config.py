@@ -113,7 +113,13 @@ def _section_of(
 
 class _AgentSection(_Section):
     """`[agent]`: the agent's options, those of `ToolCallOptions` (which documents them). Unset
-    (None) keeps the agent's own default (Manus: 20 steps, the tool-calling agent: 30)."""
+    (None) keeps the agent's own default (Manus: 20 steps, the tool-calling agent: 30). Beside them,
+    ``factory`` (``"MODULE:FUNCTION"``: the agent `run` builds when `--agent` names none) and
+    ``tools`` (``["MODULE:FUNCTION", ...]``: functions the built-in agents take as tools)."""
+
+    if TYPE_CHECKING:  # fields made with the record's (see `_section_of`'s `extra`), declared for the checker
+        factory: str | None = None
+        tools: list[str] | None = None
 
     def agent_kwargs(self) -> dict[str, Any]:
         """The keyword arguments to pass to the agent: only what was configured."""
@@ -150,7 +156,13 @@ if TYPE_CHECKING:  # the fields are made from the records, which a type checker 
     LLMSettings = _LLMOptionsSection
     _LLMOverride = _Section
 else:
-    AgentSettings = _section_of("AgentSettings", ToolCallOptions, _AgentSection, unset_is_none=True)
+    AgentSettings = _section_of(
+        "AgentSettings",
+        ToolCallOptions,
+        _AgentSection,
+        unset_is_none=True,
+        extra={"factory": (str | None, None), "tools": (list[str] | None, None)},
+    )
     LLMSettings = _section_of(
         "LLMSettings",
         LLMOptions,

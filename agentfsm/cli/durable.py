@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import signal
 import sys
@@ -24,6 +23,7 @@ from ..errors import AgentfsmError, ConfigError, WrongValueError
 from ..forms import form_fields
 from ..questions import AnswerAction, Question
 from ..toolbox.terminate import Terminate
+from .imports import imported
 from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
 from .parser import PROG
 
@@ -248,13 +248,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _imported(target: str) -> AgentFactory:
     """The factory ``MODULE:FUNCTION`` names; `ConfigError` when it is not there."""
-    module_name, _, function = target.partition(":")
-    try:
-        found: Any = getattr(importlib.import_module(module_name), function)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"--agent-factory {target!r} names no function ({exc}); give MODULE:FUNCTION"
-        ) from None
+    found = imported(target, "--agent-factory")
     if not callable(found):
         raise ConfigError(f"--agent-factory {target!r} is not a function; give MODULE:FUNCTION")
     factory: AgentFactory = found

@@ -1,5 +1,6 @@
 """`agentfsm run --flow planning`: a PlanningFlow over the command line's agents, with the
-terminal's plan reviewer, approver and input handler, and its resume from a checkpoint."""
+terminal's plan reviewer, approver and input handler, and its resume from a checkpoint; and
+`drive_flow`, which runs any flow so (one the person's `--agent` factory built, too)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ def run_flow_command(args: argparse.Namespace, resumed: dict[str, Any] | None = 
     each plan; `--trace` and `--checkpoint` write the flow's (see `agentfsm.flow`). `resumed`: the
     flow checkpoint `agentfsm resume` was given, continued by a flow built as the one that wrote it."""
     from ..recording.files import check_writable
-    from . import log_setup
     from .config import AgentSettings, LLMSettings, Settings, build_llm
     from .otel import exporting
 
@@ -113,15 +113,32 @@ def run_flow_command(args: argparse.Namespace, resumed: dict[str, Any] | None = 
         input_handler=input_handler,
         name=flow_name,
     )
+    secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
+    return drive_flow(flow, args, task=task, secrets=secrets, spans=spans, resumed=resumed)
+
+
+def drive_flow(
+    flow: PlanningFlow,
+    args: argparse.Namespace,
+    *,
+    task: str | None,
+    secrets: list[str],
+    spans: contextlib.AbstractContextManager[object],
+    resumed: dict[str, Any] | None = None,
+) -> int:
+    """Run `flow` on `task` (None: on from `args.checkpoint`, whose contents are `resumed`) with the
+    live view, `--trace` and `--checkpoint`, and print its result as `run` prints a run's."""
+    from . import log_setup
+
+    trace: str | None = getattr(args, "trace", None)
     recorded_state = flow.table.by_name.get(str(resumed["run_state"].get("state"))) if resumed else None
     if recorded_state is not None and recorded_state.final is not None:  # as `resume` of an agent's
         print(f"{PROG}: the flow already finished; its result:", file=sys.stderr)
-    view = terminal_view(flow, args.json, steps=agents.values())
+    view = terminal_view(flow, args.json, steps=flow.agents.values())
     live: contextlib.AbstractContextManager[object] = view if view is not None else contextlib.nullcontext()
-    for asker in (reviewer, approver, input_handler):
+    for asker in (flow.reviewer, flow.approver, flow.input_handler):
         if asker is not None and view is not None and hasattr(asker, "quiet"):
             asker.quiet = view.suspended  # the questions are not drawn over
-    secrets = [s for name in (*FLOW_EXECUTORS, flow_name) for s in settings.llm_for(name).secrets()]
     out = sys.stdout
     logs = log_setup.configured(
         args.log_format, stream=log_stream(view), secrets=secrets, level=log_level(args)

@@ -458,13 +458,35 @@ def _run_options(run: argparse.ArgumentParser) -> None:
 
 
 def _agent_options(
-    run: argparse.ArgumentParser, *, agent_help: str = "which agent (default: toolcall)"
+    run: argparse.ArgumentParser,
+    *,
+    agent_help: str = "which agent: toolcall (the default), manus, mcp, browser, or MODULE:FUNCTION, your "
+    "own factory, called with the configured model as llm= and returning an agent or a flow "
+    "([agent] factory in the configuration)",
 ) -> None:
     """The model and the agent, as `run` takes them (`mcp-serve` builds its agents from the same)."""
     _model_options(run)
-    run.add_argument("--agent", choices=AGENTS, default="toolcall", help=agent_help)
+    run.add_argument("--agent", type=_agent_name, metavar="AGENT", help=agent_help)
+    run.add_argument(
+        "--tool",
+        dest="tools",
+        metavar="MODULE:FUNCTION",
+        action="append",
+        help="add your function (or Tool) as a tool of the built-in agent (repeat it for more; "
+        "[agent] tools = [...] in the configuration)",
+    )
     _mcp_server_option(run)
     option_flags(run)
+
+
+def _agent_name(text: str) -> str:
+    """`--agent`: a built-in agent's name, or ``MODULE:FUNCTION`` (your factory, called with
+    ``llm=``)."""
+    if text in AGENTS or (":" in text and not text.startswith(":") and not text.endswith(":")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is no agent: choose {', '.join(AGENTS)}, or give your factory as MODULE:FUNCTION"
+    )
 
 
 def option_flags(parser: argparse.ArgumentParser, **helps: str) -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import (
     ConfigError,
@@ -15,6 +14,7 @@ from ..errors import (
 )
 from ..run.result import AgentState
 from .driving import log_level, run_async
+from .imports import imported
 from .output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -41,7 +41,7 @@ def replay_command(args: argparse.Namespace) -> int:
                 return usage_error(f"{args.trace} is a flow's trace; {flag} replays an agent's: drop {flag}")
         return replay_flow(args)
     try:
-        agent_class = recorded_class(args.agent_class)
+        agent_class = recorded_class(args.agent_class) or factory_class(args.trace)
     except ConfigError as exc:
         return usage_error(str(exc))
     if args.step:
@@ -134,18 +134,29 @@ def recorded_class(target: str | None) -> type[ToolCallAgent] | None:
         return None
     from ..agent.toolcall import ToolCallAgent
 
-    module_name, sep, name = target.partition(":")
-    if not (sep and module_name and name):
-        raise ConfigError(f"--agent-class {target!r}: give MODULE:CLASS (e.g. myapp.agents:ReflectingAgent)")
-    try:
-        found: Any = importlib.import_module(module_name)
-        for part in name.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--agent-class {target!r} names no class ({exc}); give MODULE:CLASS") from None
+    found = imported(target, "--agent-class", kind="CLASS")
     if not (isinstance(found, type) and issubclass(found, ToolCallAgent)):
         raise ConfigError(f"--agent-class {target!r} is not a tool-calling agent class (a ToolCallAgent's)")
     return found
+
+
+def factory_class(trace: str) -> type[ToolCallAgent] | None:
+    """The class of the agent the person's factory built (the trace's ``built_by``), when it is not
+    one of agentfsm's: its module is imported by importing the factory's, as `run --agent` did, so
+    that the replay drives that class's table; None when the trace names no factory or agentfsm's
+    class is the one. `ConfigError` when the factory is not there any more."""
+    from ..agent.replay import recorded_agent_class
+    from ..recording.trace import read_header
+
+    try:
+        header = read_header(trace)
+    except TraceError:
+        return None  # the replay says what is wrong with the file
+    factory = ((header.get("config") or {}).get("built_by") or {}).get("factory")
+    if not isinstance(factory, str) or recorded_agent_class(header.get("agent_class")) is not None:
+        return None
+    imported(factory, "the trace's --agent")
+    return recorded_agent_class(header.get("agent_class"))
 
 
 def replay_step(args: argparse.Namespace, agent_class: type[ToolCallAgent] | None = None) -> int:

@@ -169,7 +169,7 @@ class PlanningFlow(DrivenModel):
     def trace_config(self) -> dict[str, Any]:
         """What a trace's header and a checkpoint record of the flow: its limits, review, executors,
         the planner's model, and each agent's class and `trace_config()` (options and model)."""
-        return {
+        config = {
             "max_replans": self.max_replans,
             "max_attempts": self.max_attempts,
             "reviewing": self.reviewing,
@@ -180,6 +180,9 @@ class PlanningFlow(DrivenModel):
             },
             "llm": describe_model(self.planner_llm),
         }
+        if self.built_by is not None:
+            config["built_by"] = self.built_by
+        return config
 
     # -- driving --------------------------------------------------------------------
 

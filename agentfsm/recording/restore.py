@@ -46,10 +46,12 @@ READ_SCHEMAS = (2, CHECKPOINT_SCHEMA)
 `AgentRunState.model_validate` reads too."""
 CHECKPOINT_PARTS = ("agent_class", "config", "run_state", "memory")
 """What a checkpoint read back holds (and `write_checkpoint` needs)."""
-_UNCHECKED = frozenset({"llm", "mcp_tools", "sandbox"})
+_UNCHECKED = frozenset({"llm", "mcp_tools", "sandbox", "built_by"})
 """Config keys a resume may change: the model and its settings (a run may resume on another
-server), the tools MCP servers offer (`agentfsm.mcp.tools.MCPServers.recorded`), and Manus's
-``sandbox``, which the agent takes up instead (`BaseAgent.prepare_resume`)."""
+server), the tools MCP servers offer (`agentfsm.mcp.tools.MCPServers.recorded`), Manus's
+``sandbox``, which the agent takes up instead (`BaseAgent.prepare_resume`), and how the command
+line built it (``built_by``: an app resuming in Python builds it its own way; the class and the
+options are what must match)."""
 _CHANGES: dict[str, ChangeKind] = {kind: kind for kind in get_args(ChangeKind)}
 """The ``op`` of each change a journal may hold, but ``snapshot`` (the whole memory)."""
 

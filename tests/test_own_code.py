@@ -1,0 +1,217 @@
+"""Your own code on the command line: `--agent MODULE:FUNCTION` (a factory given the configured model
+as ``llm=``), `--tool MODULE:FUNCTION` for the built-in agents, `[agent] factory` and `tools` in the
+configuration; what built the agent is recorded, so `resume` and `replay` build it again; and every
+mistake is one line, exit status 2. As a user runs it: `python -m agentfsm` in a folder holding the
+person's module, the model a real HTTP server on 127.0.0.1 (llmock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+KEY = "test-key-0c1e"
+
+MINE = '''
+from pathlib import Path
+
+from agentfsm import Edge, Guard, StateSpec, Terminate, ToolCallAgent, tool
+from agentfsm.agent.table import AGENT_TABLE, NEXT_STEP
+from agentfsm.flow.flow import PlanningFlow
+
+
+@tool
+def shout(text: str) -> str:
+    """Say `text` loudly."""
+    Path("shouted.txt").open("a").write(text.upper() + "\\n")
+    return text.upper() + "!"
+
+
+def whisper(text: str) -> str:
+    """Say `text` quietly."""
+    return text.lower() + "..."
+
+
+async def note(agent):  # the extra phase's work
+    Path("noted.txt").open("a").write(f"step {agent.run_state.step}\\n")
+
+
+class NotingAgent(ToolCallAgent):
+    table = AGENT_TABLE.extend(
+        states=[StateSpec("NOTING", "RUNNING", note, "note_done")],
+        edges=[
+            Edge("observe_done", "OBSERVING", "NOTING", Guard("always", lambda agent: True)),
+            Edge("note_done", "NOTING", "THINKING", effect=NEXT_STEP),
+        ],
+        before=AGENT_TABLE.edge("OBSERVING", "THINKING"),
+    )
+
+
+def build(llm):
+    Path("built.txt").open("a").write("built\\n")
+    return NotingAgent(llm=llm, tools=[shout, Terminate()], name="noter", max_steps=5)
+
+
+def build_flow(llm):
+    return PlanningFlow(agents={"toolcall": ToolCallAgent(llm=llm)}, planner_llm=llm)
+
+
+def broken(llm):
+    raise RuntimeError("no key for the vault")
+
+
+def wrong(llm):
+    return "an agent"
+
+
+NOT_A_FUNCTION = 42
+'''
+
+
+@pytest.fixture
+def mine(clean_env: Path) -> Path:
+    (clean_env / "mine.py").write_text(MINE)
+    return clean_env
+
+
+def agentfsm(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ},
+    )  # fmt: skip
+
+
+def model(llmock: Any) -> list[str]:
+    return ["--model", "openai/test-model", "--api-base", llmock.base_url("openai"), "--api-key", KEY]
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_run_builds_the_person_s_agent_with_its_factory_and_records_it(mine: Path, llmock: Any):
+    llmock.call_tool("shout", {"text": "hello"})
+    llmock.call_tool("terminate", {"status": "success"})
+    done = agentfsm(
+        "run", "shout hello", "--agent", "mine:build", *model(llmock), "--trace", "t.jsonl", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["state"], result["stop_reason"]) == ("FINISHED", "terminated")
+    assert (mine / "shouted.txt").read_text() == "HELLO\n"  # the person's tool ran
+    assert (mine / "noted.txt").read_text() == "step 1\n"  # and the person's own phase
+    header = records(mine / "t.jsonl")[0]
+    assert header["agent"] == "noter" and header["agent_class"] == "mine.NotingAgent"
+    assert header["config"]["built_by"] == {"factory": "mine:build"}
+    sent = llmock.requests[0].body
+    assert {t["function"]["name"] for t in sent["tools"]} == {"shout", "terminate"}
+
+
+def test_replay_imports_the_recorded_factory_s_module_and_drives_its_own_table(mine: Path, llmock: Any):
+    llmock.call_tool("shout", {"text": "hi"})
+    llmock.call_tool("terminate", {"status": "success"})
+    assert (
+        agentfsm("run", "shout", "--agent", "mine:build", *model(llmock), "--trace", "t.jsonl").returncode
+        == 0
+    )
+    done = agentfsm("replay", "t.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "OBSERVING -> NOTING" in done.stdout and "NOTING -> THINKING" in done.stdout
+    assert (mine / "shouted.txt").read_text() == "HI\n"  # replayed: the tool did not run again
+
+
+def test_resume_builds_the_agent_again_with_the_recorded_factory(mine: Path, llmock: Any):
+    llmock.call_tool("terminate", {"status": "success"})
+    ran = agentfsm("run", "end", "--agent", "mine:build", *model(llmock), "--checkpoint", "c.jsonl")
+    assert ran.returncode == 0, ran.stderr
+    done = agentfsm("resume", "c.jsonl", "--api-key", KEY, "--json")
+    assert done.returncode == 0, done.stderr
+    assert "the run already finished; its result:" in done.stderr
+    assert json.loads(done.stdout)["stop_reason"] == "terminated"
+    assert (mine / "built.txt").read_text() == "built\nbuilt\n"  # built by the factory again
+    (mine / "mine.py").write_text(MINE.replace("max_steps=5", "max_steps=6"))  # built otherwise now
+    done = agentfsm("resume", "c.jsonl", "--api-key", KEY)
+    assert done.returncode == 2
+    assert "these options differ: max_steps" in done.stderr.strip().splitlines()[-1]
+
+
+def test_tool_adds_the_person_s_functions_to_a_built_in_agent_and_resume_adds_them_again(
+    mine: Path, llmock: Any
+):
+    llmock.call_tool("whisper", {"text": "HUSH"})
+    llmock.call_tool("terminate", {"status": "success"})
+    done = agentfsm(
+        "run", "whisper", *model(llmock), "--tool", "mine:whisper", "--tool", "mine:shout",
+        "--checkpoint", "c.jsonl", "--trace", "t.jsonl", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {t["function"]["name"] for t in llmock.requests[0].body["tools"]} == {
+        "whisper",
+        "shout",
+        "terminate",
+    }
+    tool_records = [r for r in records(mine / "t.jsonl") if r["kind"] == "tool"]
+    assert tool_records[0]["observation"].endswith("hush...")
+    assert records(mine / "t.jsonl")[0]["config"]["built_by"] == {"tools": ["mine:whisper", "mine:shout"]}
+    resumed = agentfsm("resume", "c.jsonl", "--api-key", KEY, "--json")
+    assert resumed.returncode == 0, resumed.stderr  # the same tools again: the configuration matches
+
+
+def test_the_configuration_names_the_factory_and_the_tools(mine: Path, llmock: Any):
+    (mine / "agentfsm.toml").write_text('[agent]\nfactory = "mine:build"\n')
+    llmock.call_tool("terminate", {"status": "success"})
+    done = agentfsm("run", "end", *model(llmock), "--trace", "t.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert records(mine / "t.jsonl")[0]["config"]["built_by"] == {"factory": "mine:build"}
+    (mine / "agentfsm.toml").write_text('[agent]\ntools = ["mine:whisper"]\n')
+    llmock.call_tool("terminate", {"status": "success"})
+    done = agentfsm("run", "end", *model(llmock), "--trace", "t2.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert records(mine / "t2.jsonl")[0]["config"]["built_by"] == {"tools": ["mine:whisper"]}
+
+
+def test_a_factory_that_builds_a_flow_runs_it(mine: Path, llmock: Any):
+    plan = {"title": "One step", "steps": ["Say done"]}
+    llmock.call_tool("planning", {"command": "create", "plan_id": "p1", **plan})
+    llmock.reply("done")
+    llmock.reply("All done.")
+    done = agentfsm("run", "do one thing", "--agent", "mine:build_flow", *model(llmock), "--trace", "f.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert records(mine / "f.jsonl")[0]["config"]["built_by"] == {"factory": "mine:build_flow"}
+    refused = agentfsm("debug", "x", "--agent", "mine:build_flow", *model(llmock))
+    assert refused.returncode == 2 and "built a flow; debug takes an agent" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--agent", "nowhere:build"], "--agent 'nowhere:build': no module 'nowhere' here"),
+        (["--agent", "mine:nothing"], "--agent 'mine:nothing': mine has no 'nothing'; give MODULE:FUNCTION"),
+        (["--agent", "mine:NOT_A_FUNCTION"], "--agent 'mine:NOT_A_FUNCTION' is a int, not a function"),
+        (["--agent", "mine:broken"], "--agent 'mine:broken' raised RuntimeError: no key for the vault"),
+        (["--agent", "mine:wrong"], "--agent 'mine:wrong' returned a str, not an agent or a flow"),
+        (["--agent", "nothing"], "'nothing' is no agent: choose toolcall, manus, mcp, browser, or give"),
+        (["--agent", "mine:build", "--max-steps", "3"], "--max-steps configure the built-in agents"),
+        (["--agent", "mine:build", "--tool", "mine:whisper"], "--tool ([agent] tools) adds tools to the"),
+        (
+            ["--tool", "mine:NOT_A_FUNCTION"],
+            "--tool 'mine:NOT_A_FUNCTION' is a int, not a function or a Tool",
+        ),
+        (["--tool", "whisper"], "--tool 'whisper': give MODULE:FUNCTION"),
+    ],
+)
+def test_a_mistake_in_the_person_s_code_is_one_line_and_exit_2(
+    mine: Path, llmock: Any, flags: list[str], says: str
+):
+    done = agentfsm("run", "task", *model(llmock), *flags)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+    assert not llmock.requests  # refused before the model was asked
