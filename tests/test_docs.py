@@ -184,6 +184,7 @@ RUN = [
     "flow = PlanningFlow(",
     'agents={"mine": build_my_agent}',
     'agents={"helper": build_helper}',
+    "def word_count(text: str) -> int:",
 ]
 """Examples the tests below run (by a line only each has)."""
 
@@ -367,6 +368,29 @@ async def test_the_readmes_durable_example_runs_as_written(clean_env):
     built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
     assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
     assert (clean_env / "runs.db").exists()
+
+
+def test_the_readmes_own_agent_runs_on_the_command_line_as_written(clean_env, llmock):
+    import subprocess
+    import sys
+
+    (clean_env / "myagents.py").write_text(_readme_block("def word_count(text: str) -> int:"))
+    llmock.call_tool("word_count", {"text": "to be or not"})
+    llmock.call_tool("terminate", {"status": "success"})
+    model = ["--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", "k"]
+    command = [sys.executable, "-m", "agentfsm", "run", "How many words in 'to be or not'?"]
+    done = subprocess.run(
+        [*command, "--agent", "myagents:build", *model, "--trace", "counted.jsonl", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    tools = [json.loads(line) for line in (clean_env / "counted.jsonl").read_text().splitlines()]
+    assert next(r["observation"] for r in tools if r["kind"] == "tool").endswith("\n4")
+    replay = [sys.executable, "-m", "agentfsm", "replay", "counted.jsonl"]
+    replayed = subprocess.run(replay, capture_output=True, text=True, timeout=60)
+    assert replayed.returncode == 0, replayed.stderr
 
 
 async def test_the_readmes_run_manager_example_runs_as_written(clean_env, capsys):
