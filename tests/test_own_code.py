@@ -215,3 +215,35 @@ def test_a_mistake_in_the_person_s_code_is_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
     assert not llmock.requests  # refused before the model was asked
+
+
+async def test_mcp_serve_serves_the_person_s_agent_as_the_default(mine: Path, llmock: Any):
+    from mcp import StdioServerParameters
+    from mcp.client import Client
+
+    llmock.call_tool("shout", {"text": "served"})
+    llmock.call_tool("terminate", {"status": "success"})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentfsm", "mcp-serve", "--agent", "mine:build", *model(llmock)],
+        cwd=mine,
+        env={**os.environ},
+    )
+    async with Client(params) as client:
+        (listed,) = (await client.list_tools()).tools
+        agent = listed.input_schema["properties"]["agent"]
+        assert agent["default"] == "mine:build" and "mine:build" in agent["enum"]
+        result = await client.call_tool("run_agent", {"task": "shout served", "max_steps": 4})
+    assert not result.is_error, result
+    assert result.structured_content["stop_reason"] == "terminated"
+    assert (mine / "shouted.txt").read_text() == "SERVED\n"
+
+
+def test_mcp_serve_refuses_a_factory_it_cannot_serve_before_serving(mine: Path, llmock: Any):
+    done = agentfsm("mcp-serve", "--agent", "mine:build_flow", *model(llmock))
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--agent mine:build_flow built a PlanningFlow; mcp-serve serves tool-calling agents")
+    )

@@ -152,6 +152,34 @@ def own_tools(targets: Sequence[str]) -> list[Tool]:
     return found
 
 
+def check_own_agent(name: str, args: argparse.Namespace, settings: Settings) -> None:
+    """`ConfigError` for what configures the built-in agents, given with the person's factory
+    `name` (which builds its own agent, its options, tools and servers with it)."""
+    from ..agent.toolcall import ToolCallOptions
+    from ..options import option_fields
+
+    flagged = sorted(
+        "--" + option.name.replace("_", "-")
+        for option in option_fields(ToolCallOptions)
+        if getattr(args, option.name, None) is not None
+    )
+    if flagged:
+        raise ConfigError(
+            f"{', '.join(flagged)} configure the built-in agents; --agent {name} builds its own: "
+            "set its options in your factory"
+        )
+    if settings.agent.tools:
+        raise ConfigError(
+            f"--tool ([agent] tools) adds tools to the built-in agents; --agent {name} builds its own: "
+            "give it its tools in your factory"
+        )
+    if getattr(args, "mcp_servers", None):
+        raise ConfigError(
+            f"--mcp-server connects the built-in agents; --agent {name} builds its own: give it its "
+            "MCP servers in your factory"
+        )
+
+
 def own_agent(target: str, llm: ChatModel, *, terminal: bool = True) -> BaseAgent | PlanningFlow:
     """The agent (or flow) the person's factory `target` (``MODULE:FUNCTION``) builds, called with
     ``llm=`` (the model the command line configured); recorded as built by it (`built_by`), so that

@@ -48,6 +48,7 @@ from .building import (
     agent_class_named,
     build_agent,
     check_model_credentials,
+    check_own_agent,
     flags_given,
     mcp_server_settings,
     options_class_named,
@@ -69,8 +70,6 @@ from .serve_command import mcp_serve_command
 
 if TYPE_CHECKING:
     from ..flow.flow import PlanningFlow
-    from ..mcp.settings import MCPServerSettings
-    from .config import Settings
 
 __all__ = ["main"]
 
@@ -180,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
         servers = mcp_server_settings(settings, getattr(args, "mcp_servers", []))
         built: BaseAgent | PlanningFlow
         if ":" in name:  # the person's own factory
-            _check_own(name, args, settings, servers)
+            check_own_agent(name, args, settings)
             built = own_agent(name, llm)
         else:
             options = settings.agent.agent_kwargs()
@@ -230,36 +229,6 @@ def _run(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             stream=stream,
             view=view,
-        )
-
-
-def _check_own(
-    name: str, args: argparse.Namespace, settings: Settings, servers: dict[str, MCPServerSettings]
-) -> None:
-    """`ConfigError` for what configures the built-in agents, given with the person's factory
-    `name` (which builds its own agent, its options, tools and servers with it)."""
-    from ..agent.toolcall import ToolCallOptions
-    from ..options import option_fields
-
-    flagged = sorted(
-        "--" + option.name.replace("_", "-")
-        for option in option_fields(ToolCallOptions)
-        if getattr(args, option.name, None) is not None
-    )
-    if flagged:
-        raise ConfigError(
-            f"{', '.join(flagged)} configure the built-in agents; --agent {name} builds its own: "
-            "set its options in your factory"
-        )
-    if settings.agent.tools:
-        raise ConfigError(
-            f"--tool ([agent] tools) adds tools to the built-in agents; --agent {name} builds its own: "
-            "give it its tools in your factory"
-        )
-    if getattr(args, "mcp_servers", None):
-        raise ConfigError(
-            f"--mcp-server connects the built-in agents; --agent {name} builds its own: give it its "
-            "MCP servers in your factory"
         )
 
 

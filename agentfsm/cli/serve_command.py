@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
@@ -13,7 +14,14 @@ from typing import TYPE_CHECKING
 from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError
 from ..model.base import ChatModel
-from .building import build_agent, check_model_credentials, flags_given, mcp_server_settings
+from .building import (
+    build_agent,
+    check_model_credentials,
+    check_own_agent,
+    flags_given,
+    mcp_server_settings,
+    own_agent,
+)
 from .driving import log_level, run_async
 from .output import exit_interrupted, usage_error
 from .parser import PROG
@@ -37,13 +45,17 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             "agents: bind a loopback address (127.0.0.1), or pass --allow-remote"
         )
     llm_flags = flags_given(args, LLMSettings.model_fields)
-    overrides = {
-        "llm": dict.fromkeys(AGENTS, llm_flags),
-        "agent": flags_given(args, AgentSettings.model_fields),
-    }
     try:
+        default = args.agent or Settings.load(args.config).agent.factory or "toolcall"
+        served = (*AGENTS, default) if default not in AGENTS else AGENTS  # the person's factory too
+        overrides = {
+            "llm": dict.fromkeys(served, llm_flags),
+            "agent": flags_given(args, AgentSettings.model_fields),
+        }
         settings = Settings.load(args.config, overrides)
         flagged_servers = mcp_server_settings(settings, args.mcp_servers)
+        if ":" in default:
+            check_own_agent(default, args, settings)
     except ValueError as exc:
         return usage_error(str(exc))
     models: dict[str, ChatModel] = {}
@@ -59,10 +71,26 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             llm = build_llm(settings.llm_for(name))
             check_model_credentials(llm)
             models[name] = llm
+        if ":" in name:  # the person's factory: its agent's options are its own, but a call's max_steps
+            own = own_agent(name, models[name], terminal=False)
+            if not isinstance(own, ToolCallAgent):
+                raise ConfigError(
+                    f"--agent {name} built a {type(own).__name__}; mcp-serve serves tool-calling agents"
+                )
+            if max_steps:
+                own.options = dataclasses.replace(own.options, max_steps=max_steps)
+            return own
         options = settings.agent.agent_kwargs() | ({"max_steps": max_steps} if max_steps else {})
         servers = flagged_servers if name != "toolcall" else None
         agent = build_agent(
-            name, settings, models[name], options, mcp_servers=servers, terminal=False, sandbox=sandbox
+            name,
+            settings,
+            models[name],
+            options,
+            mcp_servers=servers,
+            terminal=False,
+            sandbox=sandbox,
+            tools=settings.agent.tools or [],
         )
         session = getattr(agent, "session", None)  # Manus's SandboxSession
         if name == "manus" and sandbox is None and session is not None:
@@ -70,7 +98,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
         return agent
 
     try:
-        build(args.agent, None)  # the default agent is buildable: its errors are reported now, not per call
+        build(default, None)  # the default agent is buildable: its errors are reported now, not per call
         spans = exporting(settings.telemetry, args.otel)  # the otel extra is there, if asked for
     except ValueError as exc:
         return usage_error(str(exc))
@@ -81,14 +109,14 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     try:
         server = AgentServer(
             build,
-            agents=AGENTS,
-            default_agent=args.agent,
+            agents=served,
+            default_agent=default,
             pause_timeout=args.pause_timeout,
             version=package_version(),
         )
     except ImportError as exc:  # MissingExtraError: the SDK is not installed
         return usage_error(str(exc))
-    secrets = [secret for name in AGENTS for secret in settings.llm_for(name).secrets()]
+    secrets = [secret for name in served for secret in settings.llm_for(name).secrets()]
     # With spans on, the provider is the global one: the MCP SDK's server span of each call, a child of
     # the caller's span when its `_meta` carries a traceparent, is current while the run runs, so the
     # run's spans are its children, in the caller's trace.
