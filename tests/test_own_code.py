@@ -247,3 +247,36 @@ def test_mcp_serve_refuses_a_factory_it_cannot_serve_before_serving(mine: Path, 
         .splitlines()[-1]
         .endswith("--agent mine:build_flow built a PlanningFlow; mcp-serve serves tool-calling agents")
     )
+
+
+def test_a_worker_runs_the_person_s_agent_submitted_by_its_name(mine: Path, llmock: Any):
+    import time
+
+    llmock.call_tool("shout", {"text": "durable"})
+    llmock.call_tool("terminate", {"status": "success"})
+    (mine / "agentfsm.toml").write_text(
+        f'[llm]\nmodel = "openai/test-model"\napi_base = "{llmock.base_url("openai")}"\napi_key = "{KEY}"\n'
+    )
+    db = f"sqlite:///{mine / 'runs.db'}"
+    log = mine / "worker.log"
+    with open(log, "w") as err:
+        command = ["-m", "agentfsm", "worker", "--db", db, "--agent", "mine:build", "--worker-id", "w"]
+        worker = subprocess.Popen(
+            [sys.executable, *command], stdout=subprocess.DEVNULL, stderr=err, text=True, env={**os.environ}
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "worker w runs queue" not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        submitted = agentfsm("submit", "shout durable", "--db", db, "--agent", "mine:build")
+        assert submitted.returncode == 0, submitted.stderr
+        done = agentfsm("result", submitted.stdout.strip(), "--db", db, "--wait", "--json", timeout=90)
+        assert done.returncode == 0, done.stderr + log.read_text()
+        assert json.loads(done.stdout)["stop_reason"] == "terminated"
+        assert (mine / "shouted.txt").read_text() == "DURABLE\n"
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    refused = agentfsm("worker", "--db", db, "--agent", "mine:nothing")
+    assert refused.returncode == 2 and "--agent 'mine:nothing': mine has no 'nothing'" in refused.stderr

@@ -211,6 +211,11 @@ def _worker(args: argparse.Namespace) -> int:
     agents["browser"] = _configured("browser", args.config)
     for name, target in args.factories:
         agents[name] = _imported(target)
+    from .config import Settings
+
+    configured = Settings.load(args.config).agent.factory  # a ConfigError is reported as usage, above
+    for target in dict.fromkeys([*args.own_agents, *([configured] if configured else [])]):
+        agents[target] = _own(target, args.config)
     worker = Worker(
         args.db,
         agents=agents,
@@ -253,6 +258,42 @@ def _imported(target: str) -> AgentFactory:
         raise ConfigError(f"--agent-factory {target!r} is not a function; give MODULE:FUNCTION")
     factory: AgentFactory = found
     return factory
+
+
+def _own(target: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent]:
+    """The factory of runs submitted with ``--agent MODULE:FUNCTION``: the person's function called
+    with ``llm=``, the model the worker's configuration gives (``[llm.<target>]`` over ``[llm]``), the
+    spec's model options laid over it; the agent's own options are the function's."""
+    from .building import own_agent
+    from .config import LLMSettings, Settings, build_llm
+
+    if not callable(imported(target, "--agent")):  # a factory not there stops the worker at once
+        raise ConfigError(f"--agent {target!r} is not a function; give MODULE:FUNCTION")
+    models: dict[str, ChatModel] = {}
+
+    def build(spec: AgentSpec) -> ToolCallAgent:
+        llm_keys = set(LLMSettings.model_fields)
+        unknown = sorted(set(spec.options) - llm_keys)
+        if unknown:
+            raise ConfigError(
+                f"the agent {target} builds sets its own options; a run of it takes model options only, "
+                f"not {', '.join(unknown)}"
+            )
+        settings = Settings.load(config, {"llm": {target: dict(spec.options)}})
+        llm_settings = settings.llm_for(target)
+        key = json.dumps(
+            {**llm_settings.llm_kwargs(), "client": llm_settings.client}, sort_keys=True, default=str
+        )
+        if key not in models:
+            models[key] = build_llm(llm_settings)
+        made = own_agent(target, models[key], terminal=False)
+        if not isinstance(made, ToolCallAgent):
+            raise ConfigError(
+                f"--agent {target} built a {type(made).__name__}; a durable run is a tool-calling agent's"
+            )
+        return made
+
+    return build
 
 
 def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent]:

@@ -298,6 +298,16 @@ def _durable_commands(commands: Any) -> None:
         help="one more agent: runs submitted with --agent NAME are built by FUNCTION(spec) (repeatable)",
     )
     worker.add_argument(
+        "--agent",
+        dest="own_agents",
+        metavar="MODULE:FUNCTION",
+        type=_own_factory,
+        action="append",
+        default=[],
+        help="one more agent, as `run --agent MODULE:FUNCTION` builds it (FUNCTION(llm=...), on the "
+        "configured model): runs submitted with --agent MODULE:FUNCTION (repeatable; [agent] factory too)",
+    )
+    worker.add_argument(
         "--config", metavar="FILE", help="TOML configuration of its agents' models and options"
     )
     worker.add_argument(
@@ -328,7 +338,8 @@ def _durable_commands(commands: Any) -> None:
     submit.add_argument(
         "--agent",
         default="toolcall",
-        help="the agent a worker builds: toolcall, manus, browser, or a --agent-factory's",
+        help="the agent a worker builds: toolcall, manus, browser, a --agent-factory NAME, or the "
+        "MODULE:FUNCTION of a worker's --agent",
     )
     submit.add_argument("--model", help="the model (else the worker's configured one)")
     submit.add_argument(
@@ -477,6 +488,12 @@ def _agent_options(
     )
     _mcp_server_option(run)
     option_flags(run)
+
+
+def _own_factory(text: str) -> str:
+    if ":" in text and not text.startswith(":") and not text.endswith(":"):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: give your factory as MODULE:FUNCTION")
 
 
 def _agent_name(text: str) -> str:
