@@ -280,3 +280,54 @@ def test_a_worker_runs_the_person_s_agent_submitted_by_its_name(mine: Path, llmo
         worker.communicate(timeout=30)
     refused = agentfsm("worker", "--db", db, "--agent", "mine:nothing")
     assert refused.returncode == 2 and "--agent 'mine:nothing': mine has no 'nothing'" in refused.stderr
+
+
+async def test_the_inspector_forks_a_recording_by_the_person_s_agent(mine: Path, llmock: Any):
+    import asyncio
+    import re
+
+    import aiohttp
+
+    llmock.call_tool("shout", {"text": "first"})
+    llmock.call_tool("terminate", {"status": "success"})
+    ran = agentfsm("run", "shout", "--agent", "mine:build", *model(llmock), "--trace", "t.jsonl")
+    assert ran.returncode == 0, ran.stderr
+    llmock.call_tool("terminate", {"status": "success"})  # the fork's one model call
+    command = [sys.executable, "-m", "agentfsm", "ui", "t.jsonl", "--agent", "mine:build", *model(llmock)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/); runs started on the page by mine:build", line)
+        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
+        url = found[1]
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{url}api/runs") as response:
+                (row,) = [r for r in (await response.json())["runs"] if r["kind"] == "trace"]
+            async with session.get(f"{url}api/run", params={"key": row["key"]}) as response:
+                assert (await response.json())["fork"]["agents"] == ["mine:build"]
+            body = {"key": row["key"], "at": 3, "agent": "mine:build"}
+            async with session.post(
+                f"{url}api/run/fork", json=body, headers={"Origin": url.rstrip("/")}
+            ) as response:
+                answer = await response.json()
+                assert response.status == 200, answer
+            for _ in range(300):
+                async with session.get(f"{url}api/run", params={"key": answer["key"]}) as response:
+                    summary = await response.json()
+                if summary["status"]["state"] == "finished":
+                    break
+                await asyncio.sleep(0.1)
+        assert summary["forked_from"]["transition"] == 3 and summary["result"]["stop_reason"] == "terminated"
+        assert (mine / "built.txt").read_text().count("built") >= 3  # the run, the check, the fork
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_the_inspector_s_runs_folder_needs_its_agent(mine: Path):
+    done = agentfsm("ui", ".", "--runs", "forks")
+    assert done.returncode == 2
+    assert "--runs holds the runs --agent starts from the page: give --agent too" in done.stderr

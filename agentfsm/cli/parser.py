@@ -255,6 +255,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list the durable runs in this database (sqlite:///FILE or postgresql://...)",
     )
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument(
+        "--agent",
+        type=_agent_name,
+        metavar="AGENT",
+        help="the agent that runs what the page starts from a recording (a fork from one of its "
+        "transitions): toolcall, manus, mcp, browser, or your MODULE:FUNCTION, on the configured model",
+    )
+    ui.add_argument(
+        "--runs",
+        metavar="DIR",
+        help="with --agent: the folder of the runs the page starts (default: a temporary one, removed "
+        "when the inspector stops)",
+    )
+    _model_options(ui)
     _durable_commands(commands)
     return parser
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import secrets
 import shutil
 import sys
@@ -14,14 +15,16 @@ import webbrowser
 from pathlib import Path
 
 from ..agent.toolcall import ToolCallAgent
-from ..errors import InspectorError
+from ..errors import ConfigError, InspectorError
 from ..run.result import RunResult
 from ..runs.manager import TRACE_FILE
+from ..runs.spec import AgentFactory, AgentSpec
 from .output import EXIT_OK, EXIT_USAGE, usage_error
 
 
 def ui_command(args: argparse.Namespace) -> int:
-    from ..ui.managed import database, shown_url
+    from ..runs.manager import Runs
+    from ..ui.managed import Managed, app_runs, database, shown_url
     from ..ui.reader import Reader
     from ..ui.server import Inspector, needs_token
 
@@ -31,24 +34,41 @@ def ui_command(args: argparse.Namespace) -> int:
         return usage_error(
             f"no such file or folder: {missing[0]}; give traces, checkpoints or folders holding them"
         )
+    if args.runs is not None and args.agent is None:
+        return usage_error("--runs holds the runs --agent starts from the page: give --agent too")
+    factories: dict[str, AgentFactory] = {}
+    if args.agent is not None:
+        try:
+            factories = {args.agent: _page_agent(args)}
+        except ValueError as exc:  # ConfigError: the model, the factory
+            return usage_error(str(exc))
     token = secrets.token_urlsafe(24) if needs_token(args.host) else None
-    inspector = Inspector(
-        Reader(paths, managed=[database(args.db)] if args.db else []),
-        host=args.host,
-        port=args.port,
-        token=token,
-    )
 
     async def serve() -> None:
-        url = await inspector.start()
-        try:
-            given = f"{len(paths)} path(s)" + (f" and {shown_url(args.db)}" if args.db else "")
-            print(f"agentfsm ui: {given} at {url} (Ctrl-C stops)", flush=True)
-            if args.open:
-                webbrowser.open(url)
-            await asyncio.Event().wait()
-        finally:
-            await inspector.stop()
+        with contextlib.ExitStack() as folders:
+            folder = args.runs
+            if factories and folder is None:
+                folder = folders.enter_context(tempfile.TemporaryDirectory(prefix="agentfsm-ui-"))
+            async with contextlib.AsyncExitStack() as stack:
+                managed: list[Managed] = []
+                if factories:
+                    runs = await stack.enter_async_context(Runs(folder, agents=factories))
+                    managed.append(app_runs(runs))
+                if args.db:
+                    managed.append(database(args.db))
+                inspector = Inspector(
+                    Reader(paths, managed=managed), host=args.host, port=args.port, token=token
+                )
+                url = await inspector.start()
+                try:
+                    given = f"{len(paths)} path(s)" + (f" and {shown_url(args.db)}" if args.db else "")
+                    runs_by = f"; runs started on the page by {args.agent}" if factories else ""
+                    print(f"agentfsm ui: {given} at {url}{runs_by} (Ctrl-C stops)", flush=True)
+                    if args.open:
+                        webbrowser.open(url)
+                    await asyncio.Event().wait()
+                finally:
+                    await inspector.stop()
 
     try:
         asyncio.run(serve())
@@ -58,6 +78,33 @@ def ui_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return EXIT_OK
+
+
+def _page_agent(args: argparse.Namespace) -> AgentFactory:
+    """The factory of the runs the page starts (`--agent`): the command line's agent on the configured
+    model (one model, built here, for all of them), as `run` builds it; decisions are the page's."""
+    from .building import build_agent, check_model_credentials, check_own_agent, flags_given, own_agent
+    from .config import LLMSettings, Settings, build_llm
+
+    name = args.agent
+    overrides = {"llm": {name: flags_given(args, LLMSettings.model_fields)}}
+    settings = Settings.load(args.config, overrides)
+    llm = build_llm(settings.llm_for(name))
+    check_model_credentials(llm)
+    if ":" in name:
+        check_own_agent(name, args, settings)
+        if not isinstance(own_agent(name, llm, terminal=False), ToolCallAgent):  # refused now, not per run
+            raise ConfigError(f"--agent {name} builds no tool-calling agent; the page's runs are one's")
+
+    def build(spec: AgentSpec) -> ToolCallAgent:
+        if ":" in name:
+            made = own_agent(name, llm, terminal=False)
+            assert isinstance(made, ToolCallAgent)  # checked above
+            return made
+        options = settings.agent.agent_kwargs()
+        return build_agent(name, settings, llm, options, terminal=False, tools=settings.agent.tools or [])
+
+    return build
 
 
 def run_with_ui(agent: ToolCallAgent, task: str, *, as_json: bool, trace: str | None) -> int:
