@@ -331,3 +331,18 @@ def test_the_inspector_s_runs_folder_needs_its_agent(mine: Path):
     done = agentfsm("ui", ".", "--runs", "forks")
     assert done.returncode == 2
     assert "--runs holds the runs --agent starts from the page: give --agent too" in done.stderr
+
+
+def test_debug_steps_the_person_s_agent_through_its_own_states(mine: Path, llmock: Any):
+    llmock.call_tool("shout", {"text": "step"})
+    llmock.call_tool("terminate", {"status": "success"})
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "debug", "shout", "--agent", "mine:build", *model(llmock)],
+        input="break NOTING\ncontinue\nstate\ncontinue\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "OBSERVING -> NOTING" in done.stdout and "breakpoint set: NOTING" in done.stdout

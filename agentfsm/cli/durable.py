@@ -299,9 +299,10 @@ def _own(target: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent
 def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent]:
     """The factory of the command line's agent `name`: the worker's configuration, with the spec's
     options laid over it (model options over ``[llm.<name>]``, agent options over ``[agent]``)."""
+    from .building import own_tools
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
-    Settings.load(config)  # a bad configuration stops the worker before it takes a run
+    own_tools(Settings.load(config).agent.tools or [])  # a bad configuration or tool stops the worker at once
     models: dict[str, ChatModel] = {}
 
     def build(spec: AgentSpec) -> ToolCallAgent:
@@ -328,14 +329,28 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
         if llm is None:
             llm = models[key] = build_llm(llm_settings)
         options = settings.agent.agent_kwargs()
+        tools = settings.agent.tools or []
+        own = own_tools(tools)  # [agent] tools: the person's functions join the built-in agents
+        agent: ToolCallAgent
         if name == "manus":
             from ..agent.manus import Manus
 
-            return Manus(llm=llm, sandbox=settings.sandbox, browser=settings.browser, name=name, **options)
-        if name == "browser":
+            agent = Manus(
+                llm=llm,
+                sandbox=settings.sandbox,
+                browser=settings.browser,
+                extra_tools=own,
+                name=name,
+                **options,
+            )
+        elif name == "browser":
             from ..agent.browser import BrowserAgent
 
-            return BrowserAgent(llm=llm, browser=settings.browser, name=name, **options)
-        return ToolCallAgent(llm=llm, tools=[Terminate()], name=name, **options)
+            agent = BrowserAgent(llm=llm, browser=settings.browser, extra_tools=own, name=name, **options)
+        else:
+            agent = ToolCallAgent(llm=llm, tools=[*own, Terminate()], name=name, **options)
+        if tools:
+            agent.built_by = {"tools": list(tools)}
+        return agent
 
     return build
