@@ -72,6 +72,7 @@ __all__ = [
     "SandboxError",
     "SandboxPathError",
     "ScriptExhaustedError",
+    "SessionError",
     "TokenLimitExceeded",
     "ToolSetupError",
     "TraceError",
@@ -307,6 +308,11 @@ class NotAFileError(SandboxPathError, IsADirectoryError):
 class InspectorError(AgentfsmError, OSError):
     """The inspector cannot serve (its address is taken or not this machine's), or cannot show a
     recording it was given (the message is the one line its row shows)."""
+
+
+class SessionError(AgentfsmError, ValueError):
+    """A session's stored conversation cannot be read back (not one, damaged), or its name cannot
+    name a file."""
 
 
 class ReplayError(TraceError):

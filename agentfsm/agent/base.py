@@ -16,6 +16,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import Any, ClassVar, Self
 
 from ..errors import (
@@ -36,6 +37,7 @@ from ..recording.checkpoint import Checkpointer, open_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.restore import read_run_state, restore
+from ..recording.session import Session
 from ..recording.trace import MemoryTrace, Trace, TraceWriter, cut_for_resume
 from ..recording.writer import off_loop
 from ..run.driver import RunDriver
@@ -147,6 +149,7 @@ class BaseAgent(DrivenModel, ABC):
         checkpoint: RecordPath | None = None,
         deps: Any = None,
         run_id: str | None = None,
+        session: Session | None = None,
     ) -> RunResult:
         """Run the machine from `request` to a final state, or a pause (`result.paused`); say why.
 
@@ -160,13 +163,27 @@ class BaseAgent(DrivenModel, ABC):
         the model, traced or checkpointed, so a resumed run is given them again.
         `run_id`: the run's id, for an app that names its runs (a durable run takes its
         workflow's); None: a new one. Results, events, traces and checkpoints carry it.
+        `session`: a conversation kept between runs (`agentfsm.recording.session`): its messages
+        become the agent's memory before the run (when it holds any), and the memory is saved to
+        it after the run, however it ended; the memory window applies across the conversation.
         """
         self.check_deps(deps)
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise WrongValueError(
                 f"`run_id` must be a non-empty string, got {run_id!r}: name the run, or pass None"
             )
-        return await self._start(request, checkpoint, trace, run_id, lambda: self._take_deps(deps))
+        if session is None:
+            return await self._start(request, checkpoint, trace, run_id, lambda: self._take_deps(deps))
+        if not isinstance(session, Session):
+            raise WrongTypeError(f"`session` must be a Session (FileSession, or your own), got {session!r}")
+        self._check_startable()  # before the memory is replaced: a run in progress keeps its own
+        saved = await session.load()
+        if saved is not None:
+            self.memory = Memory.from_snapshot(replace(saved, max_messages=self.memory.max_messages))
+        try:
+            return await self._start(request, checkpoint, trace, run_id, lambda: self._take_deps(deps))
+        finally:
+            await session.save(self.memory.snapshot())
 
     def run_sync(
         self,
@@ -175,6 +192,7 @@ class BaseAgent(DrivenModel, ABC):
         trace: Trace | None = None,
         checkpoint: RecordPath | None = None,
         deps: Any = None,
+        session: Session | None = None,
     ) -> RunResult:
         """`run()` for a script, where no event loop runs: the run on an event loop of its own.
 
@@ -186,7 +204,9 @@ class BaseAgent(DrivenModel, ABC):
         """
         self._check_no_loop("run")
         self._check_startable()  # before a loop is made: a refusal leaves nothing to close
-        return self._on_own_loop(lambda: self.run(request, trace=trace, checkpoint=checkpoint, deps=deps))
+        return self._on_own_loop(
+            lambda: self.run(request, trace=trace, checkpoint=checkpoint, deps=deps, session=session)
+        )
 
     def resume_sync(
         self,
