@@ -133,6 +133,29 @@ def build_agent(
     return agent
 
 
+def command_agent(args: argparse.Namespace) -> tuple[str, BaseAgent | PlanningFlow, Settings]:
+    """The agent a command's flags and configuration name (`run`, `debug`, `chat`): its name (a
+    built-in one, or the person's ``MODULE:FUNCTION``: `--agent`, else ``[agent] factory``, else
+    toolcall), the agent (or the flow a factory built), and the settings it was built from.
+    `ConfigError` (a `ValueError`) for what cannot be built."""
+    from .config import AgentSettings, LLMSettings, Settings, build_llm
+
+    name = args.agent or Settings.load(args.config).agent.factory or "toolcall"
+    overrides = {
+        "llm": {name: flags_given(args, LLMSettings.model_fields)},
+        "agent": flags_given(args, AgentSettings.model_fields),
+    }
+    settings = Settings.load(args.config, overrides)
+    llm = build_llm(settings.llm_for(name))
+    check_model_credentials(llm)
+    if ":" in name:  # the person's own factory
+        check_own_agent(name, args, settings)
+        return name, own_agent(name, llm), settings
+    servers = mcp_server_settings(settings, getattr(args, "mcp_servers", []))
+    options, tools = settings.agent.agent_kwargs(), settings.agent.tools or []
+    return name, build_agent(name, settings, llm, options, mcp_servers=servers, tools=tools), settings
+
+
 def own_tools(targets: Sequence[str]) -> list[Tool]:
     """The tools `--tool MODULE:FUNCTION` names: a `Tool` as it is, a function made one (`tool`)."""
     found: list[Tool] = []

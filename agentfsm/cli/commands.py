@@ -48,7 +48,7 @@ from .building import (
     agent_class_named,
     build_agent,
     check_model_credentials,
-    check_own_agent,
+    command_agent,
     flags_given,
     mcp_server_settings,
     options_class_named,
@@ -69,7 +69,7 @@ from .replay_command import replay_command
 from .serve_command import mcp_serve_command
 
 if TYPE_CHECKING:
-    from ..flow.flow import PlanningFlow
+    pass
 
 __all__ = ["main"]
 
@@ -105,6 +105,10 @@ def _command(argv: Sequence[str] | None) -> int:
         return _resume(args)
     if args.command == "mcp-serve":
         return mcp_serve_command(args)
+    if args.command == "chat":
+        from .chat import chat_command
+
+        return chat_command(args)
     if args.command == "ui":
         from .ui_command import ui_command
 
@@ -122,7 +126,7 @@ def _command(argv: Sequence[str] | None) -> int:
 
 def _check_configuration_first(args_list: list[str]) -> None:
     """For `run`: load the file and environment before argparse checks anything else."""
-    commands = ("run", "debug", "resume", "mcp-serve", "worker")
+    commands = ("run", "chat", "debug", "resume", "mcp-serve", "worker")
     if not args_list or args_list[0] not in commands or {"-h", "--help"} & set(args_list):
         return
     from .config import Settings
@@ -139,7 +143,6 @@ def _check_configuration_first(args_list: list[str]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from ..recording.files import check_writable
     from . import log_setup
-    from .config import AgentSettings, LLMSettings, Settings, build_llm
     from .otel import exporting
 
     if not args.task.strip():  # nothing to ask: refused before a model is called
@@ -167,24 +170,8 @@ def _run(args: argparse.Namespace) -> int:
     if getattr(args, "stream", None) and args.json:
         return usage_error("--stream prints the model's text on stdout, --json the result: choose one")
     try:
-        name = args.agent or Settings.load(args.config).agent.factory or "toolcall"
-        overrides = {
-            "llm": {name: flags_given(args, LLMSettings.model_fields)},
-            "agent": flags_given(args, AgentSettings.model_fields),
-        }
-        settings = Settings.load(args.config, overrides)
+        name, built, settings = command_agent(args)
         llm_settings = settings.llm_for(name)
-        llm = build_llm(llm_settings)
-        check_model_credentials(llm)
-        servers = mcp_server_settings(settings, getattr(args, "mcp_servers", []))
-        built: BaseAgent | PlanningFlow
-        if ":" in name:  # the person's own factory
-            check_own_agent(name, args, settings)
-            built = own_agent(name, llm)
-        else:
-            options = settings.agent.agent_kwargs()
-            tools = settings.agent.tools or []
-            built = build_agent(name, settings, llm, options, mcp_servers=servers, tools=tools)
         spans = exporting(settings.telemetry, getattr(args, "otel", False))
     except ValueError as exc:  # ConfigError, or an option the agent refuses
         return usage_error(str(exc))

@@ -110,6 +110,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_options(resume)
 
+    chat = commands.add_parser(
+        "chat",
+        help="talk to an agent at the terminal, its memory kept between turns",
+        description="A conversation with one agent: each line is a turn, run as `run` runs a task, "
+        "its memory going on from the turns before. Commands: /reset, /diagram, /save, /usage, "
+        "/quit, /help. Ctrl-C cancels a turn and the conversation goes on; Ctrl-D ends it.",
+    )
+    _agent_options(chat)
+    chat.add_argument(
+        "--session",
+        metavar="NAME",
+        help="keep the conversation in the session NAME (a file in the data folder, or a FILE.json "
+        "path), saved after every turn: the next chat with it goes on from it",
+    )
+    chat.add_argument(
+        "--stream",
+        action="store_true",
+        help="the model's replies on stdout as they come (else the answer once the turn ends)",
+    )
+    chat.add_argument(
+        "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
+    )
+    _verbosity_options(chat)
+
     debug = commands.add_parser(
         "debug",
         help="step through a run of TASK at a prompt",
