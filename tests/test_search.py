@@ -1,6 +1,7 @@
 """Web search: SearXNG, Brave and Tavily against servers of the suite's own on 127.0.0.1 that speak
 each service's wire (its path, its parameters, its headers, its answer's shape), DuckDuckGo at the
-``ddgs`` boundary, and the fallback chain.
+``ddgs`` boundary, the fallback chain, the ``[search]`` section, and the command line's agents
+answering ``web_search`` from a configured backend.
 
 Each fake service answers from a script (the last answer repeats) and keeps every request it got,
 so a test sees what was sent, how often, and when.
@@ -16,11 +17,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from pydantic import SecretStr
 
 from agentfsm.browser.engines import (
     BraveSearch,
@@ -31,9 +34,12 @@ from agentfsm.browser.engines import (
     Tavily,
     build_search,
 )
-from agentfsm.browser.search import SearchResult
-from agentfsm.errors import MissingExtraError, SearchError
+from agentfsm.browser.search import NO_SEARCH, SearchResult
+from agentfsm.cli.building import build_agent
+from agentfsm.cli.config import Settings
+from agentfsm.errors import ConfigError, MissingExtraError, SearchError
 from agentfsm.model.retry import RetryPolicy
+from agentfsm.testing import ScriptedLLM, reply
 
 pytestmark = pytest.mark.http
 
@@ -609,3 +615,247 @@ async def test_without_ddgs_duckduckgo_is_refused_naming_the_extra(monkeypatch: 
     )
     with pytest.raises(MissingExtraError, match="pip install 'agentfsm"):
         await DuckDuckGo(policy=fast()).search("q", num_results=1)
+
+
+# -- the [search] section ----------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_search_is_read_from_the_configuration_file(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "agentfsm.toml",
+        f"""
+[search]
+backends = ["searxng", "brave", "tavily", "duckduckgo"]
+max_attempts = 4
+backoff_max = 2.5
+
+[search.searxng]
+url = "http://127.0.0.1:8888/"
+timeout = 3
+
+[search.brave]
+api_key = "{KEY}"
+url = "http://127.0.0.1:9001"
+
+[search.tavily]
+api_key = "tvly-{KEY}"
+
+[search.duckduckgo]
+region = "uk-en"
+""",
+    )
+    settings = Settings.load(config)
+    search = settings.search
+    assert search.backends == ("searxng", "brave", "tavily", "duckduckgo")
+    assert (search.max_attempts, search.backoff_max) == (4, 2.5)
+    assert (search.searxng.url, search.searxng.timeout) == ("http://127.0.0.1:8888", 3.0)
+    assert search.brave.url == "http://127.0.0.1:9001" and search.tavily.url == "https://api.tavily.com"
+    assert search.brave.api_key == SecretStr(KEY) and search.duckduckgo.region == "uk-en"
+    for shown in (repr(settings), settings.model_dump_json(), repr(settings.model_dump(mode="json"))):
+        assert KEY not in shown
+    chain = build_search(search, environ={})
+    assert isinstance(chain, SearchChain) and chain.names == list(search.backends)
+    made = chain.backends
+    assert isinstance(made[0], SearXNG) and made[0].timeout == 3.0 and made[0].policy.max_attempts == 4
+    assert isinstance(made[1], BraveSearch) and made[1].url == "http://127.0.0.1:9001"
+    assert made[1].policy is not made[0].policy and made[1].policy.backoff_max == 2.5
+    assert isinstance(made[2], Tavily) and made[2].api_key.get_secret_value() == f"tvly-{KEY}"
+    assert isinstance(made[3], DuckDuckGo) and made[3].region == "uk-en"
+    assert KEY not in repr(chain) and KEY not in repr([vars(b) for b in made])
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        (
+            '[search]\nbackends = ["searxng", "google"]',
+            "[search] backends = ['searxng', 'google'] (in {config}): Value error, unknown search backend "
+            "'google': choose from searxng, brave, tavily, duckduckgo",
+        ),
+        ('[search]\nbackends = ["brave", "brave"]', "brave named twice: name each backend once"),
+        (
+            "[search.brave]\ntoken = 'x'",
+            "unknown key 'token' in [search.brave] (in {config}); allowed: timeout, url",
+        ),
+        ("[search]\nengine = 'Google'", "unknown key 'engine' in [search] (in {config}); allowed: backends"),
+        ("[search.searxng]\nurl = 'localhost:8888'", "is not a service's address: give its http(s) base URL"),
+        (
+            "[search.tavily]\ntimeout = 0",
+            "[search.tavily] timeout = 0 (in {config}): Input should be greater",
+        ),
+        ("[search.brave]\napi_key = [1]", "[search.brave] api_key = <hidden>"),
+        ("[search]\nmax_attempts = 0", "[search] max_attempts = 0"),
+    ],
+)
+def test_a_wrong_search_setting_is_refused_in_one_line(tmp_path: Path, toml: str, expected: str) -> None:
+    config = write(tmp_path / "bad.toml", toml)
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(config)
+    assert expected.format(config=config) in one_line(raised.value)
+
+
+def test_a_key_comes_from_the_table_the_services_variable_or_agentfsms(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wanted = SearchSettings(backends=("tavily", "brave"))
+    with pytest.raises(ConfigError) as raised:
+        build_search(wanted, environ={})
+    assert one_line(raised.value) == (
+        "[search] backends names 'tavily', which needs an API key: set [search.tavily] api_key, "
+        "TAVILY_API_KEY, or AGENTFSM_SEARCH__TAVILY__API_KEY"
+    )
+    chain = build_search(wanted, environ={"TAVILY_API_KEY": "from-tavily", "BRAVE_API_KEY": "from-brave"})
+    assert chain is not None
+    assert [b.api_key.get_secret_value() for b in chain.backends] == ["from-tavily", "from-brave"]  # type: ignore[attr-defined]
+
+    monkeypatch.setenv("AGENTFSM_SEARCH__BACKENDS", '["brave"]')
+    monkeypatch.setenv("AGENTFSM_SEARCH__BRAVE__API_KEY", "from-agentfsm")
+    monkeypatch.setenv("BRAVE_API_KEY", "from-brave")
+    loaded = build_search(Settings.load().search)
+    assert loaded is not None
+    (only,) = loaded.backends
+    assert only.api_key.get_secret_value() == "from-agentfsm"  # type: ignore[attr-defined]
+
+
+async def test_nothing_is_contacted_when_no_backend_is_configured(clean_env: Path, serve: Serve) -> None:
+    service = await serve("GET", "/search", Answer(body=searxng_body("q")))
+    write(clean_env / "agentfsm.toml", f'[search.searxng]\nurl = "{service.url}"\n')  # a table, no backends
+    settings = Settings.load()
+    assert settings.search.backends == () and build_search(settings.search) is None
+    agent = build_agent("browser", settings, ScriptedLLM([]), {}, terminal=False)
+    try:
+        assert agent.browser_tool.search is None
+        searched = await agent.browser_tool(action="web_search", query="anything")
+        assert searched.error == NO_SEARCH
+    finally:
+        await agent.aclose()
+    assert service.seen == [] and agent.browser.workdir is None
+
+
+# -- the command line's agents -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["browser", "manus"])
+async def test_the_command_lines_agents_search_the_configured_backend(
+    clean_env: Path, serve: Serve, name: str
+) -> None:
+    """`build_agent` (what `agentfsm run` calls) gives Manus and the browser agent the configured
+    chain; its web_search answers from the local SearXNG. The hits are on hosts the browser may not
+    reach, so the results are listed and the first is not opened: no browser starts."""
+    down = f"http://127.0.0.1:{closed_port()}"
+    service = await serve("GET", "/search", Answer(body=searxng_body("python release")))
+    write(
+        clean_env / "agentfsm.toml",
+        f"""
+[sandbox]
+mode = "local"
+
+[search]
+backends = ["brave", "searxng"]
+
+[search.brave]
+url = "{down}"
+api_key = "{KEY}"
+
+[search.searxng]
+url = "{service.url}"
+""",
+    )
+    agent = build_agent(name, Settings.load(), ScriptedLLM([]), {}, terminal=False)
+    try:
+        result = await agent.browser_tool(action="web_search", query="python release")
+    finally:
+        await agent.aclose()
+    assert not result.error, result.error
+    output = str(result.output)
+    assert output.startswith(
+        "Results for 'python release':\n"
+        "1. Page 1 - https://docs.example.org/page1\n   What page 1 says about the query.\n"
+        "2. Page 2 - https://docs.example.org/page2\n"
+    )
+    assert "5. Page 5" in output and "6. Page 6" not in output  # the tool asks for five
+    assert output.endswith(
+        "\nThe first was not opened: refused 'https://docs.example.org/page1': its host 'docs.example.org' "
+        "is not in [browser] allowed_hosts (127.0.0.1, localhost); add it there to allow it"
+    )
+    assert len(service.seen) == 1 and agent.browser.workdir is None and result.base64_image is None
+
+
+async def test_the_durable_workers_agents_search_the_configured_backends(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentfsm worker`'s built-in agents are built with the same chain; a backend without its key
+    stops the worker as it starts, not at its first run."""
+    from agentfsm.cli.durable import _configured
+    from agentfsm.runs.spec import AgentSpec
+
+    llm = '[llm]\nmodel = "openai/m"\napi_base = "http://127.0.0.1:9/v1"\napi_key = "k"\n\n'
+    write(clean_env / "agentfsm.toml", llm + '[search]\nbackends = ["searxng", "tavily"]\n')
+    with pytest.raises(ConfigError, match=r"^\[search\] backends names 'tavily', which needs an API key"):
+        _configured("manus", None)
+    monkeypatch.setenv("TAVILY_API_KEY", KEY)
+    for name in ("browser", "manus"):
+        agent: Any = _configured(name, None)(AgentSpec(agent=name))
+        try:
+            chain = agent.browser_tool.search
+            assert isinstance(chain, SearchChain) and chain.names == ["searxng", "tavily"]
+        finally:
+            await agent.aclose()
+
+
+async def test_a_browser_agents_run_answers_from_a_local_searxng(clean_env: Path, serve: Serve) -> None:
+    """A whole run in the system's Chromium: the model searches, the tool lists the hits and opens the
+    first (a page of the same local server), and the model's next request carries both."""
+    from browser_support import require_chromium
+
+    require_chromium()
+
+    async def page(request: web.Request) -> web.Response:
+        text = "<html><title>Release</title><h1>Python 3.99 is out</h1></html>"
+        return web.Response(text=text, content_type="text/html")
+
+    def hit(seen: Seen) -> Answer:
+        base = f"http://127.0.0.1:{service.port}"
+        return Answer(body=searxng_body(seen.query["q"], [(f"{base}/page", "Python 3.99", "It is out.")]))
+
+    service = await serve("GET", "/search", hit, extra=lambda app: app.router.add_get("/page", page))
+    write(
+        clean_env / "agentfsm.toml",
+        f'[search]\nbackends = ["searxng"]\n\n[search.searxng]\nurl = "{service.url}"\n',
+    )
+    llm = ScriptedLLM(
+        [
+            reply(tool_calls=[("browser_use", {"action": "web_search", "query": "latest python"})]),
+            reply("Python 3.99 is out.", tool_calls=[("terminate", {"status": "success"})]),
+        ]
+    )
+    async with build_agent("browser", Settings.load(), llm, {}, terminal=False) as agent:
+        result = await agent.run("What is the latest Python?")
+    assert result.stop_reason == "terminated", result.error
+    (observation,) = [m.content for m in llm.requests[1].messages if m.role == "tool"]
+    assert observation == (
+        "Observed output of cmd `browser_use` executed:\n"
+        f"Results for 'latest python':\n1. Python 3.99 - {service.url}/page\n   It is out.\n"
+        f"Navigated to the first: {service.url}/page"
+    )
+    assert service.seen[0].query == {"q": "latest python", "format": "json"}
+    # the page it opened is in the state the next request carries
+    system = "\n".join(str(m.content) for m in llm.requests[1].system_msgs)
+    assert 'heading "Python 3.99 is out"' in system
+
+
+def test_the_readmes_search_configuration_loads_as_written(clean_env: Path) -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (block,) = [b.split("```", 1)[0] for b in text.split("```toml\n")[1:] if '"searxng", "duckduckgo"' in b]
+    settings = Settings.load(write(clean_env / "agentfsm.toml", block)).search
+    assert settings.backends == ("searxng", "duckduckgo")
+    assert (settings.searxng.url, settings.duckduckgo.region) == ("http://127.0.0.1:8888", "us-en")
+    chain = build_search(settings, environ={})
+    assert chain is not None and chain.names == ["searxng", "duckduckgo"]
