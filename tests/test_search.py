@@ -859,3 +859,14 @@ def test_the_readmes_search_configuration_loads_as_written(clean_env: Path) -> N
     assert (settings.searxng.url, settings.duckduckgo.region) == ("http://127.0.0.1:8888", "us-en")
     chain = build_search(settings, environ={})
     assert chain is not None and chain.names == ["searxng", "duckduckgo"]
+
+
+def test_the_configuration_loads_no_backend_nor_its_client() -> None:
+    """The command line reads `[search]` on every start: only the settings are imported with it."""
+    import subprocess
+
+    heavy = ("agentfsm.browser.engines.request", "agentfsm.browser.engines.chain", "aiohttp", "ddgs")
+    code = f"import sys, agentfsm.cli.config; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
