@@ -870,3 +870,34 @@ def test_the_configuration_loads_no_backend_nor_its_client() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        (
+            '[search]\nbackends = ["brave"]\n',
+            "agentfsm: error: [search] backends names 'brave', which needs an API key: set [search.brave] "
+            "api_key, BRAVE_API_KEY, or AGENTFSM_SEARCH__BRAVE__API_KEY\n",
+        ),
+        (
+            '[search]\nbackends = ["bing"]\n',
+            "unknown search backend 'bing': choose from searxng, brave, tavily",
+        ),
+    ],
+)
+def test_a_search_the_command_line_cannot_make_stops_it_in_one_line(
+    clean_env: Path, toml: str, said: str
+) -> None:
+    import os
+    import subprocess
+
+    write(clean_env / "agentfsm.toml", toml)
+    env = {k: v for k, v in os.environ.items() if k not in ("BRAVE_API_KEY", "TAVILY_API_KEY")}
+    command = [sys.executable, "-m", "agentfsm", "run", "find it", "--agent", "browser"]
+    model = ["--model", "openai/m", "--api-base", f"http://127.0.0.1:{closed_port()}/v1", "--api-key", "k"]
+    done = subprocess.run([*command, *model], capture_output=True, text=True, timeout=120, env=env)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert (
+        done.stderr.count("\n") == 1 and done.stderr.startswith("agentfsm: error: ") and said in done.stderr
+    )
