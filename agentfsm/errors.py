@@ -72,6 +72,9 @@ __all__ = [
     "SandboxError",
     "SandboxPathError",
     "ScriptExhaustedError",
+    "SearchConnectionError",
+    "SearchError",
+    "SearchTimeoutError",
     "SessionError",
     "TokenLimitExceeded",
     "ToolSetupError",
@@ -281,6 +284,40 @@ class EditorError(AgentfsmError):
 class BrowserError(AgentfsmError, RuntimeError):
     """The browser itself failed: Chromium is missing or would not start, or it died. The browser
     tool reports it to the model as an observation; the next call starts a new browser."""
+
+
+class SearchError(AgentfsmError, RuntimeError):
+    """A web search failed: one backend's request (raised by an attempt, which the retries read),
+    or the search as a whole, every configured backend tried (what ``web_search`` reports).
+
+    Like `ProviderError`, an attempt's error carries what the retry policy reads: the HTTP status
+    and headers of the answer when a service answered (``Retry-After``); and `fix`, what to change
+    when it is the last word.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        fix: str = "",
+        status_code: int | None = None,
+        response_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.backend = backend
+        self.fix = fix
+        self.status_code = status_code
+        self.response_headers = response_headers
+
+
+class SearchConnectionError(SearchError, ConnectionError):
+    """No answer from a search service: the connection was refused, dropped, or cut short."""
+
+
+class SearchTimeoutError(SearchError, TimeoutError):
+    """No complete answer from a search service within its `timeout`."""
 
 
 class SandboxError(AgentfsmError, RuntimeError):

@@ -165,11 +165,11 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
-    httpx2, anyio and uvicorn), playwright: each by one module (the one that talks to it), so an optional
-    integration stays out of the rest. aiohttp has two, one a wing: the model's HTTP client and the
-    inspector's server. The MCP SDK has four: the client and its stdio transport, and
-    `agentfsm mcp-serve`'s server with its elicitations, the only importers of its server side (the
-    server is the only importer of uvicorn, which serves its HTTP)."""
+    httpx2, anyio and uvicorn), playwright, ddgs: each by one module (the one that talks to it), so an
+    optional integration stays out of the rest. aiohttp has three, one a wing: the model's HTTP client,
+    the inspector's server, and the search services' requests. The MCP SDK has four: the client and
+    its stdio transport, and `agentfsm mcp-serve`'s server with its elicitations, the only importers
+    of its server side (the server is the only importer of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -180,7 +180,11 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
                 importers.setdefault(name.split(".")[0], set()).add(_module(path))
     assert importers["transitions"] == {"agentfsm.fsm.machine"}
     assert importers["litellm"] == {"agentfsm.model.llm"}
-    assert importers["aiohttp"] == {"agentfsm.model.openai_compatible", "agentfsm.ui.server"}
+    assert importers["aiohttp"] == {
+        "agentfsm.model.openai_compatible",
+        "agentfsm.ui.server",
+        "agentfsm.browser.engines.request",
+    }
     assert importers["tiktoken"] == {"agentfsm.model.encoding"}
     assert importers["tenacity"] == {"agentfsm.model.retry"}
     assert importers["docker"] == {"agentfsm.sandbox.docker_engine"}
@@ -197,6 +201,7 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["httpx2"] == {"agentfsm.mcp.client"}
     assert importers["anyio"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio"}
     assert importers["playwright"] == {"agentfsm.browser.session"}
+    assert importers["ddgs"] == {"agentfsm.browser.engines.duckduckgo"}
     assert importers["opentelemetry"] == {"agentfsm.telemetry.spans"}
     assert importers["dbos"] == {"agentfsm.durable.engine"}
     # DBOS's own dependency: the queries of the two tables beside DBOS's (the workers' heartbeats, the

@@ -5,6 +5,8 @@ scraping their result pages: outside hosts contacted by default, and breaking
 whenever a page changes. Here a search is whatever `SearchBackend` the tool is
 given (an API of a search engine, an index of your own); without one,
 `web_search` tells the model there is none and to go to a known address.
+The backends shipped (SearXNG, Brave, Tavily, DuckDuckGo) and the ``[search]``
+section that chooses them are in `agentfsm.browser.engines`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Protocol, runtime_checkable
 __all__ = ["NO_SEARCH", "SearchBackend", "SearchResult"]
 
 NO_SEARCH = (
-    "web_search is not available: no search backend is configured (pass `search=` to BrowserUseTool "
-    "or Manus); use go_to_url with an address you know instead"
+    "web_search is not available: no search backend is configured (set [search] backends, or pass "
+    "`search=` to BrowserUseTool or Manus); use go_to_url with an address you know instead"
 )
 
 

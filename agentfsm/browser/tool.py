@@ -228,7 +228,10 @@ class BrowserUseTool(Tool):
         if not results:
             return ToolResult(output=f"No results for {query!r}")
         listed = "\n".join(f"{n}. {r.title} - {r.url}\n   {r.description}" for n, r in enumerate(results, 1))
-        landed = await self.session.goto(results[0].url)
+        try:
+            landed = await self.session.goto(results[0].url)
+        except AgentfsmError as exc:  # a host off the list (refused before any browser starts), a timeout
+            return ToolResult(output=f"Results for {query!r}:\n{listed}\nThe first was not opened: {exc}")
         return await self._shown(f"Results for {query!r}:\n{listed}\nNavigated to the first: {landed}")
 
     async def _extract(self, goal: str) -> ToolResult:

@@ -75,10 +75,12 @@ def build_agent(
     """The agent `name` with `options`; calls that need approval are asked about on the terminal
     (unless `terminal` is off: a server's agents ask their client). `mcp_servers` connect on the
     first think (mcp and manus agents). Manus and the browser agent browse by the `[browser]`
-    settings. `sandbox`: Manus's, decided already (`resumed_sandbox`, or an earlier agent's),
+    settings, and search with the `[search]` backends (none configured: no search).
+    `sandbox`: Manus's, decided already (`resumed_sandbox`, or an earlier agent's),
     used as it is; None: `command_sandbox` decides the configured one. `tools`: the person's own
     functions (``MODULE:FUNCTION``), joining the agent's toolbox (recorded: `built_by`)."""
     from ..agent.manus import Manus
+    from ..browser.engines.configured import build_search
     from .terminal import TerminalApprover, TerminalInputHandler, ask_on_terminal, terminal_available
 
     agent: ToolCallAgent
@@ -91,6 +93,7 @@ def build_agent(
             llm=llm,
             sandbox=sandbox or command_sandbox(settings.sandbox),
             browser=settings.browser,
+            search=build_search(settings.search),
             ask_human=ask,
             mcp_servers=servers,
             extra_tools=own,
@@ -114,7 +117,14 @@ def build_agent(
     elif name == "browser":
         from ..agent.browser import BrowserAgent
 
-        agent = BrowserAgent(llm=llm, browser=settings.browser, extra_tools=own, name=name, **options)
+        agent = BrowserAgent(
+            llm=llm,
+            browser=settings.browser,
+            search=build_search(settings.search),
+            extra_tools=own,
+            name=name,
+            **options,
+        )
     else:
         agent = ToolCallAgent(llm=llm, tools=[*own, Terminate()], name=name, **options)
     if tools:

@@ -15,8 +15,9 @@ ones the agent and the LLM check when built, declared there once.
 LLM is built from `Settings.llm_for(name)`. Agent options left unset stay
 `None`, so each agent class keeps its own defaults (Manus: 20 steps, the
 tool-calling agent: 30). `[sandbox]` is validated as `SandboxSettings`,
-`[browser]` as `BrowserSettings`; each `[mcp.servers.<id>]` table is checked as
-`MCPServerSettings`; `[telemetry]` as `TelemetrySettings`.
+`[browser]` as `BrowserSettings`, `[search]` (and its `[search.<backend>]` tables) as
+`SearchSettings`; each `[mcp.servers.<id>]` table is checked as `MCPServerSettings`;
+`[telemetry]` as `TelemetrySettings`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, c
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from ..agent.toolcall import ToolCallOptions
+from ..browser.engines.settings import BACKEND_TABLES, SearchSettings
 from ..browser.settings import BrowserSettings
 from ..errors import ConfigError
 from ..mcp.settings import DEFAULT_REFRESH_EVERY, DEFAULT_TIMEOUT, MCPServerSettings, TransportType
@@ -251,6 +253,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     mcp: _MCPSection = Field(default_factory=_MCPSection)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
@@ -412,6 +415,10 @@ def _allowed_keys(section: list[str]) -> list[str]:
         return list(SandboxSettings.model_fields)
     if section == ["browser"]:
         return list(BrowserSettings.model_fields)
+    if section == ["search"]:
+        return list(SearchSettings.model_fields)
+    if len(section) == 2 and section[0] == "search" and section[1] in BACKEND_TABLES:
+        return list(BACKEND_TABLES[section[1]].model_fields)
     if section == ["mcp"]:
         return ["servers"]
     if section == ["telemetry"]:

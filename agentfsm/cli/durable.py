@@ -299,10 +299,13 @@ def _own(target: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent
 def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCallAgent]:
     """The factory of the command line's agent `name`: the worker's configuration, with the spec's
     options laid over it (model options over ``[llm.<name>]``, agent options over ``[agent]``)."""
+    from ..browser.engines.configured import build_search
     from .building import own_tools
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
-    own_tools(Settings.load(config).agent.tools or [])  # a bad configuration or tool stops the worker at once
+    loaded = Settings.load(config)
+    own_tools(loaded.agent.tools or [])  # a bad configuration or tool stops the worker at once
+    build_search(loaded.search)  # and so does a search backend without its key
     models: dict[str, ChatModel] = {}
 
     def build(spec: AgentSpec) -> ToolCallAgent:
@@ -339,6 +342,7 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
                 llm=llm,
                 sandbox=settings.sandbox,
                 browser=settings.browser,
+                search=build_search(settings.search),
                 extra_tools=own,
                 name=name,
                 **options,
@@ -346,7 +350,14 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
         elif name == "browser":
             from ..agent.browser import BrowserAgent
 
-            agent = BrowserAgent(llm=llm, browser=settings.browser, extra_tools=own, name=name, **options)
+            agent = BrowserAgent(
+                llm=llm,
+                browser=settings.browser,
+                search=build_search(settings.search),
+                extra_tools=own,
+                name=name,
+                **options,
+            )
         else:
             agent = ToolCallAgent(llm=llm, tools=[*own, Terminate()], name=name, **options)
         if tools:
