@@ -87,9 +87,8 @@ async def main() -> int:
                     await page.wait_for_timeout(300)
                     await page.screenshot(path=OUT / "inspector-fork.png")
 
-                    held = await runs.submit(
-                        "Add 2 and 3, then delete report.txt", "assistant", breakpoints=[Breakpoint(tool="add")]
-                    )
+                    task, at_add = "Add 2 and 3, then delete report.txt", [Breakpoint(tool="add")]
+                    held = await runs.submit(task, "assistant", breakpoints=at_add)
                     await page.goto(f"{inspector.url}#/run/app%2F{held}")
                     await page.locator(".held-at").wait_for()
                     await page.wait_for_timeout(300)
