@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_support import either_db, pg_url, postgres_server  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -110,3 +111,20 @@ def test_a_bad_session_name_is_refused_in_one_line_and_a_json_path_is_a_file(llm
     llmock.reply("Kept.")
     assert chat(llmock, "keep this\n", "--session", "talks/mine.json").returncode == 0
     assert (clean_env / "talks" / "mine.json").exists()
+
+
+def test_a_session_in_the_durable_database_goes_on_in_the_next_chat(
+    llmock: Any,
+    clean_env: Path,
+    either_db: str,  # noqa: F811 (the fixture)
+):
+    db = either_db
+    llmock.reply("Noted: green.")
+    assert chat(llmock, "my colour is green\n", "--session", "colours", "--db", db).returncode == 0
+    assert not (clean_env / "agentfsm").exists()  # no file: the row is in the database
+    llmock.reply("Green.")
+    done = chat(llmock, "what is my colour?\n", "--session", "colours", "--db", db)
+    assert done.returncode == 0, done.stderr
+    assert users(llmock.requests[-1]) == ["my colour is green", "what is my colour?"]
+    refused = chat(llmock, "", "--db", db)
+    assert refused.returncode == 2 and "give --session NAME too" in refused.stderr

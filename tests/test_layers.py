@@ -210,4 +210,5 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
         "agentfsm.durable.heartbeat",
         "agentfsm.durable.events",
         "agentfsm.durable.engine",
+        "agentfsm.durable.sessions",
     }

@@ -73,3 +73,21 @@ def test_named_sessions_live_in_the_data_folder(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert session_file("work").path == tmp_path / "agentfsm" / "sessions" / "work.json"
     assert session_file("work", tmp_path / "mine").path == tmp_path / "mine" / "work.json"
+
+
+async def test_a_database_session_is_one_row_replaced_whole(tmp_path: Path):
+    from agentfsm.durable.sessions import DatabaseSession
+
+    seen: list[list[str]] = []
+    session = DatabaseSession(f"sqlite:///{tmp_path / 'chats.db'}", "ada")
+    try:
+        await _agent(seen).run("my name is Ada", session=session)
+        await _agent(seen).run("what is my name?", session=session)
+        assert seen[-1][:2] == ["my name is Ada", "what is my name?"]
+        other = DatabaseSession(f"sqlite:///{tmp_path / 'chats.db'}", "bob")
+        assert await other.load() is None  # a session of its own
+        other.close()
+        await session.clear()
+        assert await session.load() is None
+    finally:
+        session.close()

@@ -20,6 +20,7 @@ import sys
 from typing import TextIO
 
 from ..agent.base import BaseAgent
+from ..errors import AgentfsmError
 from ..fsm.diagram import to_mermaid
 from ..recording.session import FileSession, Session, session_file
 from ..run.result import RunResult
@@ -44,10 +45,12 @@ def chat_command(args: argparse.Namespace) -> int:
     from . import log_setup
     from .building import command_agent
 
+    if args.db and not args.session:
+        return usage_error("--db keeps a session in the database: give --session NAME too")
     try:
         name, built, settings = command_agent(args)
-        session = _session(args.session) if args.session else None
-    except ValueError as exc:  # ConfigError, SessionError
+        session = _session(args.session, args.db) if args.session else None
+    except (ValueError, AgentfsmError) as exc:  # ConfigError, SessionError, MissingExtraError
         return usage_error(str(exc))
     except KeyboardInterrupt:
         return exit_interrupted()
@@ -58,8 +61,13 @@ def chat_command(args: argparse.Namespace) -> int:
         return asyncio.run(Chat(built, session, stream=bool(args.stream)).talk())
 
 
-def _session(given: str) -> Session:
-    """A session by name (in the data folder) or, when `given` is a ``.json`` path, that file."""
+def _session(given: str, db: str | None) -> Session:
+    """The session `given` names: a row of the durable database at `db`, else a file by name (in the
+    data folder), or the ``.json`` path given."""
+    if db is not None:
+        from ..durable.sessions import DatabaseSession  # SQLAlchemy, DBOS's, loaded only for --db
+
+        return DatabaseSession(db, given)
     if given.endswith(".json"):
         return FileSession(given)
     return session_file(given)
@@ -109,6 +117,9 @@ class Chat:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
             await self.agent.aclose()
+            close = getattr(self.session, "close", None)  # a database's connections
+            if close is not None:
+                close()
         return EXIT_OK
 
     async def turn(self, line: str) -> None:

@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model's replies on stdout as they come (else the answer once the turn ends)",
     )
     chat.add_argument(
+        "--db",
+        metavar="URL",
+        help="keep the --session in this durable database (sqlite:///FILE or postgresql://...) instead "
+        "of a file",
+    )
+    chat.add_argument(
         "--log-format", choices=("console", "json"), default="console", help="log lines on stderr"
     )
     _verbosity_options(chat)
