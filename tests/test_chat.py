@@ -128,3 +128,13 @@ def test_a_session_in_the_durable_database_goes_on_in_the_next_chat(
     assert users(llmock.requests[-1]) == ["my colour is green", "what is my colour?"]
     refused = chat(llmock, "", "--db", db)
     assert refused.returncode == 2 and "give --session NAME too" in refused.stderr
+
+
+def test_a_turn_asks_its_approvals_on_the_terminal_as_run_does(llmock: Any):
+    llmock.call_tool("terminate", {"status": "success"})
+    llmock.reply("Stopped as asked.")
+    done = chat(llmock, "finish up\ny\nthanks\n", "--require-approval", "terminate")
+    assert done.returncode == 0, done.stderr
+    assert "terminate" in done.stderr  # the question, asked on stderr
+    assert done.stdout.splitlines()[-1] == "Stopped as asked."
+    assert users(llmock.requests[-1])[-1] == "thanks"  # the approval's answer was not taken as a turn
