@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from browser_support import require_chromium
-from durable_agents import approval_agent, asking_agent
+from durable_agents import approval_agent, asking_agent, elicit_agent
 
 from agentfsm import Runs, Terminate, ToolCallAgent, tool
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
@@ -94,6 +94,7 @@ AGENTS = {
     "gated": gated_agent,
     "noting": noting_agent,
     "http": http_agent,
+    "elicit": elicit_agent,
 }
 
 
@@ -352,6 +353,28 @@ async def test_a_question_is_answered_through_the_form_its_schema_makes(
     await _marked(page, "FINISHED")
     answered = json.loads((tmp_path / "asking.txt").read_text())
     assert answered == {"token": "t1", "action": "accept", "content": {"name": "Ada", "age": 36}}
+
+
+async def test_a_real_mcp_server_s_elicitation_is_answered_through_the_form_on_the_page(
+    served: tuple[Runs, Inspector], page: Any
+):
+    """tests/mcp_elicit_server.py (stdio, started by the run's MCPAgent) asks for a name in the middle
+    of its tool call: the run pauses, the page renders the question's schema as a form, and the
+    answer given there reaches the server, whose tool result carries it."""
+    runs, inspector = served
+    run_id = await runs.submit("greet me", AgentSpec(agent="elicit", options={"revision": "modern"}))
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    form = page.locator('form.question[data-call="c1"]')
+    await form.wait_for()
+    assert "What is your name?" in await form.inner_text()
+    await form.locator('input[name="name"]').fill("Ada")
+    await form.locator("button.accept").click()
+    await _marked(page, "FINISHED")
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert (
+        result is not None and result.output == "Observed output of cmd `mcp_el_greet` executed:\nhello Ada"
+    )
 
 
 async def test_a_paused_run_is_cancelled_from_the_page(
