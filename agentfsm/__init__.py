@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .browser.tool import BrowserUseTool
     from .model.llm import LLM
     from .model.openai_compatible import OpenAICompatible
+    from .runs.manager import Runs
     from .telemetry.spans import instrument
     from .toolbox.ask_human import AskHuman
     from .toolbox.bash import Bash

@@ -29,6 +29,8 @@ Read-only by convention, like the message holding it."""
 
 
 class Role(StrEnum):
+    """Who a message is from, as the chat-completions wire names it."""
+
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"

@@ -58,6 +58,7 @@ from .run import LAYOUT
 __all__ = ["DEFAULT_QUEUE", "PARK_AFTER_S", "Worker", "default_app_version"]
 
 DEFAULT_QUEUE = "agentfsm"
+"""The queue workers take runs from and `DurableRuns` submits to, unless told another."""
 PARK_AFTER_S = 30.0
 """Seconds a paused run waits on its worker for a decision before it parks, freeing its place."""
 

@@ -30,6 +30,7 @@ from .table import PLAN_DONE
 __all__ = ["AWAITING_PLAN_REVIEW", "PlanDecision", "Reviewer", "with_review"]
 
 AWAITING_PLAN_REVIEW = "AWAITING_PLAN_REVIEW"
+"""The pause where the flow waits for a person to approve, edit or cancel its plan."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 AWAITING_AGENT = "AWAITING_AGENT"
+"""The pause of a step whose agent paused for a person: the flow waits with it."""
 
 STEP_PAUSED = Guard(
     "step_paused",
@@ -141,3 +142,4 @@ FLOW_TABLE = MachineTable(
         Edge("cancel", RUNNING, "ERROR", stop_reason=StopReason.CANCELLED),
     ),
 )
+"""The planning flow's machine: plan, run each step with its agent, replan, sum up (`PlanningFlow.table`)."""

@@ -17,6 +17,7 @@ from .machine import Edge, MachineTable
 __all__ = ["FORMATS", "EdgePath", "path_of", "render", "to_dot", "to_markdown", "to_mermaid"]
 
 FORMATS = ("mermaid", "dot", "svg", "png")
+"""What `render` draws: Mermaid and DOT as text, SVG and PNG through Graphviz (the `graphviz` extra)."""
 
 EdgePath = Sequence[Edge]
 """The edges a run took, in order (`path_of` reads them from a trace's transitions)."""

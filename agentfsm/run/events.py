@@ -228,6 +228,7 @@ Delta = TextDelta | ToolCallDelta
 
 
 EditKind = Literal["pending_calls", "observation", "approval", "answer"]
+"""What an `Edit` changed: the calls to run, an observation, a decision on a call, an answer."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from ..serde import Serializable
 __all__ = ["RunStatus", "RunStatusState", "check_page", "stale_decision"]
 
 RunStatusState = Literal["queued", "running", "paused", "finished", "error", "cancelled"]
+"""Where a managed run is: waiting for its turn, running, paused for a person, or ended (how)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,6 +21,8 @@ _DESCRIPTION = (
 
 
 class Terminate(Tool):
+    """The tool the model calls to end the run; the `terminated` guard reads that it ran."""
+
     name = "terminate"
     idempotent = True  # no effect: a resumed run may call it again
     description = _DESCRIPTION
