@@ -162,8 +162,8 @@ def test_no_parser_takes_a_prefix_for_an_option() -> None:
 @pytest.mark.parametrize(
     ("argv", "refused"),
     [
-        (["run", "--tool", "x", "hi"], "--tool hi"),  # was taken for --tool-choice, then refused x
-        (["run", "hi", "--tool", "auto"], "--tool auto"),  # was taken for --tool-choice auto
+        (["run", "--tool-ch", "x", "hi"], "--tool-ch"),  # was taken for --tool-choice, then refused x
+        (["run", "hi", "--tool-c", "auto"], "--tool-c auto"),  # was taken for --tool-choice auto
         (["run", "hi", "--max-step", "3"], "--max-step 3"),
         (["run", "hi", "--conf", "agentfsm.toml"], "--conf"),  # nor by the configuration's first look
         (["replay", "trace.jsonl", "--js"], "--js"),
@@ -183,8 +183,9 @@ def test_an_option_prefix_is_a_usage_error_not_the_option(
 
 
 def test_tool_is_not_taken_for_tool_choice_by_the_command() -> None:
+    """`--tool` is an option of its own (your function as a tool), never `--tool-choice`'s prefix."""
     proc = agentfsm("run", "hi", "--tool", "auto", "--model", "openai/m", "--api-key", KEY)
-    one_line(proc, "unrecognized arguments: --tool auto")
+    one_line(proc, "--tool 'auto': give MODULE:FUNCTION (e.g. myagents:build)")
     assert "Traceback" not in proc.stderr
 
 

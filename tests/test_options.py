@@ -218,7 +218,12 @@ def test_llm_description_in_a_trace_is_derived_from_its_options() -> None:
 
 
 def test_config_sections_have_the_records_options() -> None:
-    assert list(AgentSettings.model_fields) == [option.name for option in option_fields(ToolCallOptions)]
+    # [agent] also names the person's factory and tools (`--agent MODULE:FUNCTION`, `--tool`)
+    assert list(AgentSettings.model_fields) == [
+        *(option.name for option in option_fields(ToolCallOptions)),
+        "factory",
+        "tools",
+    ]
     # [llm] also picks the adapter (`client`), which is no option of one
     assert list(LLMSettings.model_fields) == [
         *(option.name for option in option_fields(LLMOptions)),
