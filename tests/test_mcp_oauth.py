@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import stat
+import subprocess
+import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -30,6 +33,8 @@ from agentfsm.mcp.login import login
 from agentfsm.mcp.settings import MCPAuthSettings, MCPServerSettings
 
 pytestmark = pytest.mark.http
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -246,3 +251,40 @@ async def test_a_401_without_auth_says_to_configure_auth():
     message = str(raised.value)
     assert "the server wants authorization (HTTP 401" in message
     assert 'set auth = "oauth" in `[mcp.servers.docs]` and run `agentfsm mcp login docs`' in message
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_agentfsm_mcp_login_as_a_subprocess(tmp_path: Path, auth_dir: Path):
+    with protected_server() as servers:
+        config = tmp_path / "agentfsm.toml"
+        auth = f"[mcp.servers.docs.auth]\nredirect_port = {free_port()}\n"
+        config.write_text(f'[mcp.servers.docs]\nurl = "{servers.url}"\n{auth}')
+        env = {**os.environ, AUTH_DIR_VARIABLE: str(auth_dir), "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "agentfsm", "mcp", "login", "docs", "--config", str(config)]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+        )
+        try:
+            assert process.stdout is not None
+            first = process.stdout.readline()
+            assert first == "Open this URL to authorize agentfsm:\n"
+            url = process.stdout.readline().strip()
+            with urllib.request.urlopen(url, timeout=10) as page:  # the browser, redirected to the callback
+                assert "agentfsm is authorized" in page.read().decode()
+            out, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.returncode == 0, err
+        assert out.strip() == f"Logged in to MCP server 'docs'; its tokens are in {auth_dir / 'docs.json'}"
+        assert stat.S_IMODE((auth_dir / "docs.json").stat().st_mode) == 0o600
+
+        config.write_text(f'[mcp.servers.docs]\nurl = "{servers.url}"\n')
+        failed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=30)
+    assert failed.returncode == 2
+    assert failed.stderr == (
+        "agentfsm: error: MCP server 'docs' has no `auth`: add auth = \"oauth\" to [mcp.servers.docs]\n"
+    )
