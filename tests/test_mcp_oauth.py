@@ -102,6 +102,10 @@ def test_auth_oauth_takes_every_default_and_a_table_is_checked():
         ({"url": "http://h/mcp", "auth": {"redirect_port": 0}}, "`redirect_port` must be a port from 1"),
         ({"url": "http://h/mcp", "auth": {"scopes": ["a b"]}}, "`scopes` must be a list of scope names"),
         (
+            {"url": "http://h/mcp", "auth": {"client_metadata_url": "http://h/c.json"}},
+            "`client_metadata_url` must be an https:// URL with a path",
+        ),
+        (
             {"url": "http://h/mcp", "auth": "oauth", "headers": {"Authorization": "Bearer x"}},
             "both `auth` and an `Authorization` header",
         ),

@@ -19,9 +19,9 @@ What agentfsm adds:
   flow with an `MCPLoginError` naming ``agentfsm mcp login SERVER``. The login command hands in
   a `Login` (`agentfsm.mcp.login`) that shows the URL and waits for the redirect.
 
-What the SDK does not do, and neither does agentfsm: the client-credentials grant (no person;
-the SDK's `ClientCredentialsOAuthProvider` exists but is not configurable here), a client ID
-metadata document (CIMD; no URL is configured), token revocation at logout.
+A client ID metadata document (CIMD) is used when `client_metadata_url` is set and the server
+says it takes one; otherwise the client registers. Not offered: the client-credentials grant (no
+person; the SDK's `ClientCredentialsOAuthProvider` is not configurable here), token revocation.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ class FileTokenStorage:
                 client_id=self.auth.client_id,
                 client_secret=self.auth.client_secret,
                 redirect_uris=[self.auth.redirect_uri],  # type: ignore[list-item]  # pydantic parses it
-                token_endpoint_auth_method="client_secret_post" if self.auth.client_secret else "none",
+                # RFC 6749 2.3.1: every authorization server takes HTTP Basic for a client's secret
+                token_endpoint_auth_method="client_secret_basic" if self.auth.client_secret else "none",
             )
         client = self.file.client()
         return None if client is None else OAuthClientInformationFull.model_validate(client)
@@ -159,7 +160,7 @@ def oauth_provider(
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         scope=" ".join(auth.scopes) or None,
-        token_endpoint_auth_method="client_secret_post" if auth.client_secret else "none",
+        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
     )
 
     async def show(url: str) -> None:
@@ -183,7 +184,14 @@ def oauth_provider(
             )
         return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
-    provider = _provider_class()(url, metadata, storage, redirect_handler=show, callback_handler=redirected)
+    provider = _provider_class()(
+        url,
+        metadata,
+        storage,
+        redirect_handler=show,
+        callback_handler=redirected,
+        client_metadata_url=auth.client_metadata_url,
+    )
     storage.context = provider.context
     return provider
 

@@ -56,6 +56,9 @@ class MCPAuthSettings:
     """The secret of `client_id` (a confidential client); None: a public client."""
     redirect_port: int = DEFAULT_REDIRECT_PORT
     """The port of the redirect URI ``http://127.0.0.1:PORT/callback`` the login listens on."""
+    client_metadata_url: str | None = None
+    """An ``https://`` URL (with a path) of this client's metadata document, used as its client id
+    where the authorization server takes such documents (CIMD); None: register dynamically."""
 
     def __post_init__(self) -> None:
         if isinstance(self.scopes, str):
@@ -78,6 +81,16 @@ class MCPAuthSettings:
             raise ConfigError(
                 "MCP server auth has a `client_secret` but no `client_id`: set the `client_id` it "
                 "belongs to, or remove the secret to register dynamically"
+            )
+        document = self.client_metadata_url
+        if document is not None and (
+            not isinstance(document, str)
+            or not document.startswith("https://")
+            or "/" not in document.removeprefix("https://").rstrip("/")
+        ):
+            raise ConfigError(
+                "MCP server auth `client_metadata_url` must be an https:// URL with a path "
+                f"(where the client's metadata document is served), got {document!r}"
             )
         port = self.redirect_port
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
