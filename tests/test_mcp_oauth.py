@@ -18,6 +18,7 @@ import threading
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -292,3 +293,24 @@ def test_agentfsm_mcp_login_as_a_subprocess(tmp_path: Path, auth_dir: Path):
     assert failed.stderr == (
         "agentfsm: error: MCP server 'docs' has no `auth`: add auth = \"oauth\" to [mcp.servers.docs]\n"
     )
+
+
+def test_agentfsm_run_on_a_server_it_has_no_login_for_stops_in_one_line(
+    clean_env: Path, llmock: Any, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from agentfsm.cli import commands
+
+    monkeypatch.setenv(AUTH_DIR_VARIABLE, str(clean_env / "mcp-auth"))
+    with protected_server() as servers:
+        config = clean_env / "agentfsm.toml"
+        config.write_text(f'[mcp.servers.docs]\nurl = "{servers.url}"\nauth = "oauth"\n')
+        model = ["--model", "openai/test-model", "--api-base", llmock.base_url("openai"), "--api-key", "k"]
+        status = commands.main(["run", "hi", "--agent", "mcp", *model, "--config", str(config)])
+    err = capfd.readouterr().err
+    assert status == 1, err
+    assert err.splitlines()[-1] == (
+        "agentfsm: error: MCPLoginError: MCP server 'docs' needs authorization and has no usable tokens: "
+        "run `agentfsm mcp login docs` (add --config FILE if the server is configured there)"
+    )
+    assert "Traceback" not in err and "OAuth flow error" not in err
+    assert llmock.requests == []  # the model was never asked
