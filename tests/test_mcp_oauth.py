@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -184,6 +185,8 @@ async def test_login_discovers_registers_runs_pkce_stores_0600_and_a_call_succee
         assert query["state"] and query["scope"] == SCOPE and query["resource"] == servers.url
         assert query["redirect_uri"] == settings.auth.redirect_uri  # type: ignore[union-attr]
         assert "agentfsm is authorized" in browser.pages[0]
+        with pytest.raises(ConnectionRefusedError):  # the one-shot callback server has stopped
+            socket.create_connection(("127.0.0.1", settings.auth.redirect_port), timeout=2)  # type: ignore[union-attr]
         # stored: 0600, with the registered client and the metadata discovered
         assert path == auth_dir / "docs.json"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -314,3 +317,13 @@ def test_agentfsm_run_on_a_server_it_has_no_login_for_stops_in_one_line(
     )
     assert "Traceback" not in err and "OAuth flow error" not in err
     assert llmock.requests == []  # the model was never asked
+
+
+async def test_a_login_nobody_comes_back_from_says_so_in_one_line(auth_dir: Path):
+    with protected_server() as servers, pytest.raises(MCPLoginError) as raised:
+        await login("docs", _settings(servers.url), out=io.StringIO(), timeout=0.5)
+    assert "no redirect came back to 127.0.0.1:" in str(raised.value)
+    assert str(raised.value).endswith(
+        "within 0.5 s: open the printed URL in a browser on this machine, and run the login again"
+    )
+    assert not (auth_dir / "docs.json").exists() or AuthFile("docs", servers.url).tokens() is None

@@ -41,10 +41,14 @@ class TerminalLogin:
     """The person at the terminal: the URL is printed to `out` (and opened when `open_browser`);
     the redirect is received on 127.0.0.1:`port`."""
 
-    def __init__(self, port: int, *, out: TextIO, open_browser: bool = False) -> None:
+    def __init__(
+        self, port: int, *, out: TextIO, open_browser: bool = False, timeout: float = LOGIN_TIMEOUT
+    ) -> None:
         self.port = port
         self.out = out
         self.open_browser = open_browser
+        self.timeout = timeout
+        """Seconds to wait for the redirect after the URL is shown."""
         self._query: asyncio.Future[dict[str, str]] | None = None
         self._runner: web.AppRunner | None = None
         self.shown = False
@@ -60,7 +64,12 @@ class TerminalLogin:
     async def redirected(self) -> Mapping[str, str]:
         assert self._query is not None  # `show` came first
         try:
-            return await self._query
+            return await asyncio.wait_for(self._query, self.timeout)
+        except TimeoutError:
+            raise MCPLoginError(
+                f"no redirect came back to 127.0.0.1:{self.port} within {self.timeout:g} s: open the "
+                "printed URL in a browser on this machine, and run the login again"
+            ) from None
         finally:
             await self.close()
 
@@ -112,10 +121,10 @@ async def login(
         raise ConfigError(
             f'MCP server {server_id!r} has no `auth`: add auth = "oauth" to [mcp.servers.{server_id}]'
         )
-    person = TerminalLogin(settings.auth.redirect_port, out=out, open_browser=open_browser)
-    connection = MCPConnection(
-        server_id, dataclasses.replace(settings, connect_timeout=timeout), login=person
-    )
+    person = TerminalLogin(settings.auth.redirect_port, out=out, open_browser=open_browser, timeout=timeout)
+    # the person's time, and then the server's own for the token and the tool list
+    waits = dataclasses.replace(settings, connect_timeout=timeout + settings.connect_timeout)
+    connection = MCPConnection(server_id, waits, login=person)
     try:
         await connection.connect()
     except MCPLoginError:
