@@ -12,7 +12,8 @@ code, so a test plays the person's browser by following the printed URL. Access 
 `Provider.access_seconds`; `Provider.log` records what each endpoint was asked, in order.
 
 `protected_server()` runs both in a thread of their own (uvicorn) and stops them on exit. Also
-runnable as a program: ``python tests/oauth_servers.py AS_PORT MCP_PORT`` serves until killed.
+runnable as a program: ``python tests/oauth_servers.py [SECONDS]`` prints the MCP endpoint and
+serves for that long (an hour by default) or until interrupted.
 """
 
 from __future__ import annotations
