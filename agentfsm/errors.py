@@ -52,6 +52,7 @@ __all__ = [
     "InspectorError",
     "KeyNotFoundError",
     "LLMError",
+    "MCPLoginError",
     "MCPServerError",
     "MCPTimeoutError",
     "MachineSetupError",
@@ -263,6 +264,11 @@ class MCPServerError(AgentfsmError, ConnectionError):
 
 class MCPTimeoutError(MCPServerError, TimeoutError):
     """An MCP server did not answer within its `timeout` (connecting, or one call)."""
+
+
+class MCPLoginError(MCPServerError):
+    """An MCP server behind OAuth has no usable tokens (never logged in, or its refresh was
+    refused), or its authorization failed: the message names `agentfsm mcp login SERVER`."""
 
 
 class ScriptExhaustedError(AgentfsmError, RuntimeError):

@@ -166,10 +166,11 @@ def test_every_public_name_of_the_spec_imports_from_agentfsm():
 def test_each_heavy_dependency_has_one_importer_in_its_wing():
     """transitions, litellm, aiohttp, tiktoken, docker, rich, pygraphviz, jsonschema, tenacity, mcp (and its
     httpx2, anyio and uvicorn), playwright, ddgs: each by one module (the one that talks to it), so an
-    optional integration stays out of the rest. aiohttp has three, one a wing: the model's HTTP client,
-    the inspector's server, and the search services' requests. The MCP SDK has four: the client and
-    its stdio transport, and `agentfsm mcp-serve`'s server with its elicitations, the only importers
-    of its server side (the server is the only importer of uvicorn, which serves its HTTP)."""
+    optional integration stays out of the rest. aiohttp has four, one a wing: the model's HTTP client,
+    the inspector's server, the search services' requests, and `agentfsm mcp login`'s one-shot
+    redirect receiver. The MCP SDK has five: the client, its stdio transport and its OAuth, and
+    `agentfsm mcp-serve`'s server with its elicitations, the only importers of its server side (the
+    server is the only importer of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -184,6 +185,7 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
         "agentfsm.model.openai_compatible",
         "agentfsm.ui.server",
         "agentfsm.browser.engines.request",
+        "agentfsm.mcp.login",
     }
     assert importers["tiktoken"] == {"agentfsm.model.encoding"}
     assert importers["tenacity"] == {"agentfsm.model.retry"}
@@ -196,6 +198,7 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
         "agentfsm.mcp.stdio",
         "agentfsm.mcp.serve",
         "agentfsm.mcp.elicit",
+        "agentfsm.mcp.oauth",
     }
     assert importers["uvicorn"] == {"agentfsm.mcp.serve"}
     assert importers["httpx2"] == {"agentfsm.mcp.client"}

@@ -113,6 +113,10 @@ def _command(argv: Sequence[str] | None) -> int:
         from .ui_command import ui_command
 
         return ui_command(args)
+    if args.command == "mcp":
+        from .mcp_command import mcp_command
+
+        return mcp_command(args)
     if args.command == "sandbox":
         from .sandbox import sandbox_command
 

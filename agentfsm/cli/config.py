@@ -35,7 +35,12 @@ from ..agent.toolcall import ToolCallOptions
 from ..browser.engines.settings import BACKEND_TABLES, SearchSettings
 from ..browser.settings import BrowserSettings
 from ..errors import ConfigError
-from ..mcp.settings import DEFAULT_REFRESH_EVERY, DEFAULT_TIMEOUT, MCPServerSettings, TransportType
+from ..mcp.settings import (
+    DEFAULT_REFRESH_EVERY,
+    DEFAULT_TIMEOUT,
+    MCPServerSettings,
+    TransportType,
+)
 from ..model.options import LLMOptions
 from ..options import Options, option_fields
 from ..sandbox.settings import SandboxSettings
@@ -212,6 +217,8 @@ class MCPServerTable(_Section):
     connect_timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
     refresh_every: int = Field(default=DEFAULT_REFRESH_EVERY, ge=0)
     instructions: bool = False
+    auth: str | dict[str, Any] | None = None
+    """``"oauth"``, or an ``[mcp.servers.<id>.auth]`` table (`MCPAuthSettings`)."""
 
     @model_validator(mode="after")
     def _checked(self) -> MCPServerTable:
@@ -368,9 +375,17 @@ def _describe(exc: ValidationError, path: Path | None, overrides: Mapping[str, A
             problems.append(f"{what} ({origin}){hint}")
         else:
             value = error.get("input")
-            shown = "<hidden>" if key in _SECRET_KEYS else repr(value)
+            shown = "<hidden>" if key in _SECRET_KEYS else repr(_hidden(value))
             problems.append(f"{where} = {shown} ({origin}): {error['msg']}")
     return "invalid configuration: " + "; ".join(problems)
+
+
+def _hidden(value: Any) -> Any:
+    """`value` with the secrets inside its tables (an MCP server's ``client_secret``) hidden."""
+    if not isinstance(value, Mapping):
+        return value
+    secret = _SECRET_KEYS | {"client_secret"}
+    return {k: "<hidden>" if k in secret else _hidden(v) for k, v in value.items()}
 
 
 def _check_environment_names() -> None:

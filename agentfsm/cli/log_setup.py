@@ -26,6 +26,9 @@ __all__ = ["LITELLM_LOGGERS", "LogFormat", "configured", "level_of"]
 LogFormat = Literal["console", "json"]
 
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+_TOLD_BY_AGENTFSM = ("mcp.client.auth.oauth2",)
+"""Loggers whose errors agentfsm tells itself, in one line: the MCP SDK's OAuth client logs each
+failed authorization with a traceback before raising it to the connection, which says what to run."""
 """Loggers LiteLLM writes to; only their warnings and errors are shown."""
 
 
@@ -99,12 +102,15 @@ def configured(
     handler.setFormatter(_formatter(log_format, handler.stream, [s for s in secrets if s]))
     root, library = logging.getLogger(), logging.getLogger("agentfsm")
     litellm = [logging.getLogger(name) for name in LITELLM_LOGGERS]
-    saved = [(logger, logger.level) for logger in (root, library, *litellm)]
+    told = [logging.getLogger(name) for name in _TOLD_BY_AGENTFSM]
+    saved = [(logger, logger.level) for logger in (root, library, *litellm, *told)]
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     library.setLevel(level)
     for logger in litellm:
         logger.setLevel(logging.WARNING)
+    for logger in told:
+        logger.setLevel(logging.CRITICAL)
     try:
         yield handler
     finally:

@@ -190,6 +190,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _verbosity_options(serve)
 
+    mcp = commands.add_parser(
+        "mcp", help="MCP servers: authorize agentfsm at one behind OAuth", description="MCP servers."
+    )
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", required=True, metavar="ACTION")
+    login = mcp_actions.add_parser(
+        "login",
+        help="authorize agentfsm at a configured server with `auth`, and store its tokens",
+        description="Authorize agentfsm at the MCP server SERVER ([mcp.servers.SERVER] with auth): "
+        "print the authorization URL, receive the redirect on 127.0.0.1, store the tokens.",
+    )
+    login.add_argument("server", metavar="SERVER", help="the id of an [mcp.servers.<id>] table")
+    login.add_argument(
+        "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
+    )
+    login.add_argument("--open", action="store_true", help="open the URL in a browser too")
+
     demo = commands.add_parser(
         "demo", help="the whole loop offline, on a scripted model", description="Run the offline demo."
     )

@@ -54,9 +54,9 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import MCPServerError, MCPTimeoutError, MissingExtraError
+from ..errors import MCPLoginError, MCPServerError, MCPTimeoutError, MissingExtraError
 from ..forms import with_defaults
 from ..log import event
 from ..questions import Answer, InputRequired, Question
@@ -65,6 +65,9 @@ from .held import HeldCall
 from .results import to_tool_result
 from .settings import MCPServerSettings
 from .stdio import stdio_transport
+
+if TYPE_CHECKING:
+    from .oauth import Login
 
 __all__ = ["MCPConnection", "ServerTool"]
 
@@ -89,9 +92,12 @@ class ServerTool:
 class MCPConnection:
     """A connection to the server `server_id`, described by `settings`. `open()` connects."""
 
-    def __init__(self, server_id: str, settings: MCPServerSettings) -> None:
+    def __init__(self, server_id: str, settings: MCPServerSettings, *, login: Login | None = None) -> None:
         self.server_id = server_id
         self.settings = settings
+        self.login = login
+        """For a server behind OAuth (`settings.auth`): who signs in when the server wants it
+        (`agentfsm mcp login`); None: an authorization that needs a person fails, naming the login."""
         self.tools: tuple[ServerTool, ...] = ()
         """The server's tools, as listed when the connection opened."""
         self.protocol_version: str | None = None
@@ -117,6 +123,9 @@ class MCPConnection:
         """Legacy calls held open while a person answers their server's question, by hold id."""
         self._open_legacy: list[HeldCall] = []
         """Legacy calls in flight (their server's questions are theirs)."""
+        self._needs_login: str | None = None
+        """Why the server's OAuth wants a person's login that this connection cannot ask for
+        (the SDK's transport reports it as the connection closing)."""
         self._refused: _Refusal | None = None
         """The last POST the streamable-HTTP server refused (the SDK keeps only "Server returned
         an error response" of it): what a failure is read with."""
@@ -168,8 +177,11 @@ class MCPConnection:
         except Exception as exc:
             if not ready.done():
                 wants = self._wants_authorization(exc)
+                login = self._needs_login or _login_problem(self.server_id, exc)
                 ready.set_exception(
-                    MCPServerError(
+                    MCPLoginError(login)
+                    if login is not None
+                    else MCPServerError(
                         f"cannot connect to MCP server {self.server_id!r} ({self._target()}): {wants}"
                         if wants is not None
                         else f"cannot connect to MCP server {self.server_id!r} ({self._target()}): "
@@ -201,8 +213,14 @@ class MCPConnection:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        auth = None
+        if settings.auth is not None:
+            from .oauth import oauth_provider
+
+            auth = oauth_provider(self.server_id, settings, login=self.login, refused=self._login_refused)
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
+                auth=auth,
                 headers=dict(settings.headers),
                 timeout=httpx2.Timeout(settings.timeout, read=300.0),
                 event_hooks={"response": [self._saw_response]},
@@ -288,7 +306,7 @@ class MCPConnection:
                 error=f"MCP server {self.server_id!r} did not answer `{name}` within {timeout:g} s "
                 "(the server's `timeout`); the call may still finish there"
             )
-        if _is_disconnect(problem):
+        if _is_disconnect(problem) or self._needs_login is not None:
             self._lost(_describe(problem))
             return self._gone_result(name)
         if self._session_lost(problem):
@@ -603,11 +621,20 @@ class MCPConnection:
             status = 401 if "401 Unauthorized" in text else 403 if "403 Forbidden" in text else None
         if status not in (401, 403):
             return None
-        where = f"`[mcp.servers.{self.server_id}] headers` (MCPServerSettings.headers)"
+        table = f"[mcp.servers.{self.server_id}]"
+        where = f"`{table} headers` (MCPServerSettings.headers)"
+        if self.settings.auth is not None:
+            from .oauth import login_hint
+
+            return (
+                f"the server refused the OAuth token agentfsm holds (HTTP {status} from "
+                f"{self.settings.url}); {login_hint(self.server_id)}, or check the `scopes` of `{table} auth`"
+            )
         if status == 401:
             return (
-                f"the server wants authorization (HTTP 401 from {self.settings.url}); give it a token "
-                f'in {where}, e.g. headers = {{ Authorization = "Bearer <token>" }}'
+                f"the server wants authorization (HTTP 401 from {self.settings.url}); if it uses OAuth, "
+                f'set auth = "oauth" in `{table}` and run `agentfsm mcp login {self.server_id}`, '
+                f'else give it a token in {where}, e.g. headers = {{ Authorization = "Bearer <token>" }}'
             )
         return (
             f"the server refused the credentials it was given (HTTP 403 from {self.settings.url}); "
@@ -646,10 +673,14 @@ class MCPConnection:
                 return False
             return True
 
+    def _login_refused(self, why: str) -> None:
+        self._needs_login = why
+
     def _lost(self, why: str) -> None:
         """The server is gone: say so once, and let the connection task clean up."""
         if self.gone is not None:
             return
+        why = self._needs_login or why
         self.gone = why or "the connection ended"
         event(
             "mcp_server_gone",
@@ -825,6 +856,22 @@ def _is_disconnect(exc: BaseException) -> bool:
         return True
     transport = (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError)
     return isinstance(exc, (*transport, anyio.EndOfStream))
+
+
+def _login_problem(server_id: str, exc: BaseException) -> str | None:
+    """One line for an OAuth flow that failed inside the SDK (a registration or a token
+    exchange refused, metadata that does not match), with what to run; None for other problems."""
+    from mcp.client.auth import OAuthFlowError
+
+    for leaf in _leaves(exc):
+        if isinstance(leaf, MCPLoginError):
+            return str(leaf)
+        if isinstance(leaf, OAuthFlowError):
+            from .oauth import login_hint
+
+            failed = f"authorizing agentfsm at MCP server {server_id!r} failed ({_describe(leaf)})"
+            return f"{failed}: {login_hint(server_id)}"
+    return None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

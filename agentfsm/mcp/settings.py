@@ -15,7 +15,14 @@ from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_REFRESH_EVERY", "DEFAULT_TIMEOUT", "MCPServerSettings", "TransportType"]
+__all__ = [
+    "DEFAULT_REDIRECT_PORT",
+    "DEFAULT_REFRESH_EVERY",
+    "DEFAULT_TIMEOUT",
+    "MCPAuthSettings",
+    "MCPServerSettings",
+    "TransportType",
+]
 
 TransportType = Literal["stdio", "http", "sse"]
 """``stdio``: a subprocess; ``http``: streamable HTTP; ``sse``: HTTP with server-sent events (legacy)."""
@@ -24,8 +31,94 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds for connecting, and for each call: a server that says nothing for that long has
 given its answer (for a call, a timeout observation for the model)."""
 
+DEFAULT_REDIRECT_PORT = 33418
+"""The 127.0.0.1 port `agentfsm mcp login` receives the authorization server's redirect on: a
+registered client's redirect URI names it, so it stays the same from one login to the next."""
+
 DEFAULT_REFRESH_EVERY = 5
 """Requests to the model after which a server's tool list is read again, announced or not."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPAuthSettings:
+    """``[mcp.servers.<id>.auth]``: the server is behind OAuth 2.1, and agentfsm is its client.
+
+    ``auth = "oauth"`` takes every default. `agentfsm mcp login SERVER` authorizes once (the
+    person signs in at the printed URL); runs then use the stored tokens and refresh them."""
+
+    client_name: str = "agentfsm"
+    """The name the client registers under (dynamic registration), shown on the consent page."""
+    scopes: tuple[str, ...] = ()
+    """Scopes to ask for; empty: those the server asks for (its challenge, or its metadata)."""
+    client_id: str | None = None
+    """A client registered beforehand with the authorization server; None: register dynamically."""
+    client_secret: str | None = None
+    """The secret of `client_id` (a confidential client); None: a public client."""
+    redirect_port: int = DEFAULT_REDIRECT_PORT
+    """The port of the redirect URI ``http://127.0.0.1:PORT/callback`` the login listens on."""
+    client_metadata_url: str | None = None
+    """An ``https://`` URL (with a path) of this client's metadata document, used as its client id
+    where the authorization server takes such documents (CIMD); None: register dynamically."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scopes, str):
+            object.__setattr__(self, "scopes", tuple(self.scopes.split()))
+        elif isinstance(self.scopes, list):
+            object.__setattr__(self, "scopes", tuple(self.scopes))
+        if not isinstance(self.client_name, str) or not self.client_name.strip():
+            raise ConfigError(
+                f"MCP server auth `client_name` must be a non-empty string, got {self.client_name!r}"
+            )
+        if not all(isinstance(scope, str) and scope and " " not in scope for scope in self.scopes):
+            raise ConfigError(
+                f"MCP server auth `scopes` must be a list of scope names without spaces, got {self.scopes!r}"
+            )
+        for name in ("client_id", "client_secret"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"MCP server auth `{name}` must be a non-empty string, got {value!r}")
+        if self.client_secret is not None and self.client_id is None:
+            raise ConfigError(
+                "MCP server auth has a `client_secret` but no `client_id`: set the `client_id` it "
+                "belongs to, or remove the secret to register dynamically"
+            )
+        document = self.client_metadata_url
+        if document is not None and (
+            not isinstance(document, str)
+            or not document.startswith("https://")
+            or "/" not in document.removeprefix("https://").rstrip("/")
+        ):
+            raise ConfigError(
+                "MCP server auth `client_metadata_url` must be an https:// URL with a path "
+                f"(where the client's metadata document is served), got {document!r}"
+            )
+        port = self.redirect_port
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ConfigError(f"MCP server auth `redirect_port` must be a port from 1 to 65535, got {port!r}")
+
+    @property
+    def redirect_uri(self) -> str:
+        """Where the authorization server sends the person back to, with the code."""
+        return f"http://127.0.0.1:{self.redirect_port}/callback"
+
+    @classmethod
+    def from_value(cls, value: Any) -> MCPAuthSettings:
+        """The record from ``auth = "oauth"`` or an ``[mcp.servers.<id>.auth]`` table."""
+        if isinstance(value, MCPAuthSettings):
+            return value
+        if value == "oauth":
+            return cls()
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f'MCP server `auth` must be "oauth" or a table of OAuth settings, got {value!r}'
+            )
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"unknown key {unknown[0]!r} for an MCP server's auth; allowed: {', '.join(known)}"
+            )
+        return cls(**value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +150,9 @@ class MCPServerSettings:
     instructions: bool = False
     """Put the server's `instructions` (what it says of itself when connected) into the agent's
     system prompt, under a heading naming the server. Off by default: it is the server's text."""
+    auth: MCPAuthSettings | None = None
+    """``http``: the server is behind OAuth (``auth = "oauth"``, or a table of `MCPAuthSettings`);
+    None: only `headers` are sent."""
 
     def __post_init__(self) -> None:
         kind = self.type
@@ -89,6 +185,8 @@ class MCPServerSettings:
             raise ConfigError(
                 f"MCP server `refresh_every` must be a whole number >= 0 (0: never), got {every!r}"
             )
+        if self.auth is not None:
+            object.__setattr__(self, "auth", MCPAuthSettings.from_value(self.auth))
         if not isinstance(self.instructions, bool):
             raise ConfigError(f"MCP server `instructions` must be true or false, got {self.instructions!r}")
         if kind == "stdio":
@@ -96,7 +194,7 @@ class MCPServerSettings:
                 raise ConfigError(
                     f"MCP server of type 'stdio' needs a `command` to start, got {self.command!r}"
                 )
-            self._refuse("url", "headers", kind=kind)
+            self._refuse("url", "headers", "auth", kind=kind)
         else:
             if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
                 raise ConfigError(
@@ -104,6 +202,16 @@ class MCPServerSettings:
                     f"got {self.url!r}"
                 )
             self._refuse("command", "args", "env", kind=kind)
+            if self.auth is not None and kind != "http":
+                raise ConfigError(
+                    f"MCP server `auth` needs streamable HTTP (type 'http'), got type {kind!r}: "
+                    "remove `auth`, or reach the server over streamable HTTP"
+                )
+            if self.auth is not None and any(key.lower() == "authorization" for key in self.headers):
+                raise ConfigError(
+                    "MCP server has both `auth` and an `Authorization` header: OAuth sends its own "
+                    "token; remove the header"
+                )
 
     def _refuse(self, *names: str, kind: str) -> None:
         """Keys of the other transport are a mistake, not something to ignore silently."""
