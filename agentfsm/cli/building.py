@@ -317,6 +317,18 @@ def resumed_sandbox(
     return command_sandbox(resumed)  # a local run resumed with --sandbox docker
 
 
+def recorded_build(config: object) -> tuple[str | None, list[str]]:
+    """What a recording's config says built its agent (`built_by`): the person's factory, or None,
+    and the person's tools the built-in agent was given. A config of another shape (a damaged file)
+    names neither: its reader says what is wrong with it."""
+    built_by = config.get("built_by") if isinstance(config, dict) else None
+    if not isinstance(built_by, dict):
+        return None, []
+    factory, tools = built_by.get("factory"), built_by.get("tools")
+    named = factory if isinstance(factory, str) and factory else None
+    return named, [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
+
+
 def recorded_kind(agent_class: object) -> str:
     """The `--agent` name of the class a trace or checkpoint recorded (``module.QualName``)."""
     kind = str(agent_class)

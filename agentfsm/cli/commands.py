@@ -53,6 +53,7 @@ from .building import (
     mcp_server_settings,
     options_class_named,
     own_agent,
+    recorded_build,
     recorded_kind,
     resumed_sandbox,
 )
@@ -245,7 +246,7 @@ def _resume(args: argparse.Namespace) -> int:
             flow_data = read_flow_checkpoint(args.checkpoint, resuming=True)  # a cancelled flow: before it
         except CheckpointError as exc:
             return usage_error(_about(args.checkpoint, exc))
-        flow_factory = (flow_data["config"].get("built_by") or {}).get("factory")
+        flow_factory, _ = recorded_build(flow_data["config"])
         if flow_factory is not None:
             return _resume_own_flow(args, flow_factory, flow_data)
         return run_flow_command(args, flow_data)
@@ -253,8 +254,7 @@ def _resume(args: argparse.Namespace) -> int:
 
     try:  # an agent's journal, or a file that says what it is instead
         data = read_checkpoint(args.checkpoint, resuming=True)
-        built_by: dict[str, Any] = data["config"].get("built_by") or {}
-        factory: str | None = built_by.get("factory")
+        factory, recorded_tools = recorded_build(data["config"])
         kind = factory or recorded_kind(data["agent_class"])
         options = options_class_named(kind).from_json(data["config"])
         record = SandboxRecord.from_config(data["config"])
@@ -285,7 +285,7 @@ def _resume(args: argparse.Namespace) -> int:
             sandbox = None
             if kind == "manus":  # where the run's commands ran: in Docker it goes on in Docker, or stops
                 sandbox = resumed_sandbox(args.checkpoint, settings.sandbox, record, args.sandbox)
-            tools = list(built_by.get("tools") or ())
+            tools = recorded_tools
             agent = build_agent(
                 kind, settings, llm, options.to_dict(), mcp_servers=servers, sandbox=sandbox, tools=tools
             )

@@ -13,6 +13,7 @@ from ..errors import (
     TraceError,
 )
 from ..run.result import AgentState
+from .building import recorded_build
 from .driving import log_level, run_async
 from .imports import imported
 from .output import (
@@ -152,7 +153,7 @@ def factory_class(trace: str) -> type[ToolCallAgent] | None:
         header = read_header(trace)
     except TraceError:
         return None  # the replay says what is wrong with the file
-    factory = ((header.get("config") or {}).get("built_by") or {}).get("factory")
+    factory, _ = recorded_build(header.get("config"))
     if not isinstance(factory, str) or recorded_agent_class(header.get("agent_class")) is not None:
         return None
     imported(factory, "the trace's --agent")
