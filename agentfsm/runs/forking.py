@@ -69,6 +69,15 @@ class ForkPoint:
     checkpoint: str | None = None
     """The checkpoint file it was read from, when the run is known only by that file."""
 
+    @property
+    def parent(self) -> dict[str, Any]:
+        """The parent as a fork names it (``forked_from``): its run, the transition, its file."""
+        named: dict[str, Any] = {"run_id": self.run_id, "transition": self.transition}
+        for name, path in (("trace", self.trace), ("checkpoint", self.checkpoint)):
+            if path is not None:
+                named[name] = path
+        return named
+
 
 def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoint:
     """Where run `run_id` (its journal at `checkpoint`, or the journal's text) stood after transition
@@ -214,12 +223,7 @@ def write_fork(
         changes.append({"op": "snapshot", "memory": snapshot.model_dump(mode="json")})
     own = {"kind": "checkpoint", "run_state": state, "seen": {}, "memory": changes, "written_at": _now()}
     checkpoint.write_text(point.journal + json.dumps(own, ensure_ascii=False) + "\n", encoding="utf-8")
-    forked: dict[str, Any] = {"run_id": point.run_id, "transition": point.transition}
-    if point.trace is not None:
-        forked["trace"] = point.trace
-    if point.checkpoint is not None:
-        forked["checkpoint"] = point.checkpoint
-    forked["memory_edited"] = memory is not None
+    forked = {**point.parent, "memory_edited": memory is not None}
     if parent_trace is None:  # no trace holds the history: the fork's begins here
         journal = json.loads(point.journal.split("\n", 1)[0])
         begun = {

@@ -37,7 +37,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -286,11 +286,7 @@ class Runs:
         self._check_open()
         spec = AgentSpec(agent=agent) if isinstance(agent, str) else agent
         self._check_factory(spec)
-        if run_id is not None and not _RUN_ID.fullmatch(run_id):
-            raise WrongValueError(
-                f"run_id {run_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
-                "beginning with a letter or digit"
-            )
+        _check_id("run_id", run_id)
         run_id = run_id or uuid.uuid4().hex
         if run_id in self._runs:
             return run_id
@@ -307,18 +303,8 @@ class Runs:
             new=True,
             holding=Holding(breakpoints),
         )
-        making = self._making[run_id] = asyncio.get_running_loop().create_future()
-        try:  # off the loop: making files is the slow part of a submission (see `_made`)
-            made = await off_loop(lambda: _made(run), abandoned=_unmade)
-        finally:
-            del self._making[run_id]
-            making.set_result(None)
-        if made is None:  # its folder was there already: a run submitted before, or another's
-            return run_id
-        run.lease = made
-        self._runs[run_id] = run
-        self._start(run, self._drive(run, resumed=False))
-        return run_id
+        await self._made_and_started(run, lambda: _made(run), resumed=False)
+        return run_id  # not made: its folder was there already, a run submitted before or another's
 
     async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint:
         """Where a run stood after its transition `transition` (from 0, as its trace counts them):
@@ -367,11 +353,7 @@ class Runs:
         parent is not touched, and may still be running. `IndexOutOfRangeError` for a transition
         the parent does not have; `WrongPhaseError` for the one that ended it."""
         self._check_open()
-        if fork_id is not None and not _RUN_ID.fullmatch(fork_id):
-            raise WrongValueError(
-                f"fork_id {fork_id!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
-                "beginning with a letter or digit"
-            )
+        _check_id("fork_id", fork_id)
         parent_trace: Path | None
         if isinstance(source, str):
             parent = self._run(source)
@@ -394,10 +376,6 @@ class Runs:
         point = await self.fork_point(source, transition)
         if not isinstance(source, str):  # a file's run: its request, its trace if it is one
             task, parent_trace = point.request, Path(point.trace) if point.trace is not None else None
-        forked: dict[str, Any] = {"run_id": point.run_id, "transition": transition}
-        for name in ("trace", "checkpoint"):
-            if (path := getattr(point, name)) is not None:
-                forked[name] = path
         run = _Run(
             run_id=fork_id,
             task=task,
@@ -407,7 +385,7 @@ class Runs:
             event_buffer=self.event_buffer,
             new=True,
             holding=Holding(breakpoints),
-            forked_from=forked,
+            forked_from=point.parent,
         )
 
         def make() -> Lease | None:
@@ -427,18 +405,25 @@ class Runs:
                     raise
             return lease
 
-        making = self._making[fork_id] = asyncio.get_running_loop().create_future()
+        if not await self._made_and_started(run, make, resumed=True):
+            raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
+        return fork_id
+
+    async def _made_and_started(self, run: _Run, make: Callable[[], Lease | None], *, resumed: bool) -> bool:
+        """`make()` the new run's folder and files off the loop (the slow part: see `_made`), the run
+        known as being made meanwhile, then start it; False when its folder was there already."""
+        making = self._making[run.run_id] = asyncio.get_running_loop().create_future()
         try:
             made = await off_loop(make, abandoned=_unmade)
         finally:
-            del self._making[fork_id]
+            del self._making[run.run_id]
             making.set_result(None)
         if made is None:
-            raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
+            return False
         run.lease = made
-        self._runs[fork_id] = run
-        self._start(run, self._drive(run, resumed=True))
-        return fork_id
+        self._runs[run.run_id] = run
+        self._start(run, self._drive(run, resumed=resumed))
+        return True
 
     async def status(self, run_id: str) -> RunStatus:
         run = self._run(run_id)
@@ -722,6 +707,15 @@ class Runs:
                 f"run {run_id!r} is {run.state}, not paused: a decision is taken only while it waits"
             )
         return run.agent
+
+
+def _check_id(name: str, value: str | None) -> None:
+    """`WrongValueError` unless `value` (None: a new id is made) can name a run's folder."""
+    if value is not None and not _RUN_ID.fullmatch(value):
+        raise WrongValueError(
+            f"{name} {value!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
+            "beginning with a letter or digit"
+        )
 
 
 def _held(holding: Holding) -> str | None:
