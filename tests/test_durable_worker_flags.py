@@ -101,3 +101,23 @@ def test_a_worker_polls_at_its_interval_and_says_nothing_with_q(tmp_path, quiet)
     else:
         assert "(version " in text and "4 at a time, polling every 1.5 s); Ctrl-C stops it" in text, text
         assert "durable_worker_started" in text, text
+
+
+def test_a_workers_agent_is_built_as_the_command_lines_are(tmp_path, monkeypatch):
+    """`agentfsm worker`'s built-in agents come from the same builder as `run`'s: approvals naming a
+    tool the agent lacks are refused as there, and nothing asks a terminal."""
+    from agentfsm.cli.durable import _configured
+    from agentfsm.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    llm = '[llm]\nmodel = "openai/m"\napi_base = "http://127.0.0.1:9/v1"\napi_key = "k"\n\n'
+    (tmp_path / "agentfsm.toml").write_text(llm + '[agent]\nrequire_approval = ["nope"]\n')
+    with pytest.raises(
+        ConfigError, match=r"^require_approval names tools the toolcall agent does not have: nope;"
+    ):
+        _configured("toolcall", None)(AgentSpec(agent="toolcall"))
+    (tmp_path / "agentfsm.toml").write_text(llm + '[agent]\nrequire_approval = ["terminate"]\n')
+    agent = _configured("toolcall", None)(AgentSpec(agent="toolcall"))
+    assert (
+        list(agent.approval_names) == ["terminate"] and agent.approver is None and agent.input_handler is None
+    )

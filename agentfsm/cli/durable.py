@@ -22,7 +22,6 @@ from ..agent.toolcall import ToolCallAgent
 from ..errors import AgentfsmError, ConfigError, WrongValueError
 from ..forms import form_fields
 from ..questions import AnswerAction, Question
-from ..toolbox.terminate import Terminate
 from .imports import imported
 from .output import EXIT_OK, EXIT_PAUSED, EXIT_USAGE, exit_code, print_result
 from .parser import PROG
@@ -300,7 +299,7 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
     """The factory of the command line's agent `name`: the worker's configuration, with the spec's
     options laid over it (model options over ``[llm.<name>]``, agent options over ``[agent]``)."""
     from ..browser.engines.configured import build_search
-    from .building import own_tools
+    from .building import build_agent, own_tools
     from .config import AgentSettings, LLMSettings, Settings, build_llm
 
     loaded = Settings.load(config)
@@ -331,37 +330,16 @@ def _configured(name: str, config: str | None) -> Callable[[AgentSpec], ToolCall
         llm = models.get(key)
         if llm is None:
             llm = models[key] = build_llm(llm_settings)
-        options = settings.agent.agent_kwargs()
-        tools = settings.agent.tools or []
-        own = own_tools(tools)  # [agent] tools: the person's functions join the built-in agents
-        agent: ToolCallAgent
-        if name == "manus":
-            from ..agent.manus import Manus
-
-            agent = Manus(
-                llm=llm,
-                sandbox=settings.sandbox,
-                browser=settings.browser,
-                search=build_search(settings.search),
-                extra_tools=own,
-                name=name,
-                **options,
-            )
-        elif name == "browser":
-            from ..agent.browser import BrowserAgent
-
-            agent = BrowserAgent(
-                llm=llm,
-                browser=settings.browser,
-                search=build_search(settings.search),
-                extra_tools=own,
-                name=name,
-                **options,
-            )
-        else:
-            agent = ToolCallAgent(llm=llm, tools=[*own, Terminate()], name=name, **options)
-        if tools:
-            agent.built_by = {"tools": list(tools)}
-        return agent
+        # A worker has no terminal: its calls wait for `agentfsm approve --db`, its questions for
+        # `answer`; the sandbox is as configured (each run's Manus decides ``auto`` for itself).
+        return build_agent(
+            name,
+            settings,
+            llm,
+            settings.agent.agent_kwargs(),
+            terminal=False,
+            sandbox=settings.sandbox,
+            tools=settings.agent.tools or [],
+        )
 
     return build
