@@ -233,7 +233,7 @@ def _resume(args: argparse.Namespace) -> int:
     from ..recording.kinds import file_kind
     from ..recording.restore import read_checkpoint
     from . import log_setup
-    from .config import LLMSettings, Settings, build_llm
+    from .config import Settings, build_llm
     from .otel import exporting
 
     if file_kind(args.checkpoint) == "flow checkpoint":
@@ -265,10 +265,7 @@ def _resume(args: argparse.Namespace) -> int:
             f"{args.checkpoint}: --sandbox says where Manus's commands run; this is a {kind} agent's "
             "checkpoint, which runs none: drop --sandbox"
         )
-    flags_llm = flags_given(args, LLMSettings.model_fields)
-    recorded_model = (data["config"].get("llm") or {}).get("model")
-    if "model" not in flags_llm and recorded_model:
-        flags_llm["model"] = recorded_model
+    flags_llm = _model_flags(args, data["config"])
     try:
         settings = Settings.load(args.config, {"llm": {kind: flags_llm}})
         llm_settings = settings.llm_for(kind)
@@ -318,13 +315,10 @@ def _resume(args: argparse.Namespace) -> int:
 def _resume_own_flow(args: argparse.Namespace, factory: str, flow_data: dict[str, Any]) -> int:
     """`resume` of a flow the person's factory built: the factory builds it again (its planner on
     the model flagged, else the recorded one), and it goes on from its checkpoint."""
-    from .config import LLMSettings, Settings, build_llm
+    from .config import Settings, build_llm
     from .otel import exporting
 
-    flags_llm = flags_given(args, LLMSettings.model_fields)
-    recorded_model = (flow_data["config"].get("llm") or {}).get("model")
-    if "model" not in flags_llm and recorded_model:
-        flags_llm["model"] = recorded_model
+    flags_llm = _model_flags(args, flow_data["config"])
     try:
         settings = Settings.load(args.config, {"llm": {factory: flags_llm}})
         llm_settings = settings.llm_for(factory)
@@ -339,6 +333,17 @@ def _resume_own_flow(args: argparse.Namespace, factory: str, flow_data: dict[str
     except KeyboardInterrupt:
         return exit_interrupted()
     return drive_flow(flow, args, task=None, secrets=llm_settings.secrets(), spans=spans, resumed=flow_data)
+
+
+def _model_flags(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
+    """The model settings a resume flags, on the recorded run's model unless ``--model`` names one."""
+    from .config import LLMSettings
+
+    flags = flags_given(args, LLMSettings.model_fields)
+    recorded = (config.get("llm") or {}).get("model")
+    if "model" not in flags and recorded:
+        flags["model"] = recorded
+    return flags
 
 
 def _about(path: str, exc: BaseException) -> str:
