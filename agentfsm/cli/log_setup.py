@@ -13,6 +13,7 @@ call in-process (tests, embedding).
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -55,11 +56,16 @@ def _formatter(log_format: LogFormat, stream: TextIO, secrets: list[str]) -> log
     )
 
 
+_SHORT_SECRET = 8
+"""A secret shorter than this is masked only where it stands alone, not inside a longer word: an
+API key ``k`` (as local servers take) would otherwise turn every ``k`` of every line into stars."""
+
+
 class _Mask:
     """Replace each secret in the event's text fields with ``**********``."""
 
     def __init__(self, secrets: list[str]) -> None:
-        self.secrets = secrets
+        self.secrets = [_pattern(secret) for secret in sorted(set(secrets), key=len, reverse=True)]
 
     def __call__(self, logger: object, name: str, event_dict: EventDict) -> EventDict:
         if not self.secrets:
@@ -70,8 +76,16 @@ class _Mask:
 
     def _mask(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "**********")
+            text = secret.sub("**********", text)
         return text
+
+
+def _pattern(secret: str) -> re.Pattern[str]:
+    """Where `secret` is masked: anywhere, or where it stands alone when it is short."""
+    escaped = re.escape(secret)
+    if len(secret) < _SHORT_SECRET:
+        escaped = rf"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
+    return re.compile(escaped)
 
 
 def _isatty(stream: TextIO) -> bool:
