@@ -57,6 +57,7 @@ class SandboxSettings(BaseModel):
     memory: str = "512m"
     """Memory limit; swap is limited to the same value, so there is no swap on top."""
     cpus: float = Field(default=1.0, gt=0, le=64)
+    """Docker mode: CPUs the container may use (fractions allowed: ``0.5`` is half of one)."""
     pids_limit: int = Field(default=128, ge=8)
     """Processes and threads in the container: a fork bomb stops here."""
     timeout: float = Field(default=60.0, gt=0)
