@@ -75,9 +75,9 @@ async def main() -> None:
     for event in run_span.events:
         if event.name == "agentfsm.transition":
             attributes = event.attributes or {}
-            source, dest = attributes["agentfsm.transition.source"], attributes["agentfsm.transition.dest"]
+            edge = [attributes[f"agentfsm.transition.{key}"] for key in ("source", "dest")]
             guards = attributes.get("agentfsm.transition.guards", "")
-            print(f"  {source} -> {dest} {guards}".rstrip())
+            print(" ", edge[0], "->", edge[1], *([guards] if guards else []))
 
 
 asyncio.run(main())
