@@ -76,7 +76,7 @@ class SandboxSettings(BaseModel):
     """Local mode: an existing directory to use as the workspace (kept on close). None: a
     temporary directory, removed on close."""
     output_limit: int = Field(default=100_000, ge=1)
-    """Characters kept of each of stdout and stderr; the rest is counted and marked."""
+    """Bytes kept of each of stdout and stderr (`OutputCapture`); the rest is counted and marked."""
     user: str = "65534:65534"
     """``uid:gid`` the commands and snippets run as in the container (nobody:nogroup); never root (the
     Python worker alone is root, to start each snippet as this user: `agentfsm.sandbox.worker`)."""
