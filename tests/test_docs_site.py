@@ -47,3 +47,62 @@ def test_the_site_builds_strict_with_every_page(tmp_path: Path) -> None:
     assert "agentfsm run" in (site / "reference/cli/index.html").read_text(encoding="utf-8")
     assert 'id="agentfsm.ToolCallAgent"' in (site / "reference/api/index.html").read_text(encoding="utf-8")
     assert not (site / "examples").exists() and not (site / "hooks").exists()  # sources, not pages
+
+
+def _config_hook() -> object:
+    """`docs/hooks/config_reference.py`, imported from its file (the hooks are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "docs/hooks/config_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _settings_keys(model: type, path: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every key of the settings under `model` as (its section's title, its name), walked on its own
+    here, so the page is checked against the models rather than against the hook's own walk."""
+    import typing
+
+    from pydantic import BaseModel
+
+    found: list[tuple[str, str]] = []
+    for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += _settings_keys(annotation, (*path, name))
+        elif typing.get_origin(annotation) is dict and issubclass(typing.get_args(annotation)[1], BaseModel):
+            table = (*path, "<agent name>") if name == "per_agent" else (*path, name, "<id>")
+            found += _settings_keys(typing.get_args(annotation)[1], table)
+        else:
+            found.append((f"[{'.'.join(path)}]", name))
+    return found
+
+
+def test_the_configuration_reference_names_and_describes_every_settings_key() -> None:
+    from agentfsm.cli.config import Settings
+
+    page = _config_hook().render()  # type: ignore[attr-defined]
+    chunks = {chunk.split("`", 1)[0]: chunk for chunk in page.split("\n## `")[1:]}
+    keys = _settings_keys(Settings, ())
+    assert len(keys) > 50 and ("[search.brave]", "api_key") in keys
+    for section, name in keys:
+        assert section in chunks, f"the configuration reference has no section {section}"
+        line = next((ln for ln in chunks[section].splitlines() if ln.startswith(f"- **`{name}`**")), None)
+        assert line is not None, f"the configuration reference does not list {section} {name}"
+        described = chunks[section].split(line, 1)[1].split("\n", 2)[1].strip()
+        assert described, f"{section} {name} has no description on the configuration reference"
+
+
+def test_a_settings_key_without_a_description_fails_the_build() -> None:
+    from pydantic import BaseModel
+
+    hook = _config_hook()
+
+    class Undocumented(BaseModel):
+        size: int = 3
+
+    with pytest.raises(hook.MissingDescriptionError, match=r"\[x\] size .* no description"):  # type: ignore[attr-defined]
+        list(hook._walk(Undocumented, ("x",)))  # type: ignore[attr-defined]

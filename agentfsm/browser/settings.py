@@ -86,7 +86,9 @@ class BrowserSettings(BaseModel):
     subdomains), an IP address, or ``*`` (any host). Every request is checked, subresources and
     redirects included; a request to any other host is refused before it leaves the browser."""
     viewport_width: int = Field(default=1280, ge=320, le=7680)
+    """The page's width in pixels, as its layout and the screenshots see it."""
     viewport_height: int = Field(default=720, ge=240, le=4320)
+    """The page's height in pixels: one screen, what `scroll_down` moves by default."""
     action_timeout: float = Field(default=10.0, gt=0)
     """Seconds one action on an element (click, fill, select, ...) may take."""
     navigation_timeout: float = Field(default=30.0, gt=0)

@@ -168,7 +168,24 @@ else:
         ToolCallOptions,
         _AgentSection,
         unset_is_none=True,
-        extra={"factory": (str | None, None), "tools": (list[str] | None, None)},
+        extra={
+            "factory": (
+                str | None,
+                Field(
+                    default=None,
+                    description="``MODULE:FUNCTION``: your agent factory, the agent `run` builds when "
+                    "`--agent` names none (called with the configured model as ``llm=``)",
+                ),
+            ),
+            "tools": (
+                list[str] | None,
+                Field(
+                    default=None,
+                    description='``["MODULE:FUNCTION", ...]``: your functions (or `Tool`s), added as tools '
+                    "of the built-in agents, as `--tool` adds one",
+                ),
+            ),
+        },
     )
     LLMSettings = _section_of(
         "LLMSettings",

@@ -57,6 +57,7 @@ class SandboxSettings(BaseModel):
     memory: str = "512m"
     """Memory limit; swap is limited to the same value, so there is no swap on top."""
     cpus: float = Field(default=1.0, gt=0, le=64)
+    """Docker mode: CPUs the container may use (fractions allowed: ``0.5`` is half of one)."""
     pids_limit: int = Field(default=128, ge=8)
     """Processes and threads in the container: a fork bomb stops here."""
     timeout: float = Field(default=60.0, gt=0)
@@ -75,7 +76,7 @@ class SandboxSettings(BaseModel):
     """Local mode: an existing directory to use as the workspace (kept on close). None: a
     temporary directory, removed on close."""
     output_limit: int = Field(default=100_000, ge=1)
-    """Characters kept of each of stdout and stderr; the rest is counted and marked."""
+    """Bytes kept of each of stdout and stderr (`OutputCapture`); the rest is counted and marked."""
     user: str = "65534:65534"
     """``uid:gid`` the commands and snippets run as in the container (nobody:nogroup); never root (the
     Python worker alone is root, to start each snippet as this user: `agentfsm.sandbox.worker`)."""

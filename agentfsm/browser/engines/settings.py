@@ -89,6 +89,7 @@ class DuckDuckGoSettings(_Table):
     region: str = "us-en"
     """The results' region, as ddgs takes it (``us-en``, ``uk-en``, ``de-de``, ``wt-wt`` for none)."""
     safesearch: Literal["on", "moderate", "off"] = "moderate"
+    """DuckDuckGo's filter of explicit results, as ddgs takes it."""
 
 
 BACKEND_TABLES: dict[str, type[BaseModel]] = {
