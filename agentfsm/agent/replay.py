@@ -220,6 +220,10 @@ class _RecordedCalls(ToolRunner):
 
 
 class ReplayAgent(ToolCallAgent):
+    """A trace's tool-calling agent, rebuilt from its header to replay it: the same options,
+    prompts, history and machine, with a model and tools that answer from the trace, so nothing
+    is sent and nothing runs."""
+
     def __init__(
         self, header: dict[str, Any], script: ReplayScript, table: MachineTable | None = None
     ) -> None:
@@ -586,6 +590,9 @@ def _short(value: object) -> str:
 def compare_transition(
     transition: Transition, recorded: list[dict[str, Any]], index: int, complete: bool
 ) -> None:
+    """Check the replayed `transition` against the trace's transition number `index` (0-based):
+    `ReplayError` naming both when they differ, or when the replay goes past the last one of a
+    `complete` trace (one cut short ends where it ends)."""
     if index >= len(recorded):
         if complete:
             raise ReplayError(f"the replay went on past the trace's last transition ({len(recorded)})")
@@ -598,6 +605,9 @@ def compare_transition(
 
 
 def apply_edit(agent: ToolCallAgent, edit: dict[str, Any]) -> None:
+    """Re-apply a trace's `edit` record to `agent`, between the same two edges as in the run: new
+    pending calls, an approval's decision, an answer, or an edited observation. `ReplayError` when
+    the agent cannot take it there."""
     try:
         if edit["edit"] == "pending_calls":
             agent.replace_pending_calls(ToolCall.model_validate(call) for call in edit["after"])

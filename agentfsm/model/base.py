@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 ToolChoice = Literal["auto", "required", "none"]
+"""Whether the model may call tools (``auto``), must call one (``required``), or may not (``none``)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_API_BASE", "POOL_SIZE", "YIELD_EVERY_LINES", "OpenAICompatible", "provider_fields"]
 
 DEFAULT_API_BASE = OPENAI_API_BASE
+"""Where requests go without `api_base`: OpenAI's own API."""
 POOL_SIZE = 1000
 """Connections one session keeps open at most (requests beyond wait for one)."""
 YIELD_EVERY_LINES = 64

@@ -10,6 +10,7 @@ from ..messages import Message, Role
 __all__ = ["IMAGE_OMITTED", "to_wire"]
 
 IMAGE_OMITTED = "[image omitted: model does not accept images]"
+"""What a model that takes no images is sent in an image's place, so it knows one was there."""
 
 
 def to_wire(

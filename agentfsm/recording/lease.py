@@ -54,6 +54,7 @@ from .files import RecordPath
 __all__ = ["LEASE_SUFFIX", "Lease", "lease_path"]
 
 LEASE_SUFFIX = ".lease"
+"""What a checkpoint's path is followed by to name its lease file, beside it."""
 _OWNER_BYTES = 4096
 """More than an owner record takes (a host name is at most 255 bytes)."""
 
