@@ -53,7 +53,7 @@ class LLMOptions(Options):
             expected="a URL starting with http:// or https:// (e.g. 'http://127.0.0.1:8000/v1')",
         ),
     ] = None
-    """The server's base URL (None: the provider's own); the README shows it per provider."""
+    """The server's base URL (None: the provider's own); docs/guides/models.md shows it per provider."""
     api_version: Annotated[str | None, Spec(valid=_named, expected="a version such as '2024-10-21'")] = None
     """The API version some providers take (Azure's ``api-version``; None: litellm's default)."""
     api_key: Annotated[str | None, Spec(secret=True)] = field(default=None, repr=False)
