@@ -234,3 +234,21 @@ def test_the_docs_list_every_event_type_of_the_event_stream() -> None:
     table = text[text.index("| event | when |") :].split("\n\n", 1)[0]
     listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
     assert sorted(listed) == sorted(cls.__name__ for cls in typing.get_args(AgentEvent))
+
+
+def test_the_reliability_page_cites_only_tests_that_exist() -> None:
+    """docs/reliability.md names the tests that prove each promise: a test renamed, moved or deleted
+    shows here, so the page never cites a proof that is gone."""
+    text = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    files = set(re.findall(r"tests/[\w/]+\.py", text))
+    assert files, "the reliability page cites no test file"
+    missing = sorted(name for name in files if not (ROOT / name).is_file())
+    assert not missing, f"docs/reliability.md cites {missing}, which do not exist"
+    defined = set()
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        defined.update(re.findall(r"^(?:async )?def (test_\w+)\(", path.read_text(encoding="utf-8"), re.M))
+    cited = set(re.findall(r"`(?:tests/[\w/]+\.py::)?(test_\w+)`", text))
+    assert cited, "the reliability page names no test"
+    assert not cited - defined, (
+        f"docs/reliability.md names {sorted(cited - defined)}, which no test file defines"
+    )
