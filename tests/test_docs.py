@@ -1,12 +1,13 @@
-"""Generated diagrams and README blocks match the machine tables they are drawn from."""
+"""Generated diagrams and the README match the machine tables and the examples they come from; the docs' lists
+match the code."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -124,257 +125,63 @@ def test_the_approval_machine_is_drawn_with_its_state(capsysbinary):
     assert "        AWAITING_APPROVAL\n" in text  # inside RUNNING
 
 
-def _readme_block(containing: str) -> str:
+# -- the README: the front door, every example in it a script that runs ---------------------------------
+
+
+EXAMPLES = ROOT / "docs" / "examples"
+
+
+def _fenced(text: str, language: str) -> list[tuple[int, str]]:
+    """Each block fenced as `language` in `text`, with where it starts."""
+    opening = f"```{language}\n"
+    found, at = [], text.find(opening)
+    while at != -1:
+        body = at + len(opening)
+        found.append((at, text[body : text.index("```", body)]))
+        at = text.find(opening, body)
+    return found
+
+
+def test_every_python_block_of_the_readme_is_an_example_script_with_the_output_it_prints() -> None:
+    """A Python block of the README is the text of a `docs/examples/NAME.py` (which
+    tests/test_docs_examples.py runs), and the `text` block after it is the `NAME.out` it must print: the
+    front door shows nothing that is not run."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
-    (block,) = [b for b in blocks if containing in b]
-    return block
+    scripts = {path.read_text(encoding="utf-8"): path for path in EXAMPLES.glob("*.py")}
+    blocks = _fenced(text, "python")
+    assert blocks, "the README shows no example"
+    outputs = _fenced(text, "text")
+    for at, block in blocks:
+        assert block in scripts, (
+            f"the README's example {block[:120]!r} is no docs/examples/NAME.py: make it one"
+        )
+        after = [output for start, output in outputs if start > at]
+        assert after, f"the README shows no output after {scripts[block].name}"
+        expected = scripts[block].with_suffix(".out").read_text(encoding="utf-8")
+        assert after[0] == expected, f"the README's output of {scripts[block].name} is not its .out"
 
 
-async def test_the_readmes_extension_example_runs_as_described():
-    namespace: dict[str, object] = {}
-    exec(compile(_readme_block("class ReflectingAgent"), "README.md", "exec"), namespace)
-    from agentfsm import AgentState, StopReason
-    from agentfsm.testing import ScriptedLLM, reply
-
-    agent_class = namespace["ReflectingAgent"]
-    agent = agent_class(llm=ScriptedLLM([reply("[handoff] a person should take this")]))  # type: ignore[operator]
-    result = await agent.run("help")
-    assert (result.state, result.stop_reason) == (AgentState.FINISHED, "handed_off")
-    assert "HANDED_OFF --> [*]" in to_mermaid(agent.table)
-    agent.llm = ScriptedLLM([reply(tool_calls=[("terminate", {"status": "success"})])])
-    assert (await agent.run("again")).stop_reason is StopReason.TERMINATED
-
-
-# -- the README's Python examples, run as written ------------------------------------------------------
-#
-# An example runs as written, in a namespace holding what the README says the examples assume (`llm`,
-# any model; `agent`, an agent built as above; here scripted ones) and what the examples before it
-# imported (they build on each other: a reader who ran them has those names); its top-level `await`s
-# run in the test's event loop. Each example is found by a line only it has, and every example is
-# either run here or listed in NOT_RUN with the reason, so a new one cannot go untested by accident.
-
-NOT_RUN = {
-    'asyncio.run(agent.run("What\'s the weather in Paris?"))': "a script asking a provider (a key)",
-    'result = agent.run_sync("What\'s the weather in Paris?")': "a script, and a model server on port 8000",
-    'sandbox=SandboxSettings(mode="docker", memory="1g")': "Docker and a provider",
-    'async for event in agent.run_stream("what is 2 + 3?"):': "a streaming model server on port 8000",
-    "final_only=True)": "the streaming example's agent",
-    'MCPServerSettings(command="mcp-server-time")': "the mcp-server-time command",
-    "elicitation_callback=approve": "agentfsm mcp-serve on port 8000",
-    'servers={"shop": "http://127.0.0.1:8000/mcp"}': "an MCP server that asks, on port 8000",
-    'Manus(llm=llm, browser=BrowserSettings(allowed_hosts=["*.python.org"]))': "the web",
-    'BrowserAgent(llm=LLM("openai/gpt-4o")': "the web and a provider",
-}
-"""Examples that need what the suite does not give them (their parts are tested elsewhere)."""
-
-RUN = [
-    'api_base="http://127.0.0.1:8000/v1", api_key="none")',
-    "inspector = await serve(runs)",
-    "vision=True, max_input_tokens=32768",
-    "class City(BaseModel):",
-    "@tool(deps_type=Shop)",
-    'async for t in agent.iter("task"):',
-    "class ReflectingAgent",
-    "echo = FunctionLLM",
-    "def on_retry(event):",
-    "InMemorySpanExporter()",
-    "@tool(needs_approval=True)",
-    "stepper = Stepper(",
-    "flow = PlanningFlow(",
-    'agents={"mine": build_my_agent}',
-    'agents={"helper": build_helper}',
-    "def word_count(text: str) -> int:",
-]
-"""Examples the tests below run (by a line only each has)."""
-
-
-def _readme_blocks() -> list[str]:
+def test_the_readme_names_the_two_commands_of_a_fresh_clone() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    for command in ("tools/demo", "tools/test"):
+        assert f"./{command}" in text
+        assert os.access(ROOT / command, os.X_OK), f"{command} is not an executable script"
 
 
-def test_every_python_example_of_the_readme_is_run_or_says_why_not():
-    markers = [*RUN, *NOT_RUN]
-    for block in _readme_blocks():
-        found = [m for m in markers if m in block]
-        assert len(found) == 1, f"the README example {block[:200]!r} is matched by {found}: run it here"
-    for marker in markers:
-        assert any(marker in block for block in _readme_blocks()), f"no README example has {marker!r}"
+def test_every_link_of_the_readme_reaches_a_file_of_the_repository() -> None:
+    """The README links into the docs' pages as files (GitHub shows them): each must exist."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert len(targets) > 10, "the README links into the docs"
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert not missing, f"the README links to {missing}, which are not in the repository"
 
 
-async def _run_example(containing: str, **assumed: object) -> dict[str, object]:
-    import ast
-
-    blocks = _readme_blocks()
-    (index,) = [i for i, block in enumerate(blocks) if containing in block]
-    namespace: dict[str, object] = dict(assumed)
-    for earlier in blocks[:index]:
-        imports = [node for node in ast.parse(earlier).body if isinstance(node, ast.Import | ast.ImportFrom)]
-        exec(compile(ast.Module(body=imports, type_ignores=[]), "README.md", "exec"), namespace)
-    code = compile(blocks[index], "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    pending = eval(code, namespace)  # a coroutine when the example awaits
-    if pending is not None:
-        await pending
-    return namespace
-
-
-def _terminates(request):
-    from agentfsm.testing import reply
-
-    return reply("finished", tool_calls=[("terminate", {"status": "success"})])
-
-
-async def test_the_readmes_native_adapter_example_builds_its_model():
-    from agentfsm import OpenAICompatible
-
-    llm = (await _run_example('api_base="http://127.0.0.1:8000/v1", api_key="none")'))["llm"]
-    assert isinstance(llm, OpenAICompatible) and llm.api_base == "http://127.0.0.1:8000/v1"  # no request sent
-    await llm.aclose()
-
-
-async def test_the_readmes_declared_facts_example_runs_as_written():
-    from agentfsm import OpenAICompatible
-
-    llm = (await _run_example("vision=True, max_input_tokens=32768"))["llm"]
-    assert isinstance(llm, OpenAICompatible)
-    assert (llm.supports_vision, llm.input_limit) == (True, 32768)  # the map knows nothing of this model
-    await llm.aclose()
-
-
-async def test_the_readmes_structured_answer_example_runs_as_written():
-    from agentfsm.testing import ScriptedLLM, reply
-
-    city = {"name": "Paris", "country": "France", "population": 2100000}
-    namespace = await _run_example(
-        "class City(BaseModel):", llm=ScriptedLLM([reply(tool_calls=[("final_result", city)])])
-    )
-    result = namespace["result"]
-    assert result.parsed == namespace["City"](**city)  # type: ignore[attr-defined,operator]
-    assert json.loads(result.output) == city  # type: ignore[attr-defined]
-
-
-async def test_the_readmes_dependencies_example_runs_as_written():
-    from agentfsm.testing import ScriptedLLM, reply
-
-    llm = ScriptedLLM(
-        [
-            reply(tool_calls=[("price", {"item": "tea"})]),
-            reply(tool_calls=[("terminate", {"status": "success"})]),
-        ]
-    )
-    namespace = await _run_example("@tool(deps_type=Shop)", llm=llm)
-    assert namespace["result"].stop_reason == "terminated"  # type: ignore[attr-defined]
-    assert llm.requests[1].messages[-1].content.endswith("3.50 EUR")
-    assert "shop" not in json.dumps(llm.requests[0].tools)  # the model never sees the dependency
-
-
-async def test_the_readmes_stepping_examples_run_as_written(capsys):
-    from agentfsm import ToolCallAgent
-    from agentfsm.testing import FunctionLLM
-
-    await _run_example(
-        'async for t in agent.iter("task"):', agent=ToolCallAgent(llm=FunctionLLM(_terminates))
-    )
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "IDLE -> THINKING [start] step 1 {}"
-    assert lines[-1].startswith("OBSERVING -> FINISHED [observe_done] step 1 {") and len(lines) == 4
-
-    await _run_example("stepper = Stepper(", agent=ToolCallAgent(llm=FunctionLLM(_terminates)))
-    observations, result = capsys.readouterr().out.splitlines()[-2:]  # paused once in OBSERVING
-    assert observations.endswith("The interaction has been completed with status: success']")
-    assert result.startswith("RunResult(") and "stop_reason=<StopReason.TERMINATED: 'terminated'>" in result
-
-
-async def test_the_readmes_retry_listener_example_runs_as_written(capsys):
-    from agentfsm import ToolCallAgent
-    from agentfsm.testing import FunctionLLM
-
-    agent = ToolCallAgent(llm=FunctionLLM(_terminates))
-    await _run_example("def on_retry(event):", agent=agent)
-    assert (await agent.run("go")).stop_reason == "terminated"
-    assert capsys.readouterr().out == ""  # nothing was retried
-
-
-async def test_the_readmes_telemetry_example_runs_as_written(capsys):
-    namespace = await _run_example("InMemorySpanExporter()")
-    assert capsys.readouterr().out == "['chat', 'execute_tool terminate', 'invoke_agent toolcall']\n"
-    assert namespace["tracing"] is not None
-
-
-async def test_the_readmes_approval_example_runs_as_written(clean_env):
-    from agentfsm.testing import ScriptedLLM, reply
-
-    calls = [("delete", {"path": "/"}), ("delete", {"path": "/tmp/old"})]
-    llm = ScriptedLLM([reply(tool_calls=calls), reply(tool_calls=[("terminate", {"status": "success"})])])
-    namespace = await _run_example("@tool(needs_approval=True)", llm=llm)
-    assert namespace["result"].stop_reason == "terminated"  # type: ignore[attr-defined]
-    results = [m.content for m in llm.requests[1].messages if m.role == "tool"]
-    assert results[0].endswith("it was not run. Reason: never the root")
-    assert results[1] == "Cmd `delete` completed with no output"
-    assert (clean_env / "run.checkpoint.jsonl").exists()
-
-
-async def test_the_readmes_testing_example_runs_as_written():
-    from agentfsm import StopReason
-
-    namespace = await _run_example("echo = FunctionLLM")
-    result = namespace["result"]
-    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
-    assert namespace["answer"].output == "you said hello"  # type: ignore[attr-defined]
-
-
-def _planner_and_agents(request):
-    """The planner plans two steps, each agent terminates, and the summary is a text."""
-    from agentfsm.testing import reply
-
-    if "planning" in request.tool_names:
-        steps = ["[coder] write the CSV", "[coder] check it"]
-        return reply(tool_calls=[("planning", {"command": "create", "title": "primes", "steps": steps})])
-    if "terminate" in request.tool_names:
-        return reply("done", tool_calls=[("terminate", {"status": "success"})])
-    return reply("The CSV was written and checked.")
-
-
-async def test_the_readmes_planning_example_runs_as_written(capsys):
-    from agentfsm.testing import FunctionLLM
-
-    namespace = await _run_example("flow = PlanningFlow(", llm=FunctionLLM(_planner_and_agents))
-    result = namespace["result"]
-    assert (result.stop_reason, result.summary) == ("completed", "The CSV was written and checked.")  # type: ignore[attr-defined]
-    printed = capsys.readouterr().out.splitlines()
-    assert printed == ["1 coder completed done", "2 coder completed done"]
-
-
-async def test_the_readmes_planning_example_handles_a_flow_that_failed_before_its_plan(capsys):
-    from agentfsm.errors import LLMError
-    from agentfsm.testing import ScriptedLLM
-
-    namespace = await _run_example(
-        "flow = PlanningFlow(", llm=ScriptedLLM([LLMError("the provider is down")])
-    )
-    result = namespace["result"]
-    assert (result.plan, result.stop_reason) == (None, "error")  # type: ignore[attr-defined]
-    assert capsys.readouterr().out == "error LLMError: the provider is down\n"
-
-
-async def test_the_readmes_durable_example_runs_as_written(clean_env):
-    from agentfsm import StopReason, ToolCallAgent
-    from agentfsm.testing import FunctionLLM
-
-    namespace = await _run_example('agents={"mine": build_my_agent}', llm=FunctionLLM(_terminates))
-    result = namespace["result"]
-    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
-    built = namespace["build_my_agent"](namespace["AgentSpec"](agent="mine", options={"max_steps": 10}))  # type: ignore[operator]
-    assert isinstance(built, ToolCallAgent) and (built.name, built.options.max_steps) == ("mine", 10)
-    assert (clean_env / "runs.db").exists()
-
-
-def test_the_readmes_own_agent_runs_on_the_command_line_as_written(clean_env, llmock):
+def test_the_docs_own_agent_module_runs_on_the_command_line_as_written(clean_env, llmock):
     import subprocess
     import sys
 
-    (clean_env / "myagents.py").write_text(_readme_block("def word_count(text: str) -> int:"))
+    (clean_env / "myagents.py").write_text((EXAMPLES / "myagents.py").read_text(encoding="utf-8"))
     llmock.call_tool("word_count", {"text": "to be or not"})
     llmock.call_tool("terminate", {"status": "success"})
     model = ["--model", "openai/m", "--api-base", llmock.base_url("openai"), "--api-key", "k"]
@@ -393,34 +200,10 @@ def test_the_readmes_own_agent_runs_on_the_command_line_as_written(clean_env, ll
     assert replayed.returncode == 0, replayed.stderr
 
 
-async def test_the_readmes_run_manager_example_runs_as_written(clean_env, capsys):
-    from agentfsm import StopReason
-    from agentfsm.testing import FunctionLLM
-
-    namespace = await _run_example('agents={"helper": build_helper}', llm=FunctionLLM(_terminates))
-    result = namespace["result"]
-    assert result.stop_reason is StopReason.TERMINATED  # type: ignore[attr-defined]
-    assert capsys.readouterr().out in ("queued\n", "running\n")
-    (folder,) = (clean_env / "runs").iterdir()
-    assert (folder / "run.json").exists() and (folder / "checkpoint.jsonl").exists()
-
-
-async def test_the_readmes_inspector_example_serves_an_apps_runs(clean_env, capsys):
-    from agentfsm import ToolCallAgent
-    from agentfsm.testing import FunctionLLM
-
-    factories = {"helper": lambda spec: ToolCallAgent(llm=FunctionLLM(_terminates))}
-    namespace = await _run_example("inspector = await serve(runs)", factories=factories)
-    inspector: Any = namespace["inspector"]
-    assert capsys.readouterr().out == f"{inspector.url}\n"
-    assert inspector.url.startswith("http://127.0.0.1:") and inspector.token is None
-
-
 def test_the_repository_layout_names_every_module_in_its_folder() -> None:
-    """The README's "Repository layout" names each package of agentfsm and each module in the lines
+    """The docs' "Repository layout" page names each package of agentfsm and each module in the lines
     of its folder (a module added, moved or deleted shows here first), and each tool script."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Repository layout") :]
+    section = (ROOT / "docs" / "reference" / "layout.md").read_text(encoding="utf-8")
     block = section[section.index("```\n") + 4 : section.index("```\n", section.index("```\n") + 4)]
     folders: dict[str, str] = {}
     current = ""
@@ -446,17 +229,35 @@ def test_the_repository_layout_names_every_module_in_its_folder() -> None:
     for path in sorted((ROOT / "tools").iterdir()):
         if not re.search(rf"(?<![\w.-]){re.escape(path.name)}\b", folders.get("tools/", "")):
             unnamed.append(str(path.relative_to(ROOT)))
-    assert not unnamed, f"the README's repository layout does not name {unnamed} where they are"
+    assert not unnamed, f"docs/reference/layout.md does not name {unnamed} where they are"
 
 
-def test_the_readme_lists_every_event_type_of_the_event_stream() -> None:
-    """The table of events under "Traces and replay" is `AgentEvent`'s members, no more, no fewer."""
+def test_the_docs_list_every_event_type_of_the_event_stream() -> None:
+    """The table of events on the page of a run is `AgentEvent`'s members, no more, no fewer."""
     import re
     import typing
 
     from agentfsm.run.events import AgentEvent
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "concepts" / "run.md").read_text(encoding="utf-8")
     table = text[text.index("| event | when |") :].split("\n\n", 1)[0]
     listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
     assert sorted(listed) == sorted(cls.__name__ for cls in typing.get_args(AgentEvent))
+
+
+def test_the_reliability_page_cites_only_tests_that_exist() -> None:
+    """docs/reliability.md names the tests that prove each promise: a test renamed, moved or deleted
+    shows here, so the page never cites a proof that is gone."""
+    text = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    files = set(re.findall(r"tests/[\w/]+\.py", text))
+    assert files, "the reliability page cites no test file"
+    missing = sorted(name for name in files if not (ROOT / name).is_file())
+    assert not missing, f"docs/reliability.md cites {missing}, which do not exist"
+    defined = set()
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        defined.update(re.findall(r"^(?:async )?def (test_\w+)\(", path.read_text(encoding="utf-8"), re.M))
+    cited = set(re.findall(r"`(?:tests/[\w/]+\.py::)?(test_\w+)`", text))
+    assert cited, "the reliability page names no test"
+    assert not cited - defined, (
+        f"docs/reliability.md names {sorted(cited - defined)}, which no test file defines"
+    )

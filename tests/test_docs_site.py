@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,28 @@ def test_a_settings_key_without_a_description_fails_the_build() -> None:
 
     with pytest.raises(hook.MissingDescriptionError, match=r"\[x\] size .* no description"):  # type: ignore[attr-defined]
         list(hook._walk(Undocumented, ("x",)))  # type: ignore[attr-defined]
+
+
+def _toml_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for n, block in enumerate(re.findall(r"^```toml\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)):
+            blocks.append((f"{page.relative_to(ROOT)}#{n}", block))
+    return blocks
+
+
+@pytest.mark.parametrize(("where", "block"), _toml_blocks(), ids=[w for w, _ in _toml_blocks()])
+def test_every_configuration_a_page_shows_loads_as_written(
+    where: str, block: str, tmp_path, monkeypatch
+) -> None:
+    """A page's TOML is a file a reader copies: every key must be one the settings take."""
+    from agentfsm.cli.config import Settings
+
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("AGENTFSM_"):
+            monkeypatch.delenv(name)
+    config = tmp_path / "agentfsm.toml"
+    config.write_text(block, encoding="utf-8")
+    Settings.load(config)  # a ConfigError names the key that is wrong

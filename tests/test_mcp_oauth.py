@@ -327,14 +327,3 @@ async def test_a_login_nobody_comes_back_from_says_so_in_one_line(auth_dir: Path
         "within 0.5 s: open the printed URL in a browser on this machine, and run the login again"
     )
     assert not (auth_dir / "docs.json").exists() or AuthFile("docs", servers.url).tokens() is None
-
-
-def test_the_readmes_auth_configuration_loads(tmp_path: Path):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Servers behind OAuth") :]
-    block = section[section.index("```toml\n") + len("```toml\n") : section.index("```\n\n```sh")]
-    config = tmp_path / "agentfsm.toml"
-    config.write_text(block)
-    servers = Settings.load(config).mcp.server_settings()
-    assert servers["docs"].auth == MCPAuthSettings()
-    assert servers["notes"].auth is not None and servers["notes"].auth.scopes == ("notes:read",)

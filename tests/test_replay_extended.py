@@ -1,6 +1,6 @@
 """Replay drives the recorded agent's own machine: a trace of an agent whose class extends its table
-(the README's `ReflectingAgent`, a user's `MachineTable.extend`) replays, its own phases included,
-and a replay that lacks the class says which states it lacks and how to give it."""
+(the docs' `ReflectingAgent` of docs/examples/extending.py, a user's `MachineTable.extend`) replays, its
+own phases included, and a replay that lacks the class says which states it lacks and how to give it."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class ReflectingAgent(ToolCallAgent):
 
 @pytest.fixture
 def agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The README's extended agent, in a module of the user's own (`my_agents`)."""
+    """The docs' extended agent, in a module of the user's own (`my_agents`)."""
     (tmp_path / "my_agents.py").write_text(AGENTS)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "my_agents", raising=False)

@@ -295,17 +295,6 @@ def test_run_stream_keeps_stdout_the_answer_alone_through_a_retry(llmock: Any, c
     assert [r.status for r in llmock.requests] == [503, 200]
 
 
-def test_the_readme_s_retry_example_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
-    from agentfsm.testing import ScriptedLLM
-
-    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    (block,) = [b.split("```", 1)[0] for b in text.split("```python\n")[1:] if "def on_retry" in b]
-    agent = ToolCallAgent(llm=ScriptedLLM([]))
-    exec(compile(block, "README.md", "exec"), {"agent": agent})
-    agent.emit(retry_event(wait_s=2.0))
-    assert capsys.readouterr().out == "attempt 1 failed (ProviderError); retrying in 2.0 s\n"
-
-
 def test_the_bench_prints_what_a_listened_to_call_pays_for_its_retries_to_be_heard() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import bench_otel

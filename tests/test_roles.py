@@ -32,7 +32,8 @@ HANDOFF = Guard("handoff", lambda agent: "hand off" in (agent.run_state.output o
 
 
 class HandOffAgent(ToolCallAgent):
-    """A user's final state, declared the README's way: reached by a guarded `think_done` edge."""
+    """A user's final state, declared as docs/concepts/machine.md does: reached by a guarded `think_done`
+    edge."""
 
     table = AGENT_TABLE.extend(
         states=[StateSpec("HANDED_OFF", final=AgentState.FINISHED, doc="a person takes over")],

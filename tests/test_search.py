@@ -851,16 +851,6 @@ async def test_a_browser_agents_run_answers_from_a_local_searxng(clean_env: Path
     assert 'heading "Python 3.99 is out"' in system
 
 
-def test_the_readmes_search_configuration_loads_as_written(clean_env: Path) -> None:
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    (block,) = [b.split("```", 1)[0] for b in text.split("```toml\n")[1:] if '"searxng", "duckduckgo"' in b]
-    settings = Settings.load(write(clean_env / "agentfsm.toml", block)).search
-    assert settings.backends == ("searxng", "duckduckgo")
-    assert (settings.searxng.url, settings.duckduckgo.region) == ("http://127.0.0.1:8888", "us-en")
-    chain = build_search(settings, environ={})
-    assert chain is not None and chain.names == ["searxng", "duckduckgo"]
-
-
 def test_the_configuration_loads_no_backend_nor_its_client() -> None:
     """The command line reads `[search]` on every start: only the settings are imported with it."""
     import subprocess

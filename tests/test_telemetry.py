@@ -381,18 +381,6 @@ async def test_an_http_model_call_names_its_provider_server_and_finish_reason(
     assert attributes["gen_ai.usage.input_tokens"] == result.usage.input_tokens > 0
 
 
-async def test_the_readmes_example_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## OpenTelemetry") :]
-    block = section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
-    said = [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("# [")]
-    body = "".join(f"    {line}\n" for line in block.splitlines())
-    namespace: dict[str, Any] = {}
-    exec(compile(f"async def example():\n{body}", "README.md", "exec"), namespace)
-    await namespace["example"]()
-    assert capsys.readouterr().out.strip() == said[0]
-
-
 async def test_events_of_kinds_it_does_not_know_are_passed_over(exporter: InMemorySpanExporter) -> None:
     from dataclasses import dataclass
 

@@ -3,6 +3,7 @@
     .venv/bin/python tools/bench.py            # full run (several minutes), a table on stdout
     .venv/bin/python tools/bench.py --quick    # under two minutes, smaller counts
     .venv/bin/python tools/bench.py --json     # the numbers as one JSON object (only that on stdout)
+    .venv/bin/python tools/bench.py --only http,ui   # some sections, by name (docs/benchmarks.md lists them)
 
 Sections: per-run overhead against a bare loop, LangGraph and pydantic-ai,
 with agentfsm's two floors (its engine with phases that do nothing, and its
@@ -19,7 +20,8 @@ exporter, and none without it); start-up time; the sandbox (`bench_sandbox`: sta
 python_execute and bash warm, docker and local); an MCP stdio result of 5 to 50 MB in one
 line (`bench_mcp`: the SDK's stdio client beside agentfsm's).
 Medians throughout; frameworks are measured in interleaved rounds, so a
-noisy neighbour slows all of them alike. See BENCHMARKS.md.
+noisy neighbour slows all of them alike. See docs/benchmarks.md: the table, what each number
+means, and the goals.
 """
 
 from __future__ import annotations

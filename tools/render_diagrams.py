@@ -1,4 +1,4 @@
-"""Regenerate diagrams/ and the generated blocks of README.md from the machine tables.
+"""Regenerate diagrams/ and the README's generated diagram from the machine tables.
 
 .venv/bin/python tools/render_diagrams.py          # write
 .venv/bin/python tools/render_diagrams.py --check  # exit 1 if anything is stale
@@ -19,7 +19,7 @@ from agentfsm.agent.manus import Manus
 from agentfsm.agent.table import AGENT_TABLE
 from agentfsm.flow.review import with_review
 from agentfsm.flow.table import FLOW_TABLE
-from agentfsm.fsm.diagram import render, to_markdown, to_mermaid
+from agentfsm.fsm.diagram import render, to_mermaid
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,12 +44,9 @@ def expected() -> dict[Path, str]:
 
 
 def readme_blocks() -> dict[str, str]:
-    return {
-        "mermaid": "```mermaid\n" + to_mermaid(AGENT_TABLE) + "```\n",
-        "table": to_markdown(AGENT_TABLE),
-        "flow-mermaid": "```mermaid\n" + to_mermaid(FLOW_TABLE) + "```\n",
-        "flow-table": to_markdown(FLOW_TABLE),
-    }
+    """The README's generated blocks, by marker name: the agent's diagram. (The docs' pages get
+    their diagrams and tables from the site's hook, docs/hooks/machine_table.py, at each build.)"""
+    return {"mermaid": "```mermaid\n" + to_mermaid(AGENT_TABLE) + "```\n"}
 
 
 def _between(match: re.Match[str], block: str) -> str:

@@ -1,4 +1,4 @@
-"""Draw the README's screenshots of the inspector: a run paused for approval, a run's page stepped
+"""Draw the docs' screenshots of the inspector: a run paused for approval, a run's page stepped
 back, a live run held at a breakpoint, and a fork's memory being edited.
 
     .venv/bin/python tools/ui_screenshots.py        # writes docs/images/inspector-*.png

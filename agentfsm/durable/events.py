@@ -67,7 +67,7 @@ LINGER_S = 0.25
 """How long a segment waits for others to share its transaction (`EventWriter`): what a reader
 may wait more for an event, beside its own polling. Each transaction costs the worker's CPU about
 what a step of DBOS's does; at 4 workers of 8 one-tool runs, 50 ms raised the worker's CPU a run
-from 1.3x bare DBOS's to 1.46x, 0.25 s to 1.37x (`tools/bench_durable.py`, BENCHMARKS.md)."""
+from 1.3x bare DBOS's to 1.46x, 0.25 s to 1.37x (`tools/bench_durable.py`, docs/benchmarks-log.md)."""
 CONFLICT_TRIES = 100
 """How often an insert whose first seq another execution took at that moment is tried again."""
 

@@ -75,7 +75,7 @@ run one after another, one for the whole batch (its calls wait for it). One
 record for the batch, rather than one per call: a batch of three took 24-28 ms
 on PostgreSQL that way, against 35-37 ms with a record before each call (the
 calls' records made concurrently) and 43-44 ms with the three records made in
-turn before any call (BENCHMARKS.md). Every entry goes through the journal
+turn before any call (docs/benchmarks-log.md). Every entry goes through the journal
 (`_Entries` sees them all), so "just before" is exact. When the call's ``tool``
 step is not recorded, the call is taken as started, and so reported interrupted,
 exactly when its start record was read back rather than made by this process:
@@ -114,7 +114,7 @@ records the parking setting at the first pause and each park; layout 6 keeps the
 run's trace in its output (`TRACE_KEY`) instead of an event of its own: an event
 is one more transaction at the run's end, and a notification every worker's
 listener handles, which measured about what one more step costs a run
-(BENCHMARKS.md, "Durable runs across workers (step layout 6)"). A worker
+(docs/benchmarks-log.md, "Durable runs across workers (step layout 6)"). A worker
 replays only the layout it records: a run recorded in another one ends in ERROR
 at its first model step, saying so (`CheckpointError`); workers of the default
 application version never take such a run, since each release declares its own.

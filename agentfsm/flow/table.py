@@ -1,4 +1,4 @@
-"""The planning flow's machine, declared once: read by the driver, the diagram and the README.
+"""The planning flow's machine, declared once: read by the driver, the diagrams and the docs.
 
 PLANNING makes the plan, EXECUTING runs one step with its agent per visit,
 REPLANNING revises what remains after a blocked step, FINALIZING has the

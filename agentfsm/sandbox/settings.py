@@ -67,7 +67,7 @@ class SandboxSettings(BaseModel):
     keep_alive: bool = True
     """True: keep the sandbox between the agent's runs, for its life (until `aclose()` or the end of
     ``async with``), as its memory is kept: the files a conversation made are still there when it goes
-    on, and a run does not pay a start and a close (measured in BENCHMARKS.md). False: destroy it at
+    on, and a run does not pay a start and a close (measured in docs/benchmarks-log.md). False: destroy it at
     the end of each run. On error or cancellation it is always destroyed; one never closed is
     destroyed when dropped or at the interpreter's exit."""
     workspace: str = "/workspace"
