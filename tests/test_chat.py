@@ -66,6 +66,17 @@ def test_a_session_goes_on_in_the_next_chat_and_reset_forgets_it(llmock: Any, cl
     assert users(llmock.requests[-1]) == ["what is my colour?"]
 
 
+def test_the_configurations_stream_holds_unless_stream_is_flagged(llmock: Any, clean_env: Path):
+    """``[llm] stream = true`` streams a chat's model as it does a run's (not printing the text as it
+    comes: that is --stream's); leaving --stream out does not turn the configuration's off."""
+    (clean_env / "agentfsm.toml").write_text("[llm]\nstream = true\n")
+    llmock.reply("Streamed.")
+    done = chat(llmock, "hello\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Streamed."]
+    assert llmock.requests[-1].body.get("stream") is True
+
+
 def test_the_commands_say_what_they_do(llmock: Any):
     llmock.reply("Hi.")
     done = chat(llmock, "hello\n/usage\n/diagram\n/save\n/nope\n/help\n/quit\nnever sent\n")

@@ -126,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--stream",
-        action="store_true",
-        help="the model's replies on stdout as they come (else the answer once the turn ends)",
+        action="store_const",
+        const=True,
+        help="the model's replies on stdout as they come (else the answer once the turn ends); "
+        "[llm] stream = true streams without printing",
     )
     chat.add_argument(
         "--db",
