@@ -268,7 +268,8 @@ class MCPTimeoutError(MCPServerError, TimeoutError):
 
 class MCPLoginError(MCPServerError):
     """An MCP server behind OAuth has no usable tokens (never logged in, or its refresh was
-    refused), or its authorization failed: the message names `agentfsm mcp login SERVER`."""
+    refused), or its authorization failed: the message names `agentfsm mcp login SERVER`, or
+    (the client-credentials grant, which has no login) the credentials to check."""
 
 
 class ScriptExhaustedError(AgentfsmError, RuntimeError):

@@ -11,6 +11,11 @@ The authorization endpoint consents at once: it redirects to the client's redire
 code, so a test plays the person's browser by following the printed URL. Access tokens live
 `Provider.access_seconds`; `Provider.log` records what each endpoint was asked, in order.
 
+The token endpoint also grants ``client_credentials`` (which the SDK's server pieces do not) to the
+machine clients a test enters in `Provider.secrets` (authenticated with HTTP Basic) or
+`Provider.public_keys` (a ``private_key_jwt`` assertion, RFC 7523: signed by the matching private
+key, ``iss`` and ``sub`` the client id, ``aud`` the issuer). Such a grant issues no refresh token.
+
 `protected_server()` runs both in a thread of their own (uvicorn) and stops them on exit. Also
 runnable as a program: ``python tests/oauth_servers.py [SECONDS]`` prints the MCP endpoint and
 serves for that long (an hour by default) or until interrupted.
@@ -18,12 +23,14 @@ serves for that long (an hour by default) or until interrupted.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import secrets
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +67,12 @@ class Provider:
     refresh: dict[str, RefreshToken] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
     challenges: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    """Machine clients of the client-credentials grant with a secret, by client id."""
+    public_keys: dict[str, str] = field(default_factory=dict)
+    """Machine clients of the client-credentials grant with a key (its public PEM), by client id."""
+    assertions: list[dict[str, Any]] = field(default_factory=list)
+    """The claims of each client assertion accepted."""
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -137,6 +150,52 @@ class Provider:
             access_token=access, expires_in=self.access_seconds, scope=" ".join(scopes), refresh_token=refresh
         )
 
+    def client_credentials(
+        self, form: dict[str, str], authorization: str, issuer: str
+    ) -> tuple[int, dict[str, Any]]:
+        """The token endpoint's answer (status, JSON) to a ``client_credentials`` request."""
+        self.log.append("client_credentials")
+        client_id = self._machine(form, authorization, issuer)
+        if client_id is None:
+            return 401, {"error": "invalid_client"}
+        access = secrets.token_urlsafe(16)
+        scopes = form.get("scope", SCOPE).split()
+        self.access[access] = AccessToken(
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.access_seconds + 1,
+            resource=form.get("resource"),
+        )
+        body = {"access_token": access, "token_type": "Bearer", "expires_in": self.access_seconds}
+        return 200, {**body, "scope": " ".join(scopes)}
+
+    def _machine(self, form: dict[str, str], authorization: str, issuer: str) -> str | None:
+        """The machine client the request authenticates as, or None."""
+        import jwt
+
+        if authorization.startswith("Basic "):
+            pair = base64.b64decode(authorization.removeprefix("Basic ")).decode()
+            client_id, _, secret = (urllib.parse.unquote(part) for part in pair.partition(":"))
+            return client_id if self.secrets.get(client_id) == secret else None
+        if form.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            return None
+        assertion = form.get("client_assertion", "")
+        client_id = jwt.decode(assertion, options={"verify_signature": False}).get("iss")
+        key = self.public_keys.get(client_id or "")
+        if key is None:
+            return None
+        try:
+            claims = jwt.decode(
+                assertion, key, algorithms=["RS256", "ES256"], audience=[issuer, f"{issuer}/"]
+            )
+        except jwt.InvalidTokenError:
+            return None
+        if claims.get("sub") != client_id:
+            return None
+        self.assertions.append(claims)
+        return client_id
+
     # the resource server's `TokenVerifier`
     async def verify_token(self, token: str) -> AccessToken | None:
         return await self.load_access_token(token)
@@ -155,15 +214,17 @@ def _apps(provider: Provider, as_port: int, mcp_port: int) -> tuple[Any, Any]:
     from starlette.applications import Starlette
 
     issuer = f"http://127.0.0.1:{as_port}"
-    authorization = Starlette(
-        routes=create_auth_routes(
-            provider=provider,  # type: ignore[arg-type]
-            issuer_url=AnyHttpUrl(issuer),
-            client_registration_options=ClientRegistrationOptions(
-                enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
-            ),
-        )
+    routes = create_auth_routes(
+        provider=provider,  # type: ignore[arg-type]
+        issuer_url=AnyHttpUrl(issuer),
+        client_registration_options=ClientRegistrationOptions(
+            enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+        ),
     )
+    for route in routes:
+        if route.path == "/token":
+            route.app = _with_client_credentials(route.app, provider, issuer)
+    authorization = Starlette(routes=routes)
     server = MCPServer(
         "protected",
         token_verifier=provider,
@@ -181,6 +242,35 @@ def _apps(provider: Provider, as_port: int, mcp_port: int) -> tuple[Any, Any]:
         return f"echo: {text}"
 
     return authorization, server.streamable_http_app()
+
+
+def _with_client_credentials(sdk_token: Any, provider: Provider, issuer: str) -> Any:
+    """The token endpoint: a ``client_credentials`` request is answered by `provider`, any other
+    by the SDK's endpoint `sdk_token` (an ASGI app), which is handed the body read here."""
+    from starlette.responses import JSONResponse
+
+    async def token(scope: Any, receive: Any, send: Any) -> None:
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        form = dict(urllib.parse.parse_qsl(body.decode()))
+        if form.get("grant_type") == "client_credentials":
+            headers = dict(scope["headers"])
+            authorization = headers.get(b"authorization", b"").decode()
+            status, answer = provider.client_credentials(form, authorization, issuer)
+            await JSONResponse(answer, status_code=status)(scope, receive, send)
+            return
+
+        replay = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replayed() -> Any:
+            return replay.pop() if replay else await receive()
+
+        await sdk_token(scope, replayed, send)
+
+    return token
 
 
 @contextlib.contextmanager

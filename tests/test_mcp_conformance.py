@@ -7,10 +7,16 @@ protected MCP server, and runs tests/conformance_client.py against them: the cli
 (tests/loopback_now.cjs). Without tools/mcp-env's install the tests skip, with the command to run,
 unless AGENTFSM_REQUIRE_MCP=1 (CI), where they fail.
 
-Not run: the ``auth/client-credentials-*`` scenarios (an extension: the client-credentials grant is
-not offered), and ``auth/2025-03-26-oauth-metadata-backcompat``, which the SDK refuses by design: its
-authorization server's metadata names the issuer ``.../oauth`` for metadata served at the origin, and
-the SDK checks that they match (RFC 8414 3.3).
+Beyond the ``auth`` suite: the draft scenarios, the 2025-03-26 endpoint fallback, and the two
+scenarios of the client-credentials extension (``auth/client-credentials-basic``, a secret sent with
+HTTP Basic, and ``auth/client-credentials-jwt``, an ES256-signed JWT assertion), whose machine client
+is configured with ``grant = "client_credentials"``.
+
+Not run: ``auth/2025-03-26-oauth-metadata-backcompat``, which the SDK refuses by design: its
+authorization server's metadata, served at the origin's well-known URL, names the issuer
+``http://localhost:PORT/oauth``, and the SDK checks the issuer against where the metadata was found
+(RFC 8414 3.3): "Authorization server metadata issuer mismatch: http://localhost:PORT/oauth !=
+http://localhost:PORT", before any registration or token request.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ def test_every_auth_scenario_of_the_suite_passes(tmp_path: Path):
         "auth/resource-mismatch",
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",
+        "auth/client-credentials-basic",
+        "auth/client-credentials-jwt",
     ],
 )
 def test_the_auth_scenarios_outside_the_suite_pass(scenario: str, tmp_path: Path):

@@ -178,8 +178,9 @@ async def test_a_401_says_the_server_wants_authorization_and_where_a_token_goes(
                 await servers.attach(ToolCollection(Terminate()))
     assert str(raised.value) == (
         f"cannot connect to MCP server 'auth' (http {url}): the server wants authorization (HTTP 401 "
-        f'from {url}); if it uses OAuth, set auth = "oauth" in `[mcp.servers.auth]` and run '
-        "`agentfsm mcp login auth`, else give it a token in `[mcp.servers.auth] headers` "
+        f'from {url}); if it uses OAuth, set auth = "oauth" in `[mcp.servers.auth]` (--mcp-oauth auth for '
+        "a --mcp-server) and run `agentfsm mcp login auth`, else give it a token in "
+        "`[mcp.servers.auth] headers` "
         '(MCPServerSettings.headers), e.g. headers = { Authorization = "Bearer <token>" }'
     )
     assert "Server returned an error response" not in str(raised.value)

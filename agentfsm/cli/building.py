@@ -51,13 +51,32 @@ def flags_given(args: argparse.Namespace, options: Iterable[str]) -> dict[str, A
     return {name: value for name in options if (value := getattr(args, name, None)) is not None}
 
 
-def mcp_server_settings(settings: Settings, flags: list[tuple[str, str]]) -> dict[str, MCPServerSettings]:
-    """The configured MCP servers, with those of ``--mcp-server NAME=...`` over them."""
-    from ..mcp.settings import MCPServerSettings
+def mcp_server_settings(
+    settings: Settings, args: argparse.Namespace, *, oauth: Iterable[str] = ()
+) -> dict[str, MCPServerSettings]:
+    """The configured MCP servers, with those of ``--mcp-server NAME=...`` over them; those that
+    ``--mcp-oauth NAME`` (or `oauth`) names are behind OAuth with every default (``auth = "oauth"``).
+    `ConfigError` for a name that is no ``--mcp-server``, or one that is a command."""
+    from ..mcp.settings import MCPAuthSettings, MCPServerSettings
 
+    flags: list[tuple[str, str]] = getattr(args, "mcp_servers", None) or []
+    behind = [*(getattr(args, "mcp_oauth", None) or []), *oauth]
+    given = dict(flags)
+    for name in behind:
+        target = given.get(name)
+        if target is None:
+            raise ConfigError(
+                f"--mcp-oauth {name} names no --mcp-server: give the server as --mcp-server "
+                f'{name}=https://HOST/mcp (a configured one takes auth = "oauth" in its table)'
+            )
+        if not target.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"MCP server {name!r} is behind OAuth, which needs an http(s) URL, but --mcp-server "
+                f"gives it the command {target!r}: give its streamable-HTTP URL"
+            )
     servers = settings.mcp.server_settings()
     for name, target in flags:
-        servers[name] = MCPServerSettings.parse(target)
+        servers[name] = MCPServerSettings.parse(target, auth=MCPAuthSettings() if name in behind else None)
     return servers
 
 
@@ -161,7 +180,7 @@ def command_agent(args: argparse.Namespace) -> tuple[str, BaseAgent | PlanningFl
     if ":" in name:  # the person's own factory
         check_own_agent(name, args, settings)
         return name, own_agent(name, llm), settings
-    servers = mcp_server_settings(settings, getattr(args, "mcp_servers", []))
+    servers = mcp_server_settings(settings, args)
     options, tools = settings.agent.agent_kwargs(), settings.agent.tools or []
     return name, build_agent(name, settings, llm, options, mcp_servers=servers, tools=tools), settings
 
@@ -206,7 +225,7 @@ def check_own_agent(name: str, args: argparse.Namespace, settings: Settings) -> 
             f"--tool ([agent] tools) adds tools to the built-in agents; --agent {name} builds its own: "
             "give it its tools in your factory"
         )
-    if getattr(args, "mcp_servers", None):
+    if getattr(args, "mcp_servers", None) or getattr(args, "mcp_oauth", None):
         raise ConfigError(
             f"--mcp-server connects the built-in agents; --agent {name} builds its own: give it its "
             "MCP servers in your factory"

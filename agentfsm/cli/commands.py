@@ -278,7 +278,7 @@ def _resume(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--agent {factory} builds a flow now; this checkpoint is an agent's")
             agent = own
         else:
-            servers = mcp_server_settings(settings, args.mcp_servers) if kind in ("mcp", "manus") else None
+            servers = mcp_server_settings(settings, args) if kind in ("mcp", "manus") else None
             sandbox = None
             if kind == "manus":  # where the run's commands ran: in Docker it goes on in Docker, or stops
                 sandbox = resumed_sandbox(args.checkpoint, settings.sandbox, record, args.sandbox)

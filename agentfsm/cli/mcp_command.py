@@ -1,7 +1,9 @@
-"""`agentfsm mcp login SERVER`: authorize agentfsm at a configured MCP server behind OAuth.
+"""`agentfsm mcp login SERVER`: authorize agentfsm at an MCP server behind OAuth.
 
-The server is one of the configuration's ``[mcp.servers.<id>]`` tables, with `auth`; the flow
-is `agentfsm.mcp.login.login`'s. Exit 0 with the tokens stored, or one line and exit 2.
+The server is one of the configuration's ``[mcp.servers.<id>]`` tables, with `auth`, or one given
+as runs give it, ``--mcp-server SERVER=URL``, which is behind OAuth with every default (as
+``--mcp-oauth SERVER`` makes it in a run): no configuration file is needed. The flow is
+`agentfsm.mcp.login.login`'s. Exit 0 with the tokens stored, or one line and exit 2.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ __all__ = ["mcp_command"]
 def mcp_command(args: argparse.Namespace) -> int:
     """`agentfsm mcp login`: the only action so far."""
     from ..mcp.login import login
+    from .building import mcp_server_settings
     from .config import Settings
 
     try:
-        servers = Settings.load(args.config).mcp.server_settings()
+        given = [name for name, _ in args.mcp_servers if name == args.server]
+        servers = mcp_server_settings(Settings.load(args.config), args, oauth=given)
         settings = servers.get(args.server)
         if settings is None:
             known = ", ".join(sorted(servers)) or "none"
             return usage_error(
                 f"no MCP server {args.server!r} in the configuration (configured: {known}): add "
-                f"[mcp.servers.{args.server}] with its url and auth, or pass --config FILE"
+                f"[mcp.servers.{args.server}] with its url and auth, pass --config FILE, or give "
+                f"--mcp-server {args.server}=URL"
             )
         path = asyncio.run(login(args.server, settings, out=sys.stdout, open_browser=args.open))
     except AgentfsmError as exc:

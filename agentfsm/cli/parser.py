@@ -198,13 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_actions = mcp.add_subparsers(dest="mcp_action", required=True, metavar="ACTION")
     login = mcp_actions.add_parser(
         "login",
-        help="authorize agentfsm at a configured server with `auth`, and store its tokens",
-        description="Authorize agentfsm at the MCP server SERVER ([mcp.servers.SERVER] with auth): "
-        "print the authorization URL, receive the redirect on 127.0.0.1, store the tokens.",
+        help="authorize agentfsm at a server behind OAuth, and store its tokens",
+        description="Authorize agentfsm at the MCP server SERVER ([mcp.servers.SERVER] with auth, or "
+        "--mcp-server SERVER=URL): print the authorization URL, receive the redirect on 127.0.0.1, "
+        "store the tokens.",
     )
-    login.add_argument("server", metavar="SERVER", help="the id of an [mcp.servers.<id>] table")
+    login.add_argument(
+        "server", metavar="SERVER", help="the id of an [mcp.servers.<id>] table, or of a --mcp-server"
+    )
     login.add_argument(
         "--config", metavar="FILE", help="TOML configuration (default: ./agentfsm.toml if present)"
+    )
+    _mcp_server_option(
+        login,
+        server_help="the server as runs give it, SERVER=URL, in place of a configured one (it is behind "
+        "OAuth with every default: --mcp-oauth is implied)",
     )
     login.add_argument("--open", action="store_true", help="open the URL in a browser too")
 
@@ -609,7 +617,13 @@ def _option_value(option: OptionField) -> Callable[[str], Any]:
     return parse
 
 
-def _mcp_server_option(parser: argparse.ArgumentParser) -> None:
+def _mcp_server_option(
+    parser: argparse.ArgumentParser,
+    *,
+    server_help: str = "an MCP server whose tools the agent gets (mcp, manus): a command line (stdio) "
+    "or an http(s) URL (streamable HTTP); repeat for more; joins the [mcp.servers.<id>] of the config",
+) -> None:
+    """``--mcp-server NAME=...`` and ``--mcp-oauth NAME``, which puts that server behind OAuth."""
     parser.add_argument(
         "--mcp-server",
         dest="mcp_servers",
@@ -617,8 +631,16 @@ def _mcp_server_option(parser: argparse.ArgumentParser) -> None:
         type=_mcp_server,
         action="append",
         default=[],
-        help="an MCP server whose tools the agent gets (mcp, manus): a command line (stdio) or an "
-        "http(s) URL (streamable HTTP); repeat for more; joins the [mcp.servers.<id>] of the config",
+        help=server_help,
+    )
+    parser.add_argument(
+        "--mcp-oauth",
+        dest="mcp_oauth",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help='the --mcp-server NAME (an http(s) URL) is behind OAuth, as auth = "oauth" in its '
+        "table: `agentfsm mcp login NAME --mcp-server NAME=URL` logs in once; repeatable",
     )
 
 

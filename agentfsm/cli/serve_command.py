@@ -53,7 +53,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
             "agent": flags_given(args, AgentSettings.model_fields),
         }
         settings = Settings.load(args.config, overrides)
-        flagged_servers = mcp_server_settings(settings, args.mcp_servers)
+        flagged_servers = mcp_server_settings(settings, args)
         if ":" in default:
             check_own_agent(default, args, settings)
     except ValueError as exc:

@@ -56,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MCPLoginError, MCPServerError, MCPTimeoutError, MissingExtraError
+from ..errors import ConfigError, MCPLoginError, MCPServerError, MCPTimeoutError, MissingExtraError
 from ..forms import with_defaults
 from ..log import event
 from ..questions import Answer, InputRequired, Question
@@ -175,9 +175,13 @@ class MCPConnection:
                     await self._follow(client)
                 await self._closing.wait()
         except Exception as exc:
-            if not ready.done():
+            if ready.done():
+                self._lost(_describe(exc))
+            elif isinstance(exc, ConfigError):  # an OAuth secret or key that cannot be read
+                ready.set_exception(exc)
+            else:
                 wants = self._wants_authorization(exc)
-                login = self._needs_login or _login_problem(self.server_id, exc)
+                login = self._needs_login or _login_problem(self.server_id, self.settings, exc)
                 ready.set_exception(
                     MCPLoginError(login)
                     if login is not None
@@ -188,8 +192,6 @@ class MCPConnection:
                         f"{self._explain(exc)}; check its command or URL"
                     )
                 )
-            else:
-                self._lost(_describe(exc))
         finally:
             self._client = None
             if not ready.done():
@@ -628,13 +630,15 @@ class MCPConnection:
 
             return (
                 f"the server refused the OAuth token agentfsm holds (HTTP {status} from "
-                f"{self.settings.url}); {login_hint(self.server_id)}, or check the `scopes` of `{table} auth`"
+                f"{self.settings.url}); {login_hint(self.server_id, self.settings.auth)}, or check "
+                f"the `scopes` of `{table} auth`"
             )
         if status == 401:
             return (
                 f"the server wants authorization (HTTP 401 from {self.settings.url}); if it uses OAuth, "
-                f'set auth = "oauth" in `{table}` and run `agentfsm mcp login {self.server_id}`, '
-                f'else give it a token in {where}, e.g. headers = {{ Authorization = "Bearer <token>" }}'
+                f'set auth = "oauth" in `{table}` (--mcp-oauth {self.server_id} for a --mcp-server) and '
+                f"run `agentfsm mcp login {self.server_id}`, else give it a token in {where}, "
+                f'e.g. headers = {{ Authorization = "Bearer <token>" }}'
             )
         return (
             f"the server refused the credentials it was given (HTTP 403 from {self.settings.url}); "
@@ -858,19 +862,19 @@ def _is_disconnect(exc: BaseException) -> bool:
     return isinstance(exc, (*transport, anyio.EndOfStream))
 
 
-def _login_problem(server_id: str, exc: BaseException) -> str | None:
+def _login_problem(server_id: str, settings: MCPServerSettings, exc: BaseException) -> str | None:
     """One line for an OAuth flow that failed inside the SDK (a registration or a token
-    exchange refused, metadata that does not match), with what to run; None for other problems."""
+    exchange refused, metadata that does not match), with what to do; None for other problems."""
     from mcp.client.auth import OAuthFlowError
 
     for leaf in _leaves(exc):
         if isinstance(leaf, MCPLoginError):
             return str(leaf)
-        if isinstance(leaf, OAuthFlowError):
+        if isinstance(leaf, OAuthFlowError) and settings.auth is not None:
             from .oauth import login_hint
 
             failed = f"authorizing agentfsm at MCP server {server_id!r} failed ({_describe(leaf)})"
-            return f"{failed}: {login_hint(server_id)}"
+            return f"{failed}: {login_hint(server_id, settings.auth)}"
     return None
 
 

@@ -7,6 +7,9 @@ asked); the authorization server sends the browser back to ``http://127.0.0.1:PO
 where a one-shot HTTP server bound to 127.0.0.1 takes the first request to that path and stops.
 The SDK then exchanges the code (with its PKCE verifier) for tokens, which land in the server's
 token file; the tools are listed, as the proof that the token works.
+
+A server of the client-credentials grant has no login (no person signs in): the command says
+so, and a run gets the token itself.
 """
 
 from __future__ import annotations
@@ -120,6 +123,11 @@ async def login(
     if settings.auth is None or settings.url is None:
         raise ConfigError(
             f'MCP server {server_id!r} has no `auth`: add auth = "oauth" to [mcp.servers.{server_id}]'
+        )
+    if settings.auth.grant == "client_credentials":
+        raise MCPLoginError(
+            f'MCP server {server_id!r} uses grant = "client_credentials": agentfsm gets its tokens '
+            "with its own credentials, without a person, so there is no login; runs authorize themselves"
         )
     person = TerminalLogin(settings.auth.redirect_port, out=out, open_browser=open_browser, timeout=timeout)
     # the person's time, and then the server's own for the token and the tool list

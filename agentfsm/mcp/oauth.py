@@ -14,23 +14,34 @@ What agentfsm adds:
 - `FileTokenStorage`, the SDK's `TokenStorage` over `agentfsm.mcp.auth_store.AuthFile` (one 0600
   file per server), which also records when the access token runs out: the SDK keeps that time
   in memory only, so a token loaded in a later process would be sent as valid, refused with a
-  401, and answered with a whole new authorization instead of a refresh (`_Provider`).
-- The authorization step itself. In a run nobody is there to sign in: `needs_login` stops the
-  flow with an `MCPLoginError` naming ``agentfsm mcp login SERVER``. The login command hands in
+  401, and answered with a whole new authorization instead of a refresh
+  (`FileTokenStorage.get_tokens` hands it back, with the metadata discovered).
+- The authorization step itself. In a run nobody is there to sign in: the flow stops with an
+  `MCPLoginError` naming ``agentfsm mcp login SERVER``. The login command hands in
   a `Login` (`agentfsm.mcp.login`) that shows the URL and waits for the redirect.
 
 A client ID metadata document (CIMD) is used when `client_metadata_url` is set and the server
-says it takes one; otherwise the client registers. Not offered: the client-credentials grant (no
-person; the SDK's `ClientCredentialsOAuthProvider` is not configurable here), token revocation.
+says it takes one; otherwise the client registers.
+
+With ``grant = "client_credentials"`` there is no person at all: the SDK's
+`ClientCredentialsOAuthProvider` (the secret, sent with HTTP Basic) or `PrivateKeyJWTOAuthProvider`
+(a JWT assertion signed with the private key, RFC 7523, whose audience is the authorization
+server's issuer) gets a token on the 401 and again when it runs out; the tokens go in the same
+file. The configured `issuer` is where the credentials may go: metadata of any other authorization
+server stops the flow. The secret and the key are read when the provider is made, from the
+environment or a file, so that they need not sit in the configuration. Not offered: token
+revocation.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import MCPLoginError
+from ..errors import ConfigError, MCPLoginError
 from .auth_store import AuthFile
 from .settings import MCPAuthSettings, MCPServerSettings
 
@@ -52,9 +63,18 @@ class Login(Protocol):
         """The query of the redirect to the callback: ``code``, ``state`` (and ``iss``), or ``error``."""
 
 
-def login_hint(server_id: str) -> str:
-    """What to run to authorize agentfsm at the server `server_id`."""
-    return f"run `agentfsm mcp login {server_id}` (add --config FILE if the server is configured there)"
+def login_hint(server_id: str, auth: MCPAuthSettings) -> str:
+    """What to do to authorize agentfsm at the server `server_id` anew: log in, or (the
+    client-credentials grant, which has no login) check the credentials."""
+    if auth.grant == "client_credentials":
+        return (
+            f"check the `client_id`, its secret or private key, and the `issuer` in the auth of "
+            f"MCP server {server_id!r}"
+        )
+    return (
+        f"run `agentfsm mcp login {server_id}` (with the --config FILE or --mcp-server "
+        f"{server_id}=URL that gives the server)"
+    )
 
 
 class FileTokenStorage:
@@ -62,19 +82,29 @@ class FileTokenStorage:
 
     A client configured in `auth` (``client_id``) is the client, and is never stored."""
 
-    def __init__(self, file: AuthFile, auth: MCPAuthSettings, *, fresh: bool = False) -> None:
+    def __init__(
+        self, file: AuthFile, auth: MCPAuthSettings, *, fresh: bool = False, secret: str | None = None
+    ) -> None:
         self.file = file
         self.auth = auth
+        self.secret = secret
+        """The secret of the configured client (`client_secret`, or its variable's), read when connecting."""
         self.fresh = fresh
         """Hand out no stored tokens (a login authorizes anew), but store the new ones."""
         self.context: OAuthContext | None = None
         """The provider's state, whose discovered metadata is stored with the tokens."""
 
     async def get_tokens(self) -> OAuthToken | None:
+        """The stored tokens. Every provider of the SDK asks once, when it starts: so that is
+        when its context is given what the file holds beyond the tokens (`_restore`)."""
         from mcp.shared.auth import OAuthToken
 
         tokens = None if self.fresh else self.file.tokens()
-        return None if tokens is None else OAuthToken.model_validate(tokens)
+        if tokens is None:
+            return None
+        if self.context is not None:
+            self._restore(self.context)
+        return OAuthToken.model_validate(tokens)
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         expires = None if tokens.expires_in is None else time.time() + tokens.expires_in
@@ -96,16 +126,14 @@ class FileTokenStorage:
         self.file.update(**fields)
         self.fresh = False
 
-    def restore(self, context: OAuthContext) -> None:
-        """Give the provider what this file remembers beyond the SDK's `TokenStorage`: when the
-        access token runs out, and the metadata discovered when the tokens were issued (the
-        token endpoint a refresh goes to)."""
+    def _restore(self, context: OAuthContext) -> None:
+        """Give the provider what this file remembers beyond the SDK's `TokenStorage`, with the
+        stored tokens: when the access token runs out, and the metadata discovered when the
+        tokens were issued (the token endpoint a refresh goes to)."""
         from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 
-        self.context = context
-        if context.current_tokens is not None:
-            context.token_expiry_time = self.file.expires_at()
-        found = self.file.read().get("discovered") if self.file.tokens() is not None else None
+        context.token_expiry_time = self.file.expires_at()
+        found = self.file.read().get("discovered")
         if not isinstance(found, dict) or context.oauth_metadata is not None:
             return
         try:
@@ -126,10 +154,10 @@ class FileTokenStorage:
         if self.auth.client_id is not None:
             return OAuthClientInformationFull(
                 client_id=self.auth.client_id,
-                client_secret=self.auth.client_secret,
+                client_secret=self.secret,
                 redirect_uris=[self.auth.redirect_uri],  # type: ignore[list-item]  # pydantic parses it
                 # RFC 6749 2.3.1: every authorization server takes HTTP Basic for a client's secret
-                token_endpoint_auth_method="client_secret_basic" if self.auth.client_secret else "none",
+                token_endpoint_auth_method="client_secret_basic" if self.auth.secret_given else "none",
             )
         client = self.file.client()
         return None if client is None else OAuthClientInformationFull.model_validate(client)
@@ -148,25 +176,29 @@ def oauth_provider(
 ) -> OAuthClientProvider:
     """The ``httpx.Auth`` of the server `server_id`, whose `settings` have `auth`. Without `login`,
     an authorization that needs a person raises `MCPLoginError` (told to `refused` first: the
-    SDK's transport reports it only as its connection closing); with it, the person is asked."""
+    SDK's transport reports it only as its connection closing); with it, the person is asked.
+    A secret or a key that cannot be read is a `ConfigError`."""
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
     auth, url = settings.auth, settings.url
     assert auth is not None and url is not None  # checked by the caller
-    storage = FileTokenStorage(AuthFile(server_id, url), auth, fresh=login is not None)
+    secret = _secret(server_id, auth)
+    if auth.grant == "client_credentials":
+        return _client_credentials(server_id, url, auth, secret)
+    storage = FileTokenStorage(AuthFile(server_id, url), auth, fresh=login is not None, secret=secret)
     metadata = OAuthClientMetadata(
         client_name=auth.client_name,
         redirect_uris=[auth.redirect_uri],  # type: ignore[list-item]  # pydantic parses it
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         scope=" ".join(auth.scopes) or None,
-        token_endpoint_auth_method="client_secret_basic" if auth.client_secret else "none",
+        token_endpoint_auth_method="client_secret_basic" if auth.secret_given else "none",
     )
 
     async def show(url: str) -> None:
         if login is None:
             why = f"MCP server {server_id!r} needs authorization and has no usable tokens"
-            why = f"{why}: {login_hint(server_id)}"
+            why = f"{why}: {login_hint(server_id, auth)}"
             if refused is not None:
                 refused(why)
             raise MCPLoginError(why)
@@ -184,7 +216,9 @@ def oauth_provider(
             )
         return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
-    provider = _provider_class()(
+    from mcp.client.auth import OAuthClientProvider
+
+    provider = OAuthClientProvider(
         url,
         metadata,
         storage,
@@ -196,16 +230,91 @@ def oauth_provider(
     return provider
 
 
-def _provider_class() -> type[OAuthClientProvider]:
-    from mcp.client.auth import OAuthClientProvider
+def _client_credentials(
+    server_id: str, url: str, auth: MCPAuthSettings, secret: str | None
+) -> OAuthClientProvider:
+    """The SDK's provider of the client-credentials grant: with the secret, or with JWT
+    assertions signed by the private key."""
+    from mcp.client.auth.extensions.client_credentials import (
+        ClientCredentialsOAuthProvider,
+        PrivateKeyJWTOAuthProvider,
+        SignedJWTParameters,
+    )
 
-    class _Provider(OAuthClientProvider):
-        """The SDK's provider, told when a stored access token runs out (see the module's doc)."""
+    client_id, issuer = auth.client_id, auth.issuer
+    assert client_id is not None and issuer is not None  # checked by the settings
+    storage = FileTokenStorage(AuthFile(server_id, url), auth)
+    scope = " ".join(auth.scopes) or None
+    provider: OAuthClientProvider
+    if secret is not None:
+        provider = ClientCredentialsOAuthProvider(url, storage, client_id, secret, scope=scope, issuer=issuer)
+    else:
+        signer = SignedJWTParameters(
+            issuer=client_id,
+            subject=client_id,
+            signing_key=_private_key(server_id, auth),
+            signing_algorithm=auth.signing_algorithm,
+        )
+        provider = PrivateKeyJWTOAuthProvider(
+            url, storage, client_id, signer.create_assertion_provider(), scope=scope, issuer=issuer
+        )
+    storage.context = provider.context
+    return provider
 
-        async def _initialize(self) -> None:
-            await super()._initialize()
-            storage = self.context.storage
-            if isinstance(storage, FileTokenStorage):
-                storage.restore(self.context)
 
-    return _Provider
+def _secret(server_id: str, auth: MCPAuthSettings) -> str | None:
+    """The client's secret: `client_secret`, or the value of the variable `client_secret_env`."""
+    if auth.client_secret_env is None:
+        return auth.client_secret
+    secret = os.environ.get(auth.client_secret_env)
+    if not secret:
+        raise ConfigError(
+            f"MCP server {server_id!r} reads its client secret from the environment variable "
+            f"{auth.client_secret_env} (`client_secret_env`), which is not set: set it to the secret"
+        )
+    return secret
+
+
+def _private_key(server_id: str, auth: MCPAuthSettings) -> str:
+    """The PEM text of the private key (`private_key_file`, or the variable `private_key_env`),
+    checked to be a private key that signs with `signing_algorithm`."""
+    import jwt
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    if auth.private_key_env is not None:
+        where = f"the environment variable {auth.private_key_env} (`private_key_env`)"
+        pem = os.environ.get(auth.private_key_env, "")
+        if not pem.strip():
+            raise ConfigError(
+                f"MCP server {server_id!r} reads its private key from {where}, which is not set: "
+                "set it to the PEM text of the key"
+            )
+    else:
+        assert auth.private_key_file is not None  # one of the two, checked by the settings
+        path = Path(auth.private_key_file).expanduser()
+        where = f"{str(path)!r} (`private_key_file`)"
+        try:
+            pem = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(
+                f"MCP server {server_id!r} cannot read its private key {where}: {reason}"
+            ) from None
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        raise ConfigError(
+            f"MCP server {server_id!r} found no unencrypted PEM private key in {where}: give the "
+            "client's private key (-----BEGIN PRIVATE KEY-----), not its public key or certificate"
+        ) from None
+    try:
+        jwt.get_algorithm_by_name(auth.signing_algorithm).prepare_key(pem)
+    except jwt.InvalidKeyError:
+        kind = type(key).__name__.removesuffix("PrivateKey")
+        curve = getattr(getattr(key, "curve", None), "name", None)
+        raise ConfigError(
+            f"MCP server {server_id!r}: the {kind}{f' ({curve})' if curve else ''} key in {where} "
+            f"cannot sign {auth.signing_algorithm}: set `signing_algorithm` to the key's (ES256 for a "
+            "P-256 key, RS256 for an RSA key)"
+        ) from None
+    return pem

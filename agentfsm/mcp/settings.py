@@ -19,6 +19,8 @@ __all__ = [
     "DEFAULT_REDIRECT_PORT",
     "DEFAULT_REFRESH_EVERY",
     "DEFAULT_TIMEOUT",
+    "SIGNING_ALGORITHMS",
+    "Grant",
     "MCPAuthSettings",
     "MCPServerSettings",
     "TransportType",
@@ -26,6 +28,33 @@ __all__ = [
 
 TransportType = Literal["stdio", "http", "sse"]
 """``stdio``: a subprocess; ``http``: streamable HTTP; ``sse``: HTTP with server-sent events (legacy)."""
+
+Grant = Literal["authorization_code", "client_credentials"]
+"""How an OAuth client gets its tokens: a person's login, or its own credentials (no person)."""
+
+SIGNING_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+"""The JWT algorithms a private key may sign a client assertion with (asymmetric ones only)."""
+
+_STRINGS = (
+    "client_id",
+    "client_secret",
+    "client_secret_env",
+    "private_key_file",
+    "private_key_env",
+    "issuer",
+)
+"""The auth keys that are strings when set."""
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds for connecting, and for each call: a server that says nothing for that long has
@@ -43,17 +72,37 @@ DEFAULT_REFRESH_EVERY = 5
 class MCPAuthSettings:
     """``[mcp.servers.<id>.auth]``: the server is behind OAuth 2.1, and agentfsm is its client.
 
-    ``auth = "oauth"`` takes every default. `agentfsm mcp login SERVER` authorizes once (the
-    person signs in at the printed URL); runs then use the stored tokens and refresh them."""
+    ``auth = "oauth"`` takes every default: the authorization-code grant, where
+    `agentfsm mcp login SERVER` authorizes once (the person signs in at the printed URL) and runs
+    then use the stored tokens and refresh them. ``grant = "client_credentials"`` is agentfsm
+    acting for itself, machine to machine: a run gets its token with its own credentials (a
+    secret, or a private key signing a JWT), with no person and no login."""
 
+    grant: Grant = "authorization_code"
+    """How the tokens are had: a person's login (``authorization_code``), or this client's own
+    credentials (``client_credentials``: `client_id`, `issuer`, and a secret or a private key)."""
     client_name: str = "agentfsm"
     """The name the client registers under (dynamic registration), shown on the consent page."""
     scopes: tuple[str, ...] = ()
     """Scopes to ask for; empty: those the server asks for (its challenge, or its metadata)."""
     client_id: str | None = None
     """A client registered beforehand with the authorization server; None: register dynamically."""
-    client_secret: str | None = None
-    """The secret of `client_id` (a confidential client); None: a public client."""
+    client_secret: str | None = field(default=None, repr=False)
+    """The secret of `client_id` (a confidential client); None: a public client, or the secret
+    is in `client_secret_env`."""
+    client_secret_env: str | None = None
+    """The environment variable holding the secret of `client_id`, read when connecting, so that
+    the secret need not sit in a file."""
+    private_key_file: str | None = None
+    """``client_credentials``: a PEM file of the private key that signs this client's JWT
+    assertion (``private_key_jwt``, RFC 7523) in place of a secret."""
+    private_key_env: str | None = None
+    """``client_credentials``: the environment variable holding that PEM key, read when connecting."""
+    signing_algorithm: str = "RS256"
+    """The JWT algorithm of the private key: one of `SIGNING_ALGORITHMS` (``ES256`` for a P-256 key)."""
+    issuer: str | None = None
+    """``client_credentials``: the issuer URL of the authorization server the credentials belong
+    to (required): they are sent to that server only, whichever one the MCP server names."""
     redirect_port: int = DEFAULT_REDIRECT_PORT
     """The port of the redirect URI ``http://127.0.0.1:PORT/callback`` the login listens on."""
     client_metadata_url: str | None = None
@@ -65,6 +114,11 @@ class MCPAuthSettings:
             object.__setattr__(self, "scopes", tuple(self.scopes.split()))
         elif isinstance(self.scopes, list):
             object.__setattr__(self, "scopes", tuple(self.scopes))
+        if self.grant not in get_args(Grant):
+            raise ConfigError(
+                f'MCP server auth `grant` must be "authorization_code" (a person logs in) or '
+                f'"client_credentials" (agentfsm\'s own credentials), got {self.grant!r}'
+            )
         if not isinstance(self.client_name, str) or not self.client_name.strip():
             raise ConfigError(
                 f"MCP server auth `client_name` must be a non-empty string, got {self.client_name!r}"
@@ -73,15 +127,25 @@ class MCPAuthSettings:
             raise ConfigError(
                 f"MCP server auth `scopes` must be a list of scope names without spaces, got {self.scopes!r}"
             )
-        for name in ("client_id", "client_secret"):
+        for name in _STRINGS:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigError(f"MCP server auth `{name}` must be a non-empty string, got {value!r}")
-        if self.client_secret is not None and self.client_id is None:
+                shown = "<hidden>" if name == "client_secret" else repr(value)
+                raise ConfigError(f"MCP server auth `{name}` must be a non-empty string, got {shown}")
+        if self.client_secret is not None and self.client_secret_env is not None:
             raise ConfigError(
-                "MCP server auth has a `client_secret` but no `client_id`: set the `client_id` it "
-                "belongs to, or remove the secret to register dynamically"
+                "MCP server auth has both `client_secret` and `client_secret_env`: keep one (the "
+                "variable keeps the secret out of the file)"
             )
+        if self.signing_algorithm not in SIGNING_ALGORITHMS:
+            raise ConfigError(
+                f"MCP server auth `signing_algorithm` must be one of {', '.join(SIGNING_ALGORITHMS)}, "
+                f"got {self.signing_algorithm!r}"
+            )
+        if self.grant == "client_credentials":
+            self._check_client_credentials()
+        else:
+            self._check_authorization_code()
         document = self.client_metadata_url
         if document is not None and (
             not isinstance(document, str)
@@ -95,6 +159,51 @@ class MCPAuthSettings:
         port = self.redirect_port
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise ConfigError(f"MCP server auth `redirect_port` must be a port from 1 to 65535, got {port!r}")
+
+    def _check_authorization_code(self) -> None:
+        """A person's login: the keys of the client-credentials grant are a mistake here, and a
+        secret belongs to a configured client."""
+        for name in ("private_key_file", "private_key_env", "issuer"):
+            if getattr(self, name) is not None:
+                raise ConfigError(
+                    f"MCP server auth `{name}` is for the client-credentials grant: set "
+                    f'grant = "client_credentials", or remove `{name}`'
+                )
+        if self.secret_given and self.client_id is None:
+            raise ConfigError(
+                "MCP server auth has a `client_secret` but no `client_id`: set the `client_id` it "
+                "belongs to, or remove the secret to register dynamically"
+            )
+
+    def _check_client_credentials(self) -> None:
+        """The client-credentials grant needs who the client is, where its credentials go, and
+        exactly one credential."""
+        grant = 'MCP server auth with grant = "client_credentials"'
+        if self.client_id is None:
+            raise ConfigError(f"{grant} needs the `client_id` the authorization server issued")
+        if self.issuer is None or not self.issuer.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{grant} needs `issuer`, the http(s) issuer URL of the authorization server its "
+                f"credentials belong to (they are sent there only), got {self.issuer!r}"
+            )
+        given = [name for name in ("private_key_file", "private_key_env") if getattr(self, name) is not None]
+        if self.secret_given:
+            given.insert(0, "client_secret" if self.client_secret is not None else "client_secret_env")
+        if len(given) != 1:
+            raise ConfigError(
+                f"{grant} needs one credential, got {', '.join(f'`{name}`' for name in given) or 'none'}: "
+                "set `client_secret_env` (or `client_secret`), or for a signed JWT `private_key_file` "
+                "(or `private_key_env`)"
+            )
+        if self.client_metadata_url is not None:
+            raise ConfigError(
+                f"{grant} takes no `client_metadata_url` (its client is `client_id`): remove it"
+            )
+
+    @property
+    def secret_given(self) -> bool:
+        """Whether the client has a secret (in the settings, or in the environment)."""
+        return self.client_secret is not None or self.client_secret_env is not None
 
     @property
     def redirect_uri(self) -> str:
@@ -232,13 +341,16 @@ class MCPServerSettings:
         return cls(**table)
 
     @classmethod
-    def parse(cls, target: str, *, timeout: float = DEFAULT_TIMEOUT) -> MCPServerSettings:
-        """A server from one string: a URL (streamable HTTP), else a command line (stdio)."""
+    def parse(
+        cls, target: str, *, timeout: float = DEFAULT_TIMEOUT, auth: MCPAuthSettings | None = None
+    ) -> MCPServerSettings:
+        """A server from one string: a URL (streamable HTTP, behind OAuth with `auth`), else a
+        command line (stdio)."""
         if target.startswith(("http://", "https://")):
-            return cls(url=target, timeout=timeout)
+            return cls(url=target, timeout=timeout, auth=auth)
         import shlex
 
         words = shlex.split(target)
         if not words:
             raise ConfigError("an MCP server needs a command or a URL, got an empty string")
-        return cls(command=words[0], args=tuple(words[1:]), timeout=timeout)
+        return cls(command=words[0], args=tuple(words[1:]), timeout=timeout, auth=auth)
