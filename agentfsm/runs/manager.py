@@ -6,7 +6,9 @@ cancel it, and find every unfinished run again after a restart. `Runs` owns that
 a fresh agent from its factory (given the run's `AgentSpec`, as a durable worker's is), a folder
 of its own under `directory` (``<run_id>/``: ``run.json``, the checkpoint, the trace), and a
 task in this process. The verbs and `RunStatus` are `agentfsm.durable.DurableRuns`' own, so an
-app moves to a DBOS cluster by changing one constructor.
+app moves to a DBOS cluster by changing one constructor. A factory may build a `PlanningFlow`
+instead of an agent: its run is managed the same way (`agentfsm.runs.flows`), and a flow that waits
+for a decision on its plan is decided with `review`.
 
 What a restart finds, and why it is safe:
 
@@ -54,6 +56,7 @@ from ..errors import (
     WrongPhaseError,
     WrongValueError,
 )
+from ..flow.flow import PlanningFlow
 from ..log import event
 from ..messages import Message
 from ..questions import AnswerAction
@@ -63,9 +66,10 @@ from ..recording.writer import off_loop
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
+from .flows import FlowRun, PlanVerdict
 from .forking import ForkPoint, fork_point, replayed_journal, write_fork
 from .holding import Holding
-from .spec import AgentFactory, AgentSpec
+from .spec import AgentSpec, RunsFactory
 from .status import RunStatus, RunStatusState, check_page, stale_decision
 
 __all__ = ["Runs"]
@@ -96,7 +100,8 @@ class _Run:
     """Found paused at a start: resumed from its checkpoint, it waits at the same pause again."""
     result: RunResult | None = None
     lease: Lease | None = None
-    agent: ToolCallAgent | None = None
+    agent: ToolCallAgent | FlowRun | None = None
+    """Its agent (a flow: `FlowRun`), while this process drives it."""
     driving: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     event_buffer: int = 1000
@@ -165,7 +170,7 @@ class Runs:
         self,
         directory: str | os.PathLike[str],
         *,
-        agents: Mapping[str, AgentFactory],
+        agents: Mapping[str, RunsFactory],
         max_active: int = 64,
         keep: int | timedelta | None = None,
         event_buffer: int = 1000,
@@ -436,8 +441,9 @@ class Runs:
             pending_approval=tuple(agent.pending_approval) if agent is not None else (),
             pending_input=tuple(agent.pending_input) if agent is not None else (),
             pause=run.pause if run.state == "paused" else None,
-            decided=tuple(agent.run_state.turn.decisions) if agent is not None else (),
+            decided=_decided(agent) if agent is not None else (),
             held=_held(run.holding),
+            plan=agent.plan if isinstance(agent, FlowRun) else None,
         )
 
     async def list(
@@ -519,7 +525,7 @@ class Runs:
         run = self._run(run_id)
         if run.result is not None:
             raise WrongPhaseError(f"run {run_id!r} has ended ({run.state}): its breakpoints no longer matter")
-        run.holding.set(breakpoints, run.agent.table if run.agent is not None else None)
+        _set_breakpoints(run, breakpoints)
         await _save(run)
 
     async def step(self, run_id: str) -> None:
@@ -569,6 +575,27 @@ class Runs:
         agent.answer(call_id, content, action=action, key=key)
         await self._go_on_if_decided(self._runs[run_id])
 
+    async def review(
+        self,
+        run_id: str,
+        verdict: PlanVerdict,
+        steps: Sequence[str] | None = None,
+        *,
+        pause: int | None = None,
+    ) -> None:
+        """Decide the plan a flow's run waits for (`RunStatus.plan`): ``approve`` it, ``edit`` it
+        (`steps`: the steps to run instead of those not completed, each with its ``[agent]`` tag),
+        or ``cancel`` the flow (`PlanningFlow.approve_plan`, ...); bound to a pause and resuming
+        the run, as `approve`."""
+        model = self._paused(run_id, "the plan", pause)
+        if not isinstance(model, FlowRun) or model.plan is None:
+            raise WrongPhaseError(
+                f"run {run_id!r} waits for no decision on a plan (see `status({run_id!r}).plan`): "
+                "`review` decides a flow's plan while it waits for one"
+            )
+        model.review(verdict, steps)
+        await self._go_on_if_decided(self._runs[run_id])
+
     # -- driving runs -----------------------------------------------------------------------
 
     def _start(self, run: _Run, driving: Coroutine[Any, Any, None]) -> None:
@@ -602,9 +629,10 @@ class Runs:
         agent = run.agent
         if agent is not None:  # paused here, and decided: on from the pause
             return await agent.resume(trace=run.trace)
-        agent = run.agent = self.agents[run.spec.agent](run.spec)
+        made = self.agents[run.spec.agent](run.spec)
+        agent = run.agent = FlowRun(made) if isinstance(made, PlanningFlow) else made
         agent.on_event(run.feed.publish)
-        run.holding.set(run.holding.breakpoints, agent.table)
+        _set_breakpoints(run, run.holding.breakpoints)
         agent.hold = run.holding
         if resumed:  # its checkpoint goes on, and its trace from the same point
             if run.trace.exists():
@@ -691,7 +719,7 @@ class Runs:
             )
         return run
 
-    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent:
+    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent | FlowRun:
         """The agent of the run paused at `pause` (None: now), for a decision about `call_id`."""
         self._check_open()
         run = self._run(run_id)
@@ -716,6 +744,22 @@ def _check_id(name: str, value: str | None) -> None:
             f"{name} {value!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
             "beginning with a letter or digit"
         )
+
+
+def _set_breakpoints(run: _Run, breakpoints: Sequence[Breakpoint]) -> None:
+    """`run`'s breakpoints, checked against its machine once it has one (`Holding.set`). A flow's run
+    waits at the flow's own edges: a tool's breakpoint, its agents' business, would never be hit."""
+    if isinstance(run.agent, FlowRun) and (tool := next((p for p in breakpoints if p.tool), None)):
+        raise WrongValueError(
+            f"run {run.run_id!r} is a flow's: it waits at its own states and edges, never at a tool's "
+            f"call ({tool}); set a breakpoint on a state of its machine (EXECUTING, ...) instead"
+        )
+    run.holding.set(breakpoints, run.agent.table if run.agent is not None else None)
+
+
+def _decided(agent: ToolCallAgent | FlowRun) -> tuple[str, ...]:
+    """The calls decided at the pause the run waits at (a flow's: its paused step's agent's)."""
+    return agent.decided if isinstance(agent, FlowRun) else tuple(agent.run_state.turn.decisions)
 
 
 def _held(holding: Holding) -> str | None:
