@@ -14,7 +14,7 @@ from typing import Any
 
 from agentfsm import Terminate, ToolCallAgent, tool
 from agentfsm.flow import PlanningFlow
-from agentfsm.messages import Role, ToolCall
+from agentfsm.messages import Message, Role, ToolCall
 from agentfsm.runs import AgentSpec
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
@@ -30,6 +30,8 @@ class FlowWorld:
         self.done: list[str] = []
         self.planner_calls = 0
         self.worker_calls = 0
+        self.asked: list[list[Message]] = []
+        """What the worker was sent, on each call."""
         self.gate = asyncio.Event()
         self.waiting = 0
 
@@ -65,6 +67,7 @@ class FlowWorld:
 
         def worker(request: ModelRequest) -> Any:
             world.worker_calls += 1
+            world.asked.append(list(request.messages))
             last = request.messages[-1]
             if last.role is Role.TOOL:
                 return reply(tool_calls=[ToolCall.create("end", "terminate", {"status": "success"})])

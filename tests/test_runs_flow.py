@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flow_runs_support import FlowWorld
 
 from agentfsm import AgentState, Runs, StopReason
 from agentfsm.agent.stepping import Breakpoint
 from agentfsm.errors import WrongPhaseError, WrongValueError
 from agentfsm.flow.replay import replay_flow
 from agentfsm.runs import AgentSpec, RunStatus
-from tests.flow_runs_support import FlowWorld
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

@@ -566,6 +566,8 @@ class PlanningFlow(DrivenModel):
             if not isinstance(arguments.get("steps"), list):
                 return "`steps` is missing: give the list of steps still to do"
             assert flow.plan is not None
+            # a flow restored from a checkpoint (a resume, a fork) holds its plan in its state only
+            self.planning.plans[flow.plan.plan_id] = flow.plan
             kept = flow.plan.completed
             done = {s.text for s in kept}
             fresh = [s for s in arguments["steps"] if not isinstance(s, str) or s.strip() not in done]
@@ -581,8 +583,10 @@ class PlanningFlow(DrivenModel):
 
     @property
     def _plan_id(self) -> str:
-        """The plan's id: unique per flow run (its run id), whatever id the planner proposed."""
-        return f"plan_{self.run_state.run_id}"
+        """The plan's id: unique per flow run (its run id), whatever id the planner proposed; once
+        there is a plan, its own (a fork of a run goes on with the plan its parent made)."""
+        plan = self.flow_state.plan
+        return plan.plan_id if plan is not None else f"plan_{self.run_state.run_id}"
 
     # -- what the driver asks of the flow (`agentfsm.run.view.Driven`) ------------------
 

@@ -56,9 +56,9 @@ from ..errors import (
     WrongPhaseError,
     WrongValueError,
 )
+from ..flow.checkpoint import is_journal
 from ..flow.flow import PlanningFlow
 from ..log import event
-from ..messages import Message
 from ..questions import AnswerAction
 from ..recording.kinds import file_kind
 from ..recording.lease import Lease
@@ -67,7 +67,7 @@ from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
 from .flows import FlowRun, PlanVerdict
-from .forking import ForkPoint, fork_point, replayed_journal, write_fork
+from .forking import ForkMemory, ForkPoint, check_fork_memory, fork_point, replayed_journal, write_fork
 from .holding import Holding
 from .spec import AgentSpec, RunsFactory
 from .status import RunStatus, RunStatusState, check_page, stale_decision
@@ -313,25 +313,30 @@ class Runs:
 
     async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint:
         """Where a run stood after its transition `transition` (from 0, as its trace counts them):
-        its state, step and memory (see `fork`). `source`: the id of one of these runs (read from
-        its checkpoint), or the path of an agent's checkpoint (read from it) or trace (replayed up
-        to there)."""
+        its state, step and memory (a flow's: its agents', `ForkPoint.agents`; see `fork`).
+        `source`: the id of one of these runs (read from its checkpoint), or the path of an agent's
+        or a flow's checkpoint (read from it) or trace (replayed up to there)."""
         if isinstance(source, str):
             run = self._run(source)
             return await off_loop(lambda: fork_point(source, run.checkpoint, transition))
         path = Path(source)
         kind = await off_loop(lambda: file_kind(path))
-        if kind == "trace":
+        if kind == "flow checkpoint" and not await off_loop(lambda: is_journal(path)):
+            raise WrongValueError(
+                f"{path} is a flow's checkpoint written before they were journals: resume the flow from "
+                "it once (it is written again as a journal), then fork it"
+            )
+        if kind in ("trace", "flow trace"):
             journal, run_id = await replayed_journal(path, transition)
             return replace(fork_point(run_id, journal, transition), trace=os.fspath(path))
-        if kind == "checkpoint":
+        if kind in ("checkpoint", "flow checkpoint"):
             point = await off_loop(lambda: fork_point(path.name, path, transition))
             return replace(
                 point, run_id=str(point.record["run_state"].get("run_id")), checkpoint=os.fspath(path)
             )
         raise WrongValueError(
             f"{path} is {f'a {kind}' if kind else 'no recording agentfsm reads'}: a fork starts from an "
-            "agent's trace or checkpoint"
+            "agent's or a flow's trace or checkpoint"
         )
 
     async def fork(
@@ -340,7 +345,7 @@ class Runs:
         transition: int,
         *,
         agent: AgentSpec | str | None = None,
-        memory: Sequence[Message] | None = None,
+        memory: ForkMemory | None = None,
         fork_id: str | None = None,
         breakpoints: Sequence[Breakpoint] = (),
     ) -> str:
@@ -350,7 +355,10 @@ class Runs:
         has its task and agent spec), or the path of any agent's trace or checkpoint
         (`run(trace=...)`, `run(checkpoint=...)`, another directory's; the fork has its request,
         and `agent` names the factory that runs it; a checkpoint's fork has a trace from the fork
-        point on, no trace holding its history).
+        point on, no trace holding its history). A `PlanningFlow`'s run forks the same way (its
+        trace or checkpoint, `execute(trace=..., checkpoint=...)`): no step it completed before
+        the fork point runs again, and `memory` is its agents' messages by name (those not named
+        are as they were: `ForkPoint.agents`), since a flow has no memory of its own.
 
         It goes on as a run resumed there does (a phase runs again, a pause waits again), with its
         own folder, checkpoint and trace; the trace holds the parent's history up to the fork, then
@@ -379,6 +387,7 @@ class Runs:
         if fork_id in self._runs or fork_id in self._making:
             raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
         point = await self.fork_point(source, transition)
+        check_fork_memory(point, memory)
         if not isinstance(source, str):  # a file's run: its request, its trace if it is one
             task, parent_trace = point.request, Path(point.trace) if point.trace is not None else None
         run = _Run(
