@@ -3,7 +3,8 @@ position: a flow built again after a restart answers as the first one did), and 
 
 The flow's task names its steps, separated by ``;``: ``note a; delete b; wait``. The planner plans
 one step for each, by the agent ``worker``; the worker calls the step's tool (``note`` writes a
-note, ``delete`` needs approval, ``wait`` waits for the world's gate), then terminates.
+note, ``delete`` needs approval, ``wait`` waits for the world's gate), then terminates; its model
+breaks on ``boom``, and the planner revises a blocked plan to one step, ``note recovered``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class FlowWorld:
             world.planner_calls += 1
             if not request.tools:
                 return reply("summary: all done")
+            if "is blocked" in str(request.messages[0].content):  # a revision: one step instead
+                revised = {"command": "update", "steps": ["[worker] note recovered"]}
+                return reply(tool_calls=[("planning", revised)])
             found = _TASK.search(str(request.messages[0].content))
             steps = [f"[worker] {step.strip()}" for step in (found.group(1) if found else "").split(";")]
             return reply(tool_calls=[("planning", {"command": "create", "title": "T", "steps": steps})])
@@ -74,6 +78,8 @@ class FlowWorld:
             asked = [_STEP.search(str(m.content)) for m in request.messages if m.role is Role.USER]
             found = next((step for step in reversed(asked) if step is not None), None)
             task = found.group(1) if found else str(request.messages[0].content)  # the lone agent's task
+            if task == "boom":
+                raise RuntimeError("the step breaks")
             name, _, argument = task.partition(" ")
             arguments = (
                 {"text": argument} if name == "note" else {"path": argument} if name == "delete" else {}

@@ -157,3 +157,17 @@ async def test_a_flow_forked_at_its_step_agent_s_pause_waits_there_for_its_own_d
         result = await runs.result(fork, wait=True, timeout=10)
         assert result is not None and result.state is AgentState.FINISHED
     assert world.done == ["deleted a"]  # approved in the parent, rejected in its fork
+
+
+async def test_a_flow_s_fork_revises_the_plan_it_went_on_with_when_a_step_blocks(tmp_path: Path) -> None:
+    world = FlowWorld()
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        parent = await runs.submit("note a; boom", "flow", run_id="parent")
+        ended = await runs.result(parent, wait=True, timeout=10)
+        assert ended is not None and ended.state is AgentState.FINISHED and world.done == ["a", "recovered"]
+        fork = await runs.fork(parent, AFTER_STEP_ONE)
+        result = await runs.result(fork, wait=True, timeout=10)
+        assert result is not None and (result.state, result.stop_reason) == (AgentState.FINISHED, "completed")
+    assert world.done == ["a", "recovered", "recovered"]  # the fork's planner revised its parent's plan
+    flow = _records(tmp_path / fork / "trace.jsonl")[-1]["flow"]
+    assert flow["replans"] == 1 and [s["status"] for s in flow["plan"]["steps"]] == ["completed", "completed"]
