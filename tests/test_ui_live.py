@@ -303,6 +303,42 @@ async def test_a_flow_s_run_forks_over_http_with_an_agent_s_memory_edited(served
     assert trace is not None and json.loads(trace.splitlines()[0])["forked_from"]["memory_edited"] is True
 
 
+async def test_a_flow_s_trace_and_checkpoint_among_the_paths_fork_into_the_app_s_runs(tmp_path: Path):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    FLOWS.done.clear()
+    flow = FLOWS.factories()["flow"](AgentSpec(agent="flow"))
+    ended = await flow.execute(
+        "note a; note b", trace=recorded / "flow.jsonl", checkpoint=recorded / "flow.ckpt"
+    )
+    assert ended.summary == "summary: all done" and FLOWS.done == ["a", "b"]
+    async with Runs(tmp_path / "runs", agents=AGENTS) as runs:
+        inspector = await serve(runs, recorded)
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/runs") as response,
+            ):
+                rows = {r["kind"]: r["key"] for r in (await response.json())["runs"]}
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/run", params={"key": rows["flow trace"]}) as response,
+            ):
+                assert (await response.json())["fork"]["agents"] == sorted(AGENTS)
+            forks = []
+            for kind in ("flow trace", "flow checkpoint"):
+                status, answer = await post(inspector, "fork", {"key": rows[kind], "at": 2, "agent": "flow"})
+                assert status == 200, answer
+                forks.append(answer["run_id"])
+            for fork in forks:
+                result = await runs.result(fork, wait=True, timeout=30)
+                assert result is not None and result.stop_reason == "completed"
+                assert (await runs.status(fork)).task == "note a; note b"
+            assert FLOWS.done == ["a", "b", "b", "b"]  # step 2 once in each fork, step 1 never again
+        finally:
+            await inspector.stop()
+
+
 # -- in Chromium --------------------------------------------------------------------------------------
 
 
