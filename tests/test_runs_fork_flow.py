@@ -12,6 +12,7 @@ from flow_runs_support import FlowWorld
 
 from agentfsm import AgentState, Runs
 from agentfsm.errors import IndexOutOfRangeError, WrongPhaseError, WrongValueError
+from agentfsm.flow.checkpoint import read_flow_checkpoint
 from agentfsm.flow.replay import replay_flow
 from agentfsm.messages import Message, Role
 from agentfsm.runs import AgentSpec
@@ -171,3 +172,19 @@ async def test_a_flow_s_fork_revises_the_plan_it_went_on_with_when_a_step_blocks
     assert world.done == ["a", "recovered", "recovered"]  # the fork's planner revised its parent's plan
     flow = _records(tmp_path / fork / "trace.jsonl")[-1]["flow"]
     assert flow["replans"] == 1 and [s["status"] for s in flow["plan"]["steps"]] == ["completed", "completed"]
+
+
+async def test_a_flow_s_checkpoint_written_before_journals_is_refused_saying_how_to_fork_it(
+    tmp_path: Path,
+) -> None:
+    world = FlowWorld()
+    flow = world.factories()["flow"](AgentSpec(agent="flow"))
+    journal, document = tmp_path / "flow.ckpt.jsonl", tmp_path / "old.json"
+    await flow.execute("note a; note b", checkpoint=journal)
+    document.write_text(json.dumps(read_flow_checkpoint(journal)))  # one document, as schema 3 wrote it
+    async with Runs(tmp_path / "runs", agents=world.factories()) as runs:
+        with pytest.raises(
+            WrongValueError, match="written before they were journals: resume the flow from it once"
+        ):
+            await runs.fork(document, AFTER_STEP_ONE, agent="flow")
+        assert await runs.list() == []
