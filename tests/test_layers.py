@@ -116,8 +116,9 @@ def test_no_import_points_up_the_layers():
         "telemetry": {"run", "fsm", "model"},
         # durable runs: an agent's run as a workflow of steps (its model, its tools), queued and resumed
         "durable": {"agent", "run", "fsm", "model", "toolbox", "recording", "runs"},
-        # an app's runs in one process: agents built by factories, run, checkpointed and resumed
-        "runs": {"agent", "run", "fsm", "model", "toolbox", "recording"},
+        # an app's runs in one process: agents (or planning flows of agents) built by factories, run,
+        # checkpointed and resumed
+        "runs": {"agent", "flow", "run", "fsm", "model", "toolbox", "recording"},
         # the inspector reads recorded runs (and draws their tables; a default table is an agent's
         # or a flow's), and a durable database's through DurableRuns
         "ui": {"recording", "fsm", "agent", "flow", "durable", "runs"},

@@ -6,7 +6,8 @@ cancel through the manager's own verbs, a stale decision refused naming its paus
 another origin, or not as JSON, refused. In Chromium: a run drawn transition by transition while it
 goes (the page never reloaded), its streamed text shown as it comes; a call approved with edited
 arguments from the page, and the run going on to its end with the tool run once with them; a
-tool's question answered through the form its schema makes; a paused run cancelled from the page.
+tool's question answered through the form its schema makes; a paused run cancelled from the page;
+runs forked from a past transition, an agent's and a flow's (its agent's memory edited).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 import pytest_asyncio
 from browser_support import require_chromium
 from durable_agents import approval_agent, asking_agent, elicit_agent
+from flow_runs_support import FlowWorld
 
 from agentfsm import Runs, Terminate, ToolCallAgent, tool
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
@@ -88,7 +90,11 @@ def http_agent(spec: AgentSpec) -> ToolCallAgent:
     return ToolCallAgent(llm=llm, tools=[Terminate()], name="over-http")
 
 
+FLOWS = FlowWorld()
+"""What the flows' tools did (`flow_runs_support`): a flow's task names its steps."""
+
 AGENTS = {
+    "flow": FLOWS.factories()["flow"],
     "approval": approval_agent,
     "asking": asking_agent,
     "gated": gated_agent,
@@ -266,6 +272,71 @@ async def test_a_fork_is_refused_naming_why_for_a_bad_body_the_last_transition_o
     status, answer = await post(inspector, "fork", {"key": "0/run.jsonl", "at": 1})
     assert (status, answer["problem"]) == (404, "no run '0/run.jsonl' among the paths given")
     assert [s.run_id for s in await runs.list()] == [parent]  # nothing was started
+
+
+async def test_a_flow_s_run_forks_over_http_with_an_agent_s_memory_edited(served: tuple[Runs, Inspector]):
+    runs, inspector = served
+    FLOWS.done.clear()
+    parent = await runs.submit("note a; note b", "flow", run_id="flowparent")
+    assert (await runs.result(parent, wait=True, timeout=30)) is not None and FLOWS.done == ["a", "b"]
+    base, key = str(inspector.url), "app/flowparent"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{base}api/run", params={"key": key}) as response:
+            assert (await response.json())["fork"] == {"into": "app"}
+        async with session.get(f"{base}api/run/fork", params={"key": key, "at": "2"}) as response:
+            point = await response.json()
+    assert (point["state"], point["messages"], list(point["agents"])) == ("EXECUTING", [], ["worker"])
+    edited = [
+        {**m, "content": "noted z"} if m["role"] == "tool" and "noted a" in m["content"] else m
+        for m in point["agents"]["worker"]
+    ]
+    status, answer = await post(inspector, "fork", {"key": key, "at": 2, "agents": {"nobody": edited}})
+    assert status == 409 and answer["problem"].startswith("flow run 'flowparent' has no agent 'nobody'")
+    status, answer = await post(inspector, "fork", {"key": key, "at": 2, "agents": {"worker": [{"x": 1}]}})
+    assert status == 400 and answer["problem"].startswith("the fork's messages are not messages")
+    status, answer = await post(inspector, "fork", {"key": key, "at": 2, "agents": {"worker": edited}})
+    assert status == 200 and answer["key"] == f"app/{answer['run_id']}"
+    result = await runs.result(answer["run_id"], wait=True, timeout=30)
+    assert result is not None and result.stop_reason == "completed" and FLOWS.done == ["a", "b", "b"]
+    assert "noted z" in [m.content for m in FLOWS.asked[-2]]  # step 2's agent read the edited result
+    trace = await runs.trace(answer["run_id"])
+    assert trace is not None and json.loads(trace.splitlines()[0])["forked_from"]["memory_edited"] is True
+
+
+async def test_a_flow_s_trace_and_checkpoint_among_the_paths_fork_into_the_app_s_runs(tmp_path: Path):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    FLOWS.done.clear()
+    flow = FLOWS.factories()["flow"](AgentSpec(agent="flow"))
+    ended = await flow.execute(
+        "note a; note b", trace=recorded / "flow.jsonl", checkpoint=recorded / "flow.ckpt"
+    )
+    assert ended.summary == "summary: all done" and FLOWS.done == ["a", "b"]
+    async with Runs(tmp_path / "runs", agents=AGENTS) as runs:
+        inspector = await serve(runs, recorded)
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/runs") as response,
+            ):
+                rows = {r["kind"]: r["key"] for r in (await response.json())["runs"]}
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{inspector.url}api/run", params={"key": rows["flow trace"]}) as response,
+            ):
+                assert (await response.json())["fork"]["agents"] == sorted(AGENTS)
+            forks = []
+            for kind in ("flow trace", "flow checkpoint"):
+                status, answer = await post(inspector, "fork", {"key": rows[kind], "at": 2, "agent": "flow"})
+                assert status == 200, answer
+                forks.append(answer["run_id"])
+            for fork in forks:
+                result = await runs.result(fork, wait=True, timeout=30)
+                assert result is not None and result.stop_reason == "completed"
+                assert (await runs.status(fork)).task == "note a; note b"
+            assert FLOWS.done == ["a", "b", "b", "b"]  # step 2 once in each fork, step 1 never again
+        finally:
+            await inspector.stop()
 
 
 # -- in Chromium --------------------------------------------------------------------------------------
@@ -457,6 +528,32 @@ async def test_a_run_is_forked_from_a_past_transition_with_a_tool_result_edited_
     assert trace is not None
     header = json.loads(trace.splitlines()[0])
     assert header["forked_from"] == {"run_id": "parent", "transition": 3, "memory_edited": True}
+
+
+async def test_a_flow_s_run_is_forked_on_the_page_with_its_agent_s_memory_edited(
+    served: tuple[Runs, Inspector], page: Any
+):
+    runs, inspector = served
+    FLOWS.done.clear()
+    parent = await runs.submit("note a; note b", "flow", run_id="flowpage")
+    assert (await runs.result(parent, wait=True, timeout=30)) is not None and FLOWS.done == ["a", "b"]
+    await page.goto(f"{inspector.url}#/run/app%2Fflowpage/2")  # EXECUTING -> EXECUTING: step 1 done
+    await page.locator("#position").filter(has_text="transition 3 of").wait_for()
+    await page.locator("button.fork").click()
+    editor = page.locator(".fork-editor")
+    await editor.locator("h2").filter(has_text="Fork from transition #2 (EXECUTING").wait_for()
+    worker = editor.locator('.messages[data-agent="worker"]')
+    await worker.locator("h3").filter(has_text="agent worker").wait_for()
+    noted = worker.locator(".message.role-tool textarea.content").first
+    assert "noted a" in await noted.input_value()
+    await noted.fill("noted z")
+    await editor.locator("button.start-fork").click()
+    await _marked(page, "DONE")
+    await page.locator("#request a.parent").filter(has_text="flowpage at transition #2").wait_for()
+    fork_id = (await page.evaluate("location.hash")).removeprefix("#/run/app%2F").split("/")[0]
+    result = await runs.result(fork_id, wait=True, timeout=30)
+    assert result is not None and result.stop_reason == "completed" and FLOWS.done == ["a", "b", "b"]
+    assert "noted z" in [m.content for m in FLOWS.asked[-2]]  # step 2's agent read the edit
 
 
 @pytest.mark.usefixtures("clean_env")

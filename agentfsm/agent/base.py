@@ -38,8 +38,7 @@ from ..recording.files import RecordPath
 from ..recording.lease import Lease
 from ..recording.restore import read_run_state, restore
 from ..recording.session import Session
-from ..recording.trace import MemoryTrace, Trace, TraceWriter, cut_for_resume
-from ..recording.writer import off_loop
+from ..recording.trace import MemoryTrace, Trace, TraceWriter
 from ..run.driver import RunDriver
 from ..run.events import AgentEvent, Edit, Transition
 from ..run.result import RunResult, StopReason
@@ -302,7 +301,7 @@ class BaseAgent(DrivenModel, ABC):
             self.check_deps(deps)
             opened = await self._opened(checkpoint)
             if trace is not None and not isinstance(trace, MemoryTrace):  # refused above
-                await _cut_trace(trace, opened)
+                await self._cut_trace(trace, opened)
         return await self._continue(self._resumed_run(checkpoint, deps, opened), trace)
 
     def run_stream(
@@ -597,18 +596,3 @@ class BaseAgent(DrivenModel, ABC):
         if reason is StopReason.STUCK:
             return "Stopped: the model kept repeating itself"
         return None
-
-
-async def _cut_trace(trace: RecordPath, opened: tuple[Lease, dict[str, Any]]) -> None:
-    """The trace of the run `opened` holds, cut back to where its checkpoint stands (off the
-    loop, as the checkpoint was read); the checkpoint's lease is let go if that fails."""
-    lease, data = opened
-    run = data.get("run_state")
-    try:
-        if not isinstance(run, dict):
-            raise CheckpointError("the checkpoint holds no run state to go on from")
-        run_id, edges, edits = str(run.get("run_id")), int(run.get("edges", 0)), int(run.get("edits", 0))
-        await off_loop(lambda: cut_for_resume(trace, run_id, edges, edits))
-    except BaseException:
-        lease.release()
-        raise

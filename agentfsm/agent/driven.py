@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractContextManager, aclosing
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import AgentBusyError, WrongValueError
+from ..errors import AgentBusyError, CheckpointError
 from ..fsm.machine import MachineTable, StateSpec
 from ..messages import Message
 from ..model.base import ChatModel, LLMResponse, ToolChoice, streams
@@ -35,6 +35,7 @@ from ..model.retry_report import RetryNotice, retries_to, stop_retries
 from ..recording.checkpoint import lease_checkpoint
 from ..recording.files import RecordPath
 from ..recording.lease import Lease
+from ..recording.trace import cut_for_resume
 from ..recording.writer import off_loop
 from ..run.driver import RunDriver
 from ..run.events import Edit, LLMCall, LLMCallStarted, LLMRetry, Transition
@@ -343,14 +344,20 @@ class DrivenModel(EventSource, ABC):
             )
         return self._run
 
-    def _check_resume_trace(self, checkpoint: RecordPath | None, trace: Any) -> None:
-        """A flow's trace goes on only with the paused run it belongs to (an agent's also from
-        its checkpoint: `BaseAgent.resume`)."""
-        if checkpoint is not None and trace is not None:
-            raise WrongValueError(
-                f"`trace` continues a paused {self.kind}'s trace; a {self.kind} resumed from a "
-                "checkpoint has none"
-            )
+    async def _cut_trace(self, trace: RecordPath, opened: tuple[Lease, dict[str, Any]]) -> None:
+        """The trace of the run `opened` holds, cut back to where its checkpoint stands (off the
+        loop, as the checkpoint was read), for a resume from the checkpoint that writes the same
+        trace on (`cut_for_resume`); the checkpoint's lease is let go if that fails."""
+        lease, data = opened
+        run = data.get("run_state")
+        try:
+            if not isinstance(run, dict):
+                raise CheckpointError("the checkpoint holds no run state to go on from")
+            run_id, edges, edits = str(run.get("run_id")), int(run.get("edges", 0)), int(run.get("edits", 0))
+            await off_loop(lambda: cut_for_resume(trace, run_id, edges, edits))
+        except BaseException:
+            lease.release()
+            raise
 
     @abstractmethod
     def _open_checkpoint(self, path: RecordPath) -> tuple[Lease, dict[str, Any]]:

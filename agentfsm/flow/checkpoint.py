@@ -9,8 +9,10 @@ flow's `RunState`, each record holds under ``parts`` (`flow_parts`) the
 flow's `FlowState` (the plan with its statuses, the runs so far, a review's
 decision), each agent's memory as of that transition, and the run state of a
 step's agent that paused (approval, input), so that pause survives a restart
-too. A flow moves on only between agent runs (one transition per step, a few
-per replan), so writing its parts whole each time is a few records a run. A
+too, or else the final state its last run ended in (``ended``), which its
+next run resets from as the flow's trace recorded it. A flow moves on only
+between agent runs (one transition per step, a few per replan), so writing
+its parts whole each time is a few records a run. A
 kill loses at most the current phase: `PlanningFlow.resume(checkpoint=...)`
 enters it again, so a step whose agent was killed runs again from the memory
 it started with, and a flow paused for plan review or for its agent pauses
@@ -79,6 +81,9 @@ class CheckpointedAgent(Protocol):
     memory: Memory
 
     @property
+    def table(self) -> MachineTable: ...
+
+    @property
     def run_state(self) -> RunState: ...
 
     @property
@@ -117,6 +122,8 @@ def flow_parts(flow: CheckpointedFlow) -> dict[str, Any]:
         saved: dict[str, Any] = {"memory": agent.memory.snapshot().model_dump(mode="json")}
         if agent.phase is not None:  # paused in the middle of its run: the run goes on after a restart
             saved["run_state"] = agent.run_state.model_dump(mode="json")
+        else:  # where its last run ended: its next run resets from there, as it would have
+            saved["ended"] = {"state": agent.run_state.state, "step": agent.run_state.step}
         agents[name] = saved
     return {
         "flow": flow.name,
@@ -405,6 +412,17 @@ def restore_flow(flow: CheckpointedFlow, data: dict[str, Any]) -> None:
         agent.memory = read_memory("", saved["memory"], what=f"the memory of its agent {name!r}")
         if "run_state" in saved:
             agent.restore_paused(saved["run_state"], what=f"the paused run of its agent {name!r}")
+        elif _ended_in(agent, saved.get("ended")):  # its last run's end: a trace goes on with its reset
+            agent.run_state.state, agent.run_state.step = saved["ended"]["state"], saved["ended"]["step"]
+
+
+def _ended_in(agent: CheckpointedAgent, ended: object) -> bool:
+    """Whether `ended` (a record's ``ended`` of `agent`) names a final state of its machine and a step."""
+    if not isinstance(ended, dict) or isinstance(ended.get("step"), bool):
+        return False
+    return ended.get("state") in {spec.name for spec in agent.table.finals} and isinstance(
+        ended.get("step"), int
+    )
 
 
 def _differences(current: dict[str, Any], recorded: dict[str, Any]) -> list[str]:

@@ -216,9 +216,15 @@ class PlanningFlow(DrivenModel):
         be built as the one that wrote it. A cancelled flow's checkpoint continues from the
         state it was cancelled in (see `agentfsm.flow.checkpoint`); a flow that ended otherwise
         gives back its result and runs nothing. `trace`: the paused flow's trace, appended to (the
-        answers given meanwhile first); a flow resumed from a checkpoint has none."""
-        self._check_resume_trace(checkpoint, trace)
-        return self.flow_result(await self._continue(await self._resumed_run(checkpoint), trace))
+        answers given meanwhile first); with `checkpoint`, the trace that run wrote, cut back to
+        where the checkpoint stands and written on, as an agent's (`cut_for_resume`: `TraceError`
+        when it cannot be, and nothing runs)."""
+        opened = None
+        if checkpoint is not None:
+            opened = await self._opened(checkpoint)
+            if trace is not None:
+                await self._cut_trace(trace, opened)
+        return self.flow_result(await self._continue(await self._resumed_run(checkpoint, opened), trace))
 
     async def resume_iter(self, checkpoint: RecordPath | None = None) -> AsyncGenerator[Transition, None]:
         """`resume`, step by step, as an agent's `resume_iter()`: one `Transition` of the flow per
@@ -232,12 +238,16 @@ class PlanningFlow(DrivenModel):
         makes a new plan either way."""
         self._reset()
 
-    async def _resumed_run(self, checkpoint: RecordPath | None) -> RunDriver:
-        """The paused run's driver (no `checkpoint`), or a new one for the flow restored from it,
-        the paused runs of its agents (of the flow run it replaces, which is over) cancelled."""
+    async def _resumed_run(
+        self, checkpoint: RecordPath | None, opened: tuple[Lease, dict[str, Any]] | None = None
+    ) -> RunDriver:
+        """The paused run's driver (no `checkpoint`), or a new one for the flow restored from it
+        (`opened`: leased and read already), the paused runs of its agents (of the flow run it
+        replaces, which is over) cancelled."""
         if checkpoint is None:
             return self._paused_run()
-        opened = await self._opened(checkpoint)
+        if opened is None:
+            opened = await self._opened(checkpoint)
         try:
             for agent in self.agents.values():
                 if agent.phase is not None:  # paused in the flow run this one replaces: that run is over
@@ -256,6 +266,17 @@ class PlanningFlow(DrivenModel):
         if agent is not None and agent.phase is not None:
             await agent.cancel()
         return result
+
+    def still_waiting_for(self) -> str | None:
+        """What the paused flow waits for that nobody has given and nothing will, as an agent's
+        `still_waiting_for` says it: a decision on its plan (it has no `reviewer`), or what its
+        step's agent waits for; None when a resume can go on."""
+        if self.fsm_state == AWAITING_PLAN_REVIEW and self.flow_state.decision is None:
+            if self.reviewer is None:
+                return "a decision on its plan: `approve_plan()`, `edit_plan()` or `cancel_plan()`"
+            return None
+        agent = self.paused_agent
+        return agent.still_waiting_for() if agent is not None and self.fsm_state == AWAITING_AGENT else None
 
     # -- the lifecycle's hooks (`DrivenModel`): the flow's checkpoint is one document ----------
 
@@ -545,6 +566,8 @@ class PlanningFlow(DrivenModel):
             if not isinstance(arguments.get("steps"), list):
                 return "`steps` is missing: give the list of steps still to do"
             assert flow.plan is not None
+            # a flow restored from a checkpoint (a resume, a fork) holds its plan in its state only
+            self.planning.plans[flow.plan.plan_id] = flow.plan
             kept = flow.plan.completed
             done = {s.text for s in kept}
             fresh = [s for s in arguments["steps"] if not isinstance(s, str) or s.strip() not in done]
@@ -560,8 +583,10 @@ class PlanningFlow(DrivenModel):
 
     @property
     def _plan_id(self) -> str:
-        """The plan's id: unique per flow run (its run id), whatever id the planner proposed."""
-        return f"plan_{self.run_state.run_id}"
+        """The plan's id: unique per flow run (its run id), whatever id the planner proposed; once
+        there is a plan, its own (a fork of a run goes on with the plan its parent made)."""
+        plan = self.flow_state.plan
+        return plan.plan_id if plan is not None else f"plan_{self.run_state.run_id}"
 
     # -- what the driver asks of the flow (`agentfsm.run.view.Driven`) ------------------
 

@@ -76,6 +76,13 @@ class _ReplayFlow(PlanningFlow):
         super().open_run(request)
         self.run_state.run_id = str(self.replayer.header.get("run_id") or self.run_state.run_id)
 
+    @property
+    def _plan_id(self) -> str:
+        """The recorded plan's id, which the prompts show: a fork's trace holds the plan its parent
+        made, under the parent's run id, not the fork's."""
+        recorded = (self.replayer.recorded_flow or {}).get("plan") or {}
+        return str(recorded.get("plan_id") or super()._plan_id)
+
     async def review_plan(self) -> None:
         decisions = self.replayer.decisions
         if self.flow_state.decision is None and decisions:

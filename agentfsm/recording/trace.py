@@ -499,7 +499,11 @@ def cut_for_resume(path: RecordPath, run_id: str, edges: int, edits: int) -> Non
     it is not: the trace is another run's, or stops before that edge, or lacks edits the checkpoint
     holds (decisions taken while the run was paused go into the trace only when it goes on, and
     the process stopped before that), or the checkpoint was written before runs counted their
-    edges."""
+    edges.
+
+    A flow's trace counts the flow's own records only (its checkpoint counts its own edges): its
+    agents' records (tagged ``agent``) up to the cut stay, and those after it go with the phase
+    the flow enters again."""
     if edges < 1:
         raise TraceError(
             f"the checkpoint of run {run_id!r} does not say how far its run went (it was written by an "
@@ -527,7 +531,7 @@ def cut_for_resume(path: RecordPath, run_id: str, edges: int, edits: int) -> Non
             f"{path} is not the trace of run {run_id!r} (its header names {found!r}); pass the trace "
             "the run wrote, or resume without `trace`"
         )
-    kinds = [record.get("kind") for record in records]
+    kinds = [record.get("kind") if "agent" not in record else "tagged" for record in records]
     transitions = [at for at, kind in enumerate(kinds) if kind == "transition"]
     before = records[0].get("begins_after") or {}  # a fork's trace begun where its checkpoint stood
     edges, edits = edges - int(before.get("edges", 0)), edits - int(before.get("edits", 0))

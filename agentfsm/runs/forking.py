@@ -24,6 +24,13 @@ A run known only by its checkpoint file (`run(checkpoint=...)` without a trace) 
 journal as an app's run does; its fork's trace then begins at the fork point, its header saying
 how far the run had gone (``begins_after``), since no trace holds the history before it.
 
+A `PlanningFlow`'s run forks the same way: each record of its journal holds the whole flow (its
+plan, its runs so far, each agent's memory and a paused step's run, under ``parts``), so the fork
+goes on from that record as a flow resumed there does, and no step completed before it runs again.
+A flow has no memory of its own: what a fork edits is its agents' (`ForkPoint.agents`), given by
+agent name. A flow's trace forks too: it is replayed (`agentfsm.flow.replay`) up to the transition,
+and the replayed flow's parts there make the record.
+
 An edited memory is made whole before it is used: a tool result whose call was dropped goes, and a
 call whose result was dropped is taken out of its assistant message (a provider refuses a call
 without its result), unless it is one of the calls still pending at the fork point.
@@ -32,20 +39,20 @@ without its result), unless it is one of the calls still pending at the fork poi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError, IndexOutOfRangeError, TraceError, WrongPhaseError
+from ..errors import CheckpointError, IndexOutOfRangeError, TraceError, WrongPhaseError, WrongValueError
 from ..memory import MemorySnapshot
 from ..messages import Message, Role
 from ..recording.restore import CHECKPOINT_SCHEMA, read_journal_text
 from ..recording.trace import TRACE_SCHEMA
 
-__all__ = ["ForkPoint", "fork_point", "replayed_journal", "write_fork"]
+__all__ = ["ForkMemory", "ForkPoint", "check_fork_memory", "fork_point", "replayed_journal", "write_fork"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +71,18 @@ class ForkPoint:
     record: dict[str, Any]
     request: str = ""
     """The run's request (the fork's task)."""
+    agents: dict[str, MemorySnapshot] = field(default_factory=dict)
+    """A flow's run: each of its agents' memory there, by name (`memory` is the flow's own: empty);
+    an agent's run: none."""
     trace: str | None = None
     """The trace it was replayed from, when the run is known only by its trace."""
     checkpoint: str | None = None
     """The checkpoint file it was read from, when the run is known only by that file."""
+
+    @property
+    def flow(self) -> bool:
+        """Whether the run is a `PlanningFlow`'s (its record holds the whole flow, ``parts``)."""
+        return "parts" in self.record
 
     @property
     def parent(self) -> dict[str, Any]:
@@ -119,9 +134,11 @@ def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoin
             f"transition {transition} of run {run_id!r} ended it ({state['state']}): fork from one before it"
         )
     memory = MemorySnapshot.model_validate(data["memory"])
-    answered = {m.tool_call_id for m in memory.messages if m.role is Role.TOOL}
-    turn = state.get("turn") or {}  # a step's calls stay in its record until the next think
-    pending = tuple(str(call["id"]) for call in turn.get("pending_calls", ()) if call["id"] not in answered)
+    pending = _pending(memory, state)
+    agents: dict[str, MemorySnapshot] = {}
+    for name, saved in (data.get("parts") or {}).get("agents", {}).items():  # a flow's
+        agents[name] = MemorySnapshot.model_validate(saved["memory"])
+        pending += _pending(agents[name], saved.get("run_state") or {})
     return ForkPoint(
         run_id=run_id,
         transition=transition,
@@ -132,7 +149,15 @@ def fork_point(run_id: str, checkpoint: Path | str, transition: int) -> ForkPoin
         journal=text[:length],
         record=record,
         request=str(state.get("request") or ""),
+        agents=agents,
     )
+
+
+def _pending(memory: MemorySnapshot, state: Mapping[str, Any]) -> tuple[str, ...]:
+    """The calls of the run `state` made and not answered yet in `memory`."""
+    answered = {m.tool_call_id for m in memory.messages if m.role is Role.TOOL}
+    turn = state.get("turn") or {}  # a step's calls stay in its record until the next think
+    return tuple(str(call["id"]) for call in turn.get("pending_calls", ()) if call["id"] not in answered)
 
 
 async def replayed_journal(trace: Path, transition: int) -> tuple[str, str]:
@@ -140,20 +165,26 @@ async def replayed_journal(trace: Path, transition: int) -> tuple[str, str]:
     journal of one record (see the module's docstring), and the run's id. `ReplayError` when the
     trace does not replay that far."""
     from ..agent.replay import Replayer
+    from ..flow.checkpoint import flow_parts
+    from ..flow.replay import FlowReplayer, is_flow_trace
+    from ..recording.trace import read_trace
 
     _check_transition(transition)
-    replayer = Replayer(trace)
+    replayer: Replayer | FlowReplayer
+    replayer = FlowReplayer(trace) if is_flow_trace(read_trace(trace)[0]) else Replayer(trace)
     header, taken, record = replayer.header, 0, None
     async with aclosing(replayer.transitions()) as steps:
         async for _ in steps:
             if taken == transition:  # before the run goes on (or the iteration's end cancels it)
-                agent = replayer.agent
+                model = replayer.flow if isinstance(replayer, FlowReplayer) else replayer.agent
                 record = {
                     "kind": "checkpoint",
-                    "run_state": agent.run_state.model_dump(mode="json"),
-                    "memory": [{"op": "snapshot", "memory": agent.memory.snapshot().model_dump(mode="json")}],
+                    "run_state": model.run_state.model_dump(mode="json"),
+                    "memory": [{"op": "snapshot", "memory": model.memory.snapshot().model_dump(mode="json")}],
                     "written_at": _now(),
                 }
+                if isinstance(replayer, FlowReplayer):
+                    record["parts"] = flow_parts(replayer.flow)
                 break
             taken += 1
     if record is None:
@@ -197,6 +228,46 @@ def whole_memory(messages: Sequence[Message], pending: Sequence[str]) -> list[Me
     return kept
 
 
+ForkMemory = Sequence[Message] | Mapping[str, Sequence[Message]]
+"""A fork's memory: an agent's run's messages, or a flow's agents' messages by agent name."""
+
+
+def check_fork_memory(point: ForkPoint, memory: ForkMemory | None) -> Any:
+    """`memory` as the run forked at `point` takes it: an agent's messages (a sequence), or a flow's
+    agents' by name (a mapping of some of its agents; {} when None); `WrongValueError` otherwise."""
+    if not point.flow:
+        if isinstance(memory, Mapping):
+            raise WrongValueError(
+                f"run {point.run_id!r} is an agent's: its fork's `memory` is its messages, not a table "
+                f"of agents ({', '.join(map(str, memory))})"
+            )
+        return memory
+    if memory is None:
+        return {}
+    if not isinstance(memory, Mapping):
+        raise WrongValueError(
+            f"run {point.run_id!r} is a flow's, which has no memory of its own: give `memory` as its "
+            f"agents' messages by name ({', '.join(sorted(point.agents))})"
+        )
+    unknown = sorted(str(name) for name in memory if name not in point.agents)
+    if unknown:
+        raise WrongValueError(
+            f"flow run {point.run_id!r} has no agent {', '.join(map(repr, unknown))}; its agents: "
+            f"{', '.join(sorted(point.agents))}"
+        )
+    return memory
+
+
+def _edited(before: MemorySnapshot, messages: Sequence[Message], pending: Sequence[str]) -> dict[str, Any]:
+    """The snapshot of `messages` (made whole) in place of the memory `before`, as JSON."""
+    whole = whole_memory(messages, pending)
+    pinned = before.pinned_index
+    if pinned is not None:  # the run's request stays pinned: the first user message
+        pinned = next((i for i, m in enumerate(whole) if m.role is Role.USER), None)
+    snapshot = MemorySnapshot(max_messages=before.max_messages, messages=whole, pinned_index=pinned)
+    return snapshot.model_dump(mode="json")
+
+
 def write_fork(
     point: ForkPoint,
     fork_id: str,
@@ -204,24 +275,27 @@ def write_fork(
     checkpoint: Path,
     trace: Path,
     parent_trace: Path | None,
-    memory: Sequence[Message] | None,
+    memory: ForkMemory | None,
 ) -> None:
     """The fork's checkpoint and trace (see the module's docstring), from `point` and the parent's
     trace (None: the parent has none, and the fork's begins at the fork point); `memory`: the
-    fork's messages (None: as they were)."""
+    fork's messages (a flow's: its agents', by name; None: as they were)."""
     state = {**point.record["run_state"], "run_id": fork_id}
     state.pop("seen", None)  # the stuck counts so far are in the records before
     changes: list[dict[str, Any]] = []
-    if memory is not None:
-        messages = whole_memory(memory, point.pending)
-        pinned = point.memory.pinned_index
-        if pinned is not None:  # the run's request stays pinned: the first user message
-            pinned = next((i for i, m in enumerate(messages) if m.role is Role.USER), None)
-        snapshot = MemorySnapshot(
-            max_messages=point.memory.max_messages, messages=messages, pinned_index=pinned
+    own: dict[str, Any] = {"kind": "checkpoint", "run_state": state, "seen": {}, "memory": changes}
+    if point.flow:  # its agents' memories are in its parts, whole in each record
+        own["parts"] = parts = json.loads(json.dumps(point.record["parts"]))
+        for name, messages in check_fork_memory(point, memory).items():
+            parts["agents"][name]["memory"] = _edited(point.agents[name], messages, point.pending)
+    elif memory is not None:
+        changes.append(
+            {
+                "op": "snapshot",
+                "memory": _edited(point.memory, check_fork_memory(point, memory), point.pending),
+            }
         )
-        changes.append({"op": "snapshot", "memory": snapshot.model_dump(mode="json")})
-    own = {"kind": "checkpoint", "run_state": state, "seen": {}, "memory": changes, "written_at": _now()}
+    own["written_at"] = _now()
     checkpoint.write_text(point.journal + json.dumps(own, ensure_ascii=False) + "\n", encoding="utf-8")
     forked = {**point.parent, "memory_edited": memory is not None}
     if parent_trace is None:  # no trace holds the history: the fork's begins here

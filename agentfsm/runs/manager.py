@@ -6,7 +6,9 @@ cancel it, and find every unfinished run again after a restart. `Runs` owns that
 a fresh agent from its factory (given the run's `AgentSpec`, as a durable worker's is), a folder
 of its own under `directory` (``<run_id>/``: ``run.json``, the checkpoint, the trace), and a
 task in this process. The verbs and `RunStatus` are `agentfsm.durable.DurableRuns`' own, so an
-app moves to a DBOS cluster by changing one constructor.
+app moves to a DBOS cluster by changing one constructor. A factory may build a `PlanningFlow`
+instead of an agent: its run is managed the same way (`agentfsm.runs.flows`), and a flow that waits
+for a decision on its plan is decided with `review`.
 
 What a restart finds, and why it is safe:
 
@@ -54,8 +56,9 @@ from ..errors import (
     WrongPhaseError,
     WrongValueError,
 )
+from ..flow.checkpoint import is_journal
+from ..flow.flow import PlanningFlow
 from ..log import event
-from ..messages import Message
 from ..questions import AnswerAction
 from ..recording.kinds import file_kind
 from ..recording.lease import Lease
@@ -63,9 +66,10 @@ from ..recording.writer import off_loop
 from ..run.events import Transition
 from ..run.result import AgentState, RunResult, StopReason
 from .events import Feed, RunEvent
-from .forking import ForkPoint, fork_point, replayed_journal, write_fork
+from .flows import FlowRun, PlanVerdict
+from .forking import ForkMemory, ForkPoint, check_fork_memory, fork_point, replayed_journal, write_fork
 from .holding import Holding
-from .spec import AgentFactory, AgentSpec
+from .spec import AgentSpec, RunsFactory
 from .status import RunStatus, RunStatusState, check_page, stale_decision
 
 __all__ = ["Runs"]
@@ -96,7 +100,8 @@ class _Run:
     """Found paused at a start: resumed from its checkpoint, it waits at the same pause again."""
     result: RunResult | None = None
     lease: Lease | None = None
-    agent: ToolCallAgent | None = None
+    agent: ToolCallAgent | FlowRun | None = None
+    """Its agent (a flow: `FlowRun`), while this process drives it."""
     driving: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     event_buffer: int = 1000
@@ -165,7 +170,7 @@ class Runs:
         self,
         directory: str | os.PathLike[str],
         *,
-        agents: Mapping[str, AgentFactory],
+        agents: Mapping[str, RunsFactory],
         max_active: int = 64,
         keep: int | timedelta | None = None,
         event_buffer: int = 1000,
@@ -308,25 +313,30 @@ class Runs:
 
     async def fork_point(self, source: str | os.PathLike[str], transition: int) -> ForkPoint:
         """Where a run stood after its transition `transition` (from 0, as its trace counts them):
-        its state, step and memory (see `fork`). `source`: the id of one of these runs (read from
-        its checkpoint), or the path of an agent's checkpoint (read from it) or trace (replayed up
-        to there)."""
+        its state, step and memory (a flow's: its agents', `ForkPoint.agents`; see `fork`).
+        `source`: the id of one of these runs (read from its checkpoint), or the path of an agent's
+        or a flow's checkpoint (read from it) or trace (replayed up to there)."""
         if isinstance(source, str):
             run = self._run(source)
             return await off_loop(lambda: fork_point(source, run.checkpoint, transition))
         path = Path(source)
         kind = await off_loop(lambda: file_kind(path))
-        if kind == "trace":
+        if kind == "flow checkpoint" and not await off_loop(lambda: is_journal(path)):
+            raise WrongValueError(
+                f"{path} is a flow's checkpoint written before they were journals: resume the flow from "
+                "it once (it is written again as a journal), then fork it"
+            )
+        if kind in ("trace", "flow trace"):
             journal, run_id = await replayed_journal(path, transition)
             return replace(fork_point(run_id, journal, transition), trace=os.fspath(path))
-        if kind == "checkpoint":
+        if kind in ("checkpoint", "flow checkpoint"):
             point = await off_loop(lambda: fork_point(path.name, path, transition))
             return replace(
                 point, run_id=str(point.record["run_state"].get("run_id")), checkpoint=os.fspath(path)
             )
         raise WrongValueError(
             f"{path} is {f'a {kind}' if kind else 'no recording agentfsm reads'}: a fork starts from an "
-            "agent's trace or checkpoint"
+            "agent's or a flow's trace or checkpoint"
         )
 
     async def fork(
@@ -335,7 +345,7 @@ class Runs:
         transition: int,
         *,
         agent: AgentSpec | str | None = None,
-        memory: Sequence[Message] | None = None,
+        memory: ForkMemory | None = None,
         fork_id: str | None = None,
         breakpoints: Sequence[Breakpoint] = (),
     ) -> str:
@@ -345,7 +355,10 @@ class Runs:
         has its task and agent spec), or the path of any agent's trace or checkpoint
         (`run(trace=...)`, `run(checkpoint=...)`, another directory's; the fork has its request,
         and `agent` names the factory that runs it; a checkpoint's fork has a trace from the fork
-        point on, no trace holding its history).
+        point on, no trace holding its history). A `PlanningFlow`'s run forks the same way (its
+        trace or checkpoint, `execute(trace=..., checkpoint=...)`): no step it completed before
+        the fork point runs again, and `memory` is its agents' messages by name (those not named
+        are as they were: `ForkPoint.agents`), since a flow has no memory of its own.
 
         It goes on as a run resumed there does (a phase runs again, a pause waits again), with its
         own folder, checkpoint and trace; the trace holds the parent's history up to the fork, then
@@ -374,6 +387,7 @@ class Runs:
         if fork_id in self._runs or fork_id in self._making:
             raise WrongValueError(f"run id {fork_id!r} is taken: fork under another id, or none")
         point = await self.fork_point(source, transition)
+        check_fork_memory(point, memory)
         if not isinstance(source, str):  # a file's run: its request, its trace if it is one
             task, parent_trace = point.request, Path(point.trace) if point.trace is not None else None
         run = _Run(
@@ -436,8 +450,9 @@ class Runs:
             pending_approval=tuple(agent.pending_approval) if agent is not None else (),
             pending_input=tuple(agent.pending_input) if agent is not None else (),
             pause=run.pause if run.state == "paused" else None,
-            decided=tuple(agent.run_state.turn.decisions) if agent is not None else (),
+            decided=_decided(agent) if agent is not None else (),
             held=_held(run.holding),
+            plan=agent.plan if isinstance(agent, FlowRun) else None,
         )
 
     async def list(
@@ -519,7 +534,7 @@ class Runs:
         run = self._run(run_id)
         if run.result is not None:
             raise WrongPhaseError(f"run {run_id!r} has ended ({run.state}): its breakpoints no longer matter")
-        run.holding.set(breakpoints, run.agent.table if run.agent is not None else None)
+        _set_breakpoints(run, breakpoints)
         await _save(run)
 
     async def step(self, run_id: str) -> None:
@@ -569,6 +584,27 @@ class Runs:
         agent.answer(call_id, content, action=action, key=key)
         await self._go_on_if_decided(self._runs[run_id])
 
+    async def review(
+        self,
+        run_id: str,
+        verdict: PlanVerdict,
+        steps: Sequence[str] | None = None,
+        *,
+        pause: int | None = None,
+    ) -> None:
+        """Decide the plan a flow's run waits for (`RunStatus.plan`): ``approve`` it, ``edit`` it
+        (`steps`: the steps to run instead of those not completed, each with its ``[agent]`` tag),
+        or ``cancel`` the flow (`PlanningFlow.approve_plan`, ...); bound to a pause and resuming
+        the run, as `approve`."""
+        model = self._paused(run_id, "the plan", pause)
+        if not isinstance(model, FlowRun) or model.plan is None:
+            raise WrongPhaseError(
+                f"run {run_id!r} waits for no decision on a plan (see `status({run_id!r}).plan`): "
+                "`review` decides a flow's plan while it waits for one"
+            )
+        model.review(verdict, steps)
+        await self._go_on_if_decided(self._runs[run_id])
+
     # -- driving runs -----------------------------------------------------------------------
 
     def _start(self, run: _Run, driving: Coroutine[Any, Any, None]) -> None:
@@ -602,9 +638,10 @@ class Runs:
         agent = run.agent
         if agent is not None:  # paused here, and decided: on from the pause
             return await agent.resume(trace=run.trace)
-        agent = run.agent = self.agents[run.spec.agent](run.spec)
+        made = self.agents[run.spec.agent](run.spec)
+        agent = run.agent = FlowRun(made) if isinstance(made, PlanningFlow) else made
         agent.on_event(run.feed.publish)
-        run.holding.set(run.holding.breakpoints, agent.table)
+        _set_breakpoints(run, run.holding.breakpoints)
         agent.hold = run.holding
         if resumed:  # its checkpoint goes on, and its trace from the same point
             if run.trace.exists():
@@ -691,7 +728,7 @@ class Runs:
             )
         return run
 
-    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent:
+    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent | FlowRun:
         """The agent of the run paused at `pause` (None: now), for a decision about `call_id`."""
         self._check_open()
         run = self._run(run_id)
@@ -716,6 +753,22 @@ def _check_id(name: str, value: str | None) -> None:
             f"{name} {value!r} cannot name a folder: use 1 to 128 letters, digits, '-', '_' and '.', "
             "beginning with a letter or digit"
         )
+
+
+def _set_breakpoints(run: _Run, breakpoints: Sequence[Breakpoint]) -> None:
+    """`run`'s breakpoints, checked against its machine once it has one (`Holding.set`). A flow's run
+    waits at the flow's own edges: a tool's breakpoint, its agents' business, would never be hit."""
+    if isinstance(run.agent, FlowRun) and (tool := next((p for p in breakpoints if p.tool), None)):
+        raise WrongValueError(
+            f"run {run.run_id!r} is a flow's: it waits at its own states and edges, never at a tool's "
+            f"call ({tool}); set a breakpoint on a state of its machine (EXECUTING, ...) instead"
+        )
+    run.holding.set(breakpoints, run.agent.table if run.agent is not None else None)
+
+
+def _decided(agent: ToolCallAgent | FlowRun) -> tuple[str, ...]:
+    """The calls decided at the pause the run waits at (a flow's: its paused step's agent's)."""
+    return agent.decided if isinstance(agent, FlowRun) else tuple(agent.run_state.turn.decisions)
 
 
 def _held(holding: Holding) -> str | None:

@@ -18,9 +18,10 @@ from typing import Any
 
 from ..agent.toolcall import ToolCallAgent
 from ..errors import WrongValueError
+from ..flow.flow import PlanningFlow
 from ..serde import Serializable
 
-__all__ = ["AgentFactory", "AgentSpec"]
+__all__ = ["AgentFactory", "AgentSpec", "RunsFactory"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,3 +62,7 @@ class AgentSpec(Serializable):
 AgentFactory = Callable[[AgentSpec], ToolCallAgent]
 """Builds a run's agent from its spec, in the process that runs it (and in every process that resumes
 it: the same spec must build the same agent, since the run goes on from its recorded steps)."""
+
+RunsFactory = Callable[[AgentSpec], ToolCallAgent | PlanningFlow]
+"""What `Runs` builds a run's model with: an agent's factory, or one that builds a `PlanningFlow` of
+agents (the flow's run is managed as an agent's: `agentfsm.runs.flows`)."""

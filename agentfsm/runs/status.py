@@ -42,6 +42,9 @@ class RunStatus(Serializable):
     held: str | None = None
     """While running: the breakpoint it waits at and the edge that hit it (`Runs.set_breakpoints`),
     until `step` or `proceed`; None when it does not wait there (`DurableRuns` sets none)."""
+    plan: str | None = None
+    """While paused for a decision on a flow's plan: the plan (rendered), which `Runs.review`
+    approves, edits or cancels; None for an agent's run and any other pause."""
     parked: bool = False
     """While paused: whether it has left its worker (`Worker(park_after_s=)`), holding no place there;
     a decision puts it back on its queue."""

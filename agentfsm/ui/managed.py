@@ -29,10 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..agent.stepping import Breakpoint
-    from ..messages import Message
     from ..questions import AnswerAction
     from ..runs.events import RunEvent
-    from ..runs.forking import ForkPoint
+    from ..runs.forking import ForkMemory, ForkPoint
     from ..runs.manager import Runs
     from ..runs.status import RunStatus
 
@@ -91,7 +90,7 @@ class Forks(Protocol):
         transition: int,
         *,
         agent: Any = None,
-        memory: Sequence[Message] | None = None,
+        memory: ForkMemory | None = None,
         fork_id: str | None = None,
         breakpoints: Sequence[Breakpoint] = (),
     ) -> str: ...

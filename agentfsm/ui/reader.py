@@ -21,6 +21,9 @@ from .reading import RunRow, RunView, find_runs, read_file
 
 __all__ = ["Reader"]
 
+_FORKS = ("trace", "checkpoint", "flow trace", "flow checkpoint")
+"""The kinds of file a run forks from (`Runs.fork`), into an app's runs."""
+
 
 class Reader:
     """The runs under the paths given and those of the managers given (`managed`: an app's `Runs`, a
@@ -107,10 +110,12 @@ class Reader:
                     return held[1]
                 view = await asyncio.to_thread(read_file, row)
                 target = self.fork_target()
-                if row.kind in ("trace", "checkpoint") and target is not None:  # an agent's: forks
+                if row.kind in _FORKS and target is not None:
                     agents = sorted(cast(Forks, target.manager()).agents)
                     view.fork = {"into": target.prefix, "agents": agents}
-                    if row.kind == "checkpoint" and isinstance(view.header.get("edges"), int):
+                    if row.kind in ("checkpoint", "flow checkpoint") and isinstance(
+                        view.header.get("edges"), int
+                    ):
                         view.fork["at"] = view.header["edges"] - 1  # its last state: no timeline
         except AgentfsmError as exc:  # its row says so from now on
             self._rows[key] = replace(row, problem=str(exc).splitlines()[0])

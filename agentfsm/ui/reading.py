@@ -196,9 +196,10 @@ class RunView:
     flow: dict[str, Any] | None = None
     """A flow's trace: its `FlowResult` (the plan with each step's status, attempts and agent)."""
     fork: dict[str, Any] | None = None
-    """How the page may fork the run: None (it cannot), ``{"into": PREFIX}`` (by its own agent,
-    among its manager's runs), or with ``"agents"`` too (a trace's: into an app's runs, by one of
-    those factories)."""
+    """How the page may fork the run: None (it cannot), ``{"into": PREFIX}`` (by its own agent or
+    flow, among its manager's runs), or with ``"agents"`` too (a file's, an agent's or a flow's
+    trace or checkpoint: into an app's runs, by one of those factories). A flow's fork edits its
+    agents' memories (`Runs.fork`)."""
 
     def summary(self) -> dict[str, Any]:
         """What the run's page shows first: the machine with the run's path, totals, the result."""

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
@@ -35,6 +35,9 @@ from ..errors import AgentfsmError, InspectorError
 from ..messages import Message
 from .managed import Forks, Holds
 from .reader import Reader
+
+if TYPE_CHECKING:
+    from ..runs.forking import ForkMemory
 
 __all__ = ["LOOPBACK", "Inspector", "needs_token"]
 
@@ -273,8 +276,8 @@ class Inspector:
             target = self.reader.fork_target()
             if view.fork is None or target is None:
                 problem = (
-                    f"run {key!r} is a {view.row.kind}'s: only an agent's trace or checkpoint forks, "
-                    "into an app's runs"
+                    f"run {key!r} is a {view.row.kind}'s: a file's run forks into an app's runs, and "
+                    "the inspector has none; serve it with the app's Runs too (`serve(runs, path)`)"
                 )
                 return web.json_response({"problem": problem}, status=404)
             return cast(Forks, target.manager()), Path(view.row.path), target.prefix
@@ -287,7 +290,8 @@ class Inspector:
         return manager, held[1], held[0].prefix
 
     async def _fork_point(self, request: web.Request) -> web.StreamResponse:
-        """Where a managed run stood after transition `at`: its state, step and memory (to edit)."""
+        """Where a managed run stood after transition `at`: its state, step and memory (to edit; a
+        flow's: each of its agents', under ``agents``)."""
         found = await self._forks(request.query.get("key", ""))
         if isinstance(found, web.Response):
             return found
@@ -303,12 +307,23 @@ class Inspector:
                 "step": point.step,
                 "pending": list(point.pending),
                 "messages": [message.model_dump(mode="json") for message in point.memory.messages],
+                **(
+                    {
+                        "agents": {
+                            name: [message.model_dump(mode="json") for message in memory.messages]
+                            for name, memory in point.agents.items()
+                        }
+                    }
+                    if point.flow
+                    else {}
+                ),
             }
         )
 
     async def _fork(self, request: web.Request) -> web.StreamResponse:
-        """A new run from a managed run's transition ``at``, with ``messages`` as its memory (None:
-        as it was there); answers the new run's key."""
+        """A new run from a managed run's transition ``at``, with ``messages`` as its memory (a
+        flow's: ``agents``, each agent's messages by name; None: as it was there); answers the new
+        run's key."""
         try:
             body = await request.json()
         except ValueError:
@@ -331,13 +346,18 @@ class Inspector:
             return web.json_response(
                 {"problem": f"a fork's agent is a factory's name, got {agent!r}"}, status=400
             )
-        memory = None
-        if body.get("messages") is not None:
-            try:
+        memory: ForkMemory | None = None
+        try:
+            if body.get("agents") is not None:  # a flow's: its agents' messages, by name
+                memory = {
+                    str(name): [Message.model_validate(message) for message in messages]
+                    for name, messages in dict(body["agents"]).items()
+                }
+            elif body.get("messages") is not None:
                 memory = [Message.model_validate(message) for message in body["messages"]]
-            except (TypeError, ValueError) as exc:
-                problem = f"the fork's messages are not messages: {str(exc).splitlines()[0]}"
-                return web.json_response({"problem": problem}, status=400)
+        except (TypeError, ValueError) as exc:
+            problem = f"the fork's messages are not messages: {str(exc).splitlines()[0]}"
+            return web.json_response({"problem": problem}, status=400)
         try:
             fork_id = await manager.fork(source, body["at"], agent=agent, memory=memory)
         except AgentfsmError as exc:

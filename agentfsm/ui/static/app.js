@@ -642,8 +642,9 @@ function showDetail(t) {
 }
 
 async function openFork(at) {
-  // the memory as the run's checkpoint holds it after transition `at`, each message editable or
-  // dropped; the fork starts from there as a new run, and the page goes to it
+  // the memory as the run's checkpoint holds it after transition `at` (a flow's: each of its
+  // agents'), each message editable or dropped; the fork starts from there as a new run, and the
+  // page goes to it
   const box = document.getElementById("fork");
   let point;
   try {
@@ -652,7 +653,35 @@ async function openFork(at) {
     box.replaceChildren(el("p", { class: "problem", text: error.message }));
     return;
   }
-  const rows = point.messages.map((m, i) => {
+  const flow = point.agents ? Object.entries(point.agents) : null; // a flow has no memory of its own
+  const memories = (flow || [[null, point.messages]]).map(([name, messages]) => ({ name, rows: editable(messages) }));
+  const said = el("p", { class: "note", id: "forked" });
+  const agents = run.summary.fork.agents; // a file's fork runs by a factory of the app's, chosen here
+  const agent = agents ? el("select", { class: "fork-agent" }, ...agents.map((name) => el("option", { value: name, text: name }))) : null;
+  const start = el("button", { class: "start-fork", text: "Start the fork", onclick: async () => {
+    const memory = flow
+      ? { agents: Object.fromEntries(memories.map(({ name, rows }) => [name, kept(rows)])) }
+      : { messages: kept(memories[0].rows) };
+    const response = await fetch("/api/run/fork", {
+      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ key: run.key, at, ...memory, ...(agent ? { agent: agent.value } : {}) }),
+    });
+    const answer = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
+    if (!response.ok) { said.className = "problem"; said.textContent = answer.problem; return; }
+    location.hash = `#/run/${encodeURIComponent(answer.key)}`;
+  } });
+  box.replaceChildren(el("section", { class: "fork-editor" },
+    el("h2", { text: `Fork from transition #${at} (${point.state}, step ${point.step})` }),
+    el("p", { class: "note", text: "Edit or drop messages; a dropped tool result takes its call with it. The fork is a new run with its own trace." }),
+    ...memories.map(({ name, rows }) => el("div", { class: "messages", ...(name ? { "data-agent": name } : {}) },
+      ...(name ? [el("h3", { text: `agent ${name}` })] : []), ...rows.map((row) => row.node))),
+    el("div", { class: "buttons" }, agent ? el("label", {}, "run by ", agent) : null, start,
+      el("button", { text: "Close", onclick: () => box.replaceChildren() })), said));
+}
+
+function editable(messages) {
+  // each message of a memory to fork from: its text in a box, and whether it is dropped
+  return messages.map((m, i) => {
     const content = el("textarea", { class: "content", rows: "2", "data-index": String(i) });
     content.value = m.content == null ? "" : typeof m.content === "string" ? m.content : JSON.stringify(m.content);
     const drop = el("input", { type: "checkbox", class: "drop", "data-index": String(i) });
@@ -662,29 +691,15 @@ async function openFork(at) {
       content,
       ...(m.tool_calls || []).map((call) => el("div", { class: "call", text: `${call.name}(${call.arguments}) · ${call.id}` }))) };
   });
-  const said = el("p", { class: "note", id: "forked" });
-  const agents = run.summary.fork.agents; // a trace's fork runs by an agent of the app's, chosen here
-  const agent = agents ? el("select", { class: "fork-agent" }, ...agents.map((name) => el("option", { value: name, text: name }))) : null;
-  const start = el("button", { class: "start-fork", text: "Start the fork", onclick: async () => {
-    const messages = rows.filter((row) => !row.drop.checked).map((row) => {
-      const text = row.content.value;
-      if (row.m.content == null) return { ...row.m, content: text === "" ? null : text }; // left empty: none
-      return { ...row.m, content: typeof row.m.content === "string" ? text : row.m.content };
-    });
-    const response = await fetch("/api/run/fork", {
-      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ key: run.key, at, messages, ...(agent ? { agent: agent.value } : {}) }),
-    });
-    const answer = await response.json().catch(() => ({ problem: `HTTP ${response.status}` }));
-    if (!response.ok) { said.className = "problem"; said.textContent = answer.problem; return; }
-    location.hash = `#/run/${encodeURIComponent(answer.key)}`;
-  } });
-  box.replaceChildren(el("section", { class: "fork-editor" },
-    el("h2", { text: `Fork from transition #${at} (${point.state}, step ${point.step})` }),
-    el("p", { class: "note", text: "Edit or drop messages; a dropped tool result takes its call with it. The fork is a new run with its own trace." }),
-    el("div", { class: "messages" }, ...rows.map((row) => row.node)),
-    el("div", { class: "buttons" }, agent ? el("label", {}, "run by ", agent) : null, start,
-      el("button", { text: "Close", onclick: () => box.replaceChildren() })), said));
+}
+
+function kept(rows) {
+  // the messages not dropped, as edited
+  return rows.filter((row) => !row.drop.checked).map((row) => {
+    const text = row.content.value;
+    if (row.m.content == null) return { ...row.m, content: text === "" ? null : text }; // left empty: none
+    return { ...row.m, content: typeof row.m.content === "string" ? text : row.m.content };
+  });
 }
 
 function showMemory(memory) {
