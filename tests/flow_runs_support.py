@@ -9,11 +9,12 @@ breaks on ``boom``, and the planner revises a blocked plan to one step, ``note r
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
-from agentfsm import Terminate, ToolCallAgent, tool
+from runs_support import World, call_for
+
+from agentfsm import Terminate, ToolCallAgent
 from agentfsm.flow import PlanningFlow
 from agentfsm.messages import Message, Role, ToolCall
 from agentfsm.runs import AgentSpec
@@ -23,40 +24,20 @@ _TASK = re.compile(r"accomplish the task: (.*?)\n")
 _STEP = re.compile(r'working on step \d+: "(?:\[\w+\] )?(.*?)"')
 
 
-class FlowWorld:
+class FlowWorld(World):
     """What the flows' tools and models did (shared by every flow the factory builds), and the gate
     ``wait`` waits at."""
 
     def __init__(self) -> None:
-        self.done: list[str] = []
+        super().__init__()
         self.planner_calls = 0
         self.worker_calls = 0
         self.asked: list[list[Message]] = []
         """What the worker was sent, on each call."""
-        self.gate = asyncio.Event()
-        self.waiting = 0
 
     def factories(self) -> dict[str, Any]:
         world = self
-
-        @tool
-        def note(text: str) -> str:
-            """Write a note."""
-            world.done.append(text)
-            return f"noted {text}"
-
-        @tool(needs_approval=True)
-        def delete(path: str) -> str:
-            """Delete a file (needs approval)."""
-            world.done.append(f"deleted {path}")
-            return f"deleted {path}"
-
-        @tool
-        async def wait() -> str:
-            """Wait until the world's gate opens."""
-            world.waiting += 1
-            await world.gate.wait()
-            return "waited"
+        note, delete, wait = self.tools()
 
         def planner(request: ModelRequest) -> Any:
             world.planner_calls += 1
@@ -80,11 +61,7 @@ class FlowWorld:
             task = found.group(1) if found else str(request.messages[0].content)  # the lone agent's task
             if task == "boom":
                 raise RuntimeError("the step breaks")
-            name, _, argument = task.partition(" ")
-            arguments = (
-                {"text": argument} if name == "note" else {"path": argument} if name == "delete" else {}
-            )
-            return reply(tool_calls=[ToolCall.create(f"c{world.worker_calls}", name, arguments)])
+            return reply(tool_calls=[call_for(task, f"c{world.worker_calls}")])
 
         def build(spec: AgentSpec) -> PlanningFlow:
             agent = ToolCallAgent(

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import runs_support
+from runs_support import call_for
 
-from agentfsm import AgentState, Runs, StopReason, Terminate, ToolCallAgent, tool
+from agentfsm import AgentState, Runs, StopReason, Terminate, ToolCallAgent
 from agentfsm.errors import ConfigError, KeyNotFoundError, WrongPhaseError, WrongValueError
 from agentfsm.messages import Role, ToolCall
 from agentfsm.runs import AgentSpec, RunStatus
@@ -19,51 +21,20 @@ from agentfsm.testing import FunctionLLM, ModelRequest, reply
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 
-class World:
+class World(runs_support.World):
     """What the runs' tools did (shared by every agent the factories build), and their gates."""
 
-    def __init__(self) -> None:
-        self.done: list[str] = []
-        self.gate = asyncio.Event()
-        self.waiting = 0
-
     def factories(self) -> dict[str, Any]:
-        world = self
-
-        @tool
-        def note(text: str) -> str:
-            """Write a note."""
-            world.done.append(text)
-            return f"noted {text}"
-
-        @tool(needs_approval=True)
-        def delete(path: str) -> str:
-            """Delete a file (needs approval)."""
-            world.done.append(f"deleted {path}")
-            return f"deleted {path}"
-
-        @tool
-        async def wait() -> str:
-            """Wait until the world's gate opens."""
-            world.waiting += 1
-            await world.gate.wait()
-            return "waited"
+        tools = self.tools()
 
         def script(request: ModelRequest) -> Any:
             """The task is the tool to call, and its argument: ``note hello``, ``delete a``, ``wait``."""
             if any(m.role is Role.TOOL for m in request.messages):
                 return reply(tool_calls=[ToolCall.create("end", "terminate", {"status": "success"})])
-            task = str(request.messages[0].content)
-            name, _, argument = task.partition(" ")
-            arguments = (
-                {"text": argument} if name == "note" else {"path": argument} if name == "delete" else {}
-            )
-            return reply(tool_calls=[ToolCall.create("c1", name, arguments)])
+            return reply(tool_calls=[call_for(str(request.messages[0].content), "c1")])
 
         def build(spec: AgentSpec) -> ToolCallAgent:
-            return ToolCallAgent(
-                llm=FunctionLLM(script), tools=[note, delete, wait, Terminate()], name="worker"
-            )
+            return ToolCallAgent(llm=FunctionLLM(script), tools=[*tools, Terminate()], name="worker")
 
         return {"worker": build}
 
