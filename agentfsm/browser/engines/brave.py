@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import SecretStr
-
-from ...model.retry import RetryPolicy
 from ..search import SearchResult
-from .attempts import retried, search_policy
+from .attempts import retried
 from .hits import hits
+from .keyed import KeyedService
 from .request import Request, fetch_json
 
 __all__ = ["BRAVE_URL", "MAX_COUNT", "BraveSearch"]
@@ -25,23 +23,11 @@ MAX_COUNT = 20
 """The most hits the API gives for one query."""
 
 
-class BraveSearch:
+class BraveSearch(KeyedService):
     """The `SearchBackend` of the Brave Search API (at `url`: its base address)."""
 
     name: ClassVar[str] = "brave"
-
-    def __init__(
-        self,
-        *,
-        api_key: str | SecretStr,
-        url: str = BRAVE_URL,
-        timeout: float = 10.0,
-        policy: RetryPolicy | None = None,
-    ) -> None:
-        self.api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self.policy = policy or search_policy()
+    default_url: ClassVar[str] = BRAVE_URL
 
     async def search(self, query: str, *, num_results: int) -> list[SearchResult]:
         count = max(1, min(num_results, MAX_COUNT))
