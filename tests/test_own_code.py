@@ -327,6 +327,65 @@ async def test_the_inspector_forks_a_recording_by_the_person_s_agent(mine: Path,
         process.wait(timeout=30)
 
 
+async def test_the_inspector_forks_a_flows_recording_by_the_person_s_flow(mine: Path, llmock: Any):
+    """``agentfsm ui TRACE --agent MODULE:FUNCTION`` with a factory that builds a flow: the flow's
+    trace forks from the page after its plan was made, and only the step and the summary run."""
+    import asyncio
+    import re
+
+    import aiohttp
+
+    plan = {"title": "One step", "steps": ["Say done"]}
+    llmock.call_tool("planning", {"command": "create", "plan_id": "p1", **plan})
+    llmock.reply("done")
+    llmock.reply("All done.")
+    ran = agentfsm("run", "do one thing", "--agent", "mine:build_flow", *model(llmock), "--trace", "f.jsonl")
+    assert ran.returncode == 0, ran.stderr
+    llmock.reply("done again")  # the fork's step
+    llmock.reply("All done again.")  # and its summary: no new plan
+    asked = len(llmock.requests)
+    command = [
+        sys.executable,
+        "-m",
+        "agentfsm",
+        "ui",
+        "f.jsonl",
+        "--agent",
+        "mine:build_flow",
+        *model(llmock),
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/); runs started on the page by mine:build_flow", line)
+        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
+        url = found[1]
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{url}api/runs") as response:
+                (row,) = [r for r in (await response.json())["runs"] if "trace" in r["kind"]]
+            body = {"key": row["key"], "at": 1, "agent": "mine:build_flow"}
+            async with session.post(
+                f"{url}api/run/fork", json=body, headers={"Origin": url.rstrip("/")}
+            ) as response:
+                answer = await response.json()
+                assert response.status == 200, answer
+            for _ in range(300):
+                async with session.get(f"{url}api/run", params={"key": answer["key"]}) as response:
+                    summary = await response.json()
+                if summary["status"]["state"] == "finished":
+                    break
+                await asyncio.sleep(0.1)
+        assert summary["forked_from"]["transition"] == 1, summary
+        assert summary["result"]["output"] == "All done again."
+        assert len(llmock.requests) == asked + 2  # the step and the summary; the plan was not made again
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def test_the_inspector_s_runs_folder_needs_its_agent(mine: Path):
     done = agentfsm("ui", ".", "--runs", "forks")
     assert done.returncode == 2

@@ -13,13 +13,17 @@ import sys
 import tempfile
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..agent.toolcall import ToolCallAgent
 from ..errors import ConfigError, InspectorError
 from ..run.result import RunResult
 from ..runs.manager import TRACE_FILE
-from ..runs.spec import AgentFactory, AgentSpec
+from ..runs.spec import AgentSpec, RunsFactory
 from .output import EXIT_OK, EXIT_USAGE, usage_error
+
+if TYPE_CHECKING:
+    from ..flow.flow import PlanningFlow
 
 
 def ui_command(args: argparse.Namespace) -> int:
@@ -36,7 +40,7 @@ def ui_command(args: argparse.Namespace) -> int:
         )
     if args.runs is not None and args.agent is None:
         return usage_error("--runs holds the runs --agent starts from the page: give --agent too")
-    factories: dict[str, AgentFactory] = {}
+    factories: dict[str, RunsFactory] = {}
     if args.agent is not None:
         try:
             factories = {args.agent: _page_agent(args)}
@@ -80,9 +84,10 @@ def ui_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _page_agent(args: argparse.Namespace) -> AgentFactory:
+def _page_agent(args: argparse.Namespace) -> RunsFactory:
     """The factory of the runs the page starts (`--agent`): the command line's agent on the configured
     model (one model, built here, for all of them), as `run` builds it; decisions are the page's."""
+    from ..flow.flow import PlanningFlow
     from .building import build_agent, check_model_credentials, check_own_agent, flags_given, own_agent
     from .config import LLMSettings, Settings, build_llm
 
@@ -93,13 +98,17 @@ def _page_agent(args: argparse.Namespace) -> AgentFactory:
     check_model_credentials(llm)
     if ":" in name:
         check_own_agent(name, args, settings)
-        if not isinstance(own_agent(name, llm, terminal=False), ToolCallAgent):  # refused now, not per run
-            raise ConfigError(f"--agent {name} builds no tool-calling agent; the page's runs are one's")
+        built = own_agent(name, llm, terminal=False)  # refused now, not at the page's first run
+        if not isinstance(built, ToolCallAgent | PlanningFlow):
+            raise ConfigError(
+                f"--agent {name} builds neither a tool-calling agent nor a PlanningFlow; the page's "
+                "runs are one of those"
+            )
 
-    def build(spec: AgentSpec) -> ToolCallAgent:
+    def build(spec: AgentSpec) -> ToolCallAgent | PlanningFlow:
         if ":" in name:
             made = own_agent(name, llm, terminal=False)
-            assert isinstance(made, ToolCallAgent)  # checked above
+            assert isinstance(made, ToolCallAgent | PlanningFlow)  # checked above
             return made
         options = settings.agent.agent_kwargs()
         return build_agent(name, settings, llm, options, terminal=False, tools=settings.agent.tools or [])
