@@ -395,6 +395,28 @@ async def test_a_token_that_runs_out_is_replaced_with_the_credentials_not_a_logi
         assert servers.provider.log == ["client_credentials", "client_credentials"]
 
 
+async def test_tokens_issued_to_another_configured_client_are_not_used(
+    auth_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The configuration's ``client_id`` changed: the next run gets that client's token, it does not
+    send the last client's until it runs out."""
+    monkeypatch.setenv("BOT_SECRET", "s3cret")
+    monkeypatch.setenv("OTHER_SECRET", "0ther")
+    with protected_server() as servers:
+        servers.provider.secrets |= {"bot": "s3cret", "other": "0ther"}
+        assert (
+            await _echo(MCPConnection("docs", _machine(servers, client_secret_env="BOT_SECRET")), "a")
+            == "echo: a"
+        )
+        assert AuthFile("docs", servers.url).read()["issued_to"] == "bot"
+        other = _machine(servers, client_id="other", client_secret_env="OTHER_SECRET")
+        assert await _echo(MCPConnection("docs", other), "b") == "echo: b"
+        assert servers.provider.log == ["client_credentials", "client_credentials"]
+        assert AuthFile("docs", servers.url).read()["issued_to"] == "other"
+        assert await _echo(MCPConnection("docs", other), "c") == "echo: c"
+        assert servers.provider.log == ["client_credentials", "client_credentials"]  # its own, kept
+
+
 @pytest.mark.parametrize(("algorithm", "where"), [("RS256", "file"), ("ES256", "env")])
 async def test_a_private_key_signs_the_assertion_for_the_authorization_server(
     algorithm: str, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -5,11 +5,12 @@
 written whole, as 0600, to a temporary file beside it that replaces it: a reader sees the old
 record or the new one, never half of one, and no other user reads either.
 
-A record holds the server's URL, the tokens with the time the access token runs out, and the
-client the authorization server registered. Tokens are handed out only for the URL they were
-issued for: a server whose `url` changed in the configuration logs in again, so a token never
-goes to another server. The module speaks JSON only; `agentfsm.mcp.oauth` turns the records into
-the MCP SDK's types.
+A record holds the server's URL, the tokens with the time the access token runs out and the
+configured client they were issued to (``issued_to``), and the client the authorization server
+registered. Tokens are handed out only for the URL they were issued for: a server whose `url`
+changed in the configuration logs in again, so a token never goes to another server; and a
+server whose configured ``client_id`` changed gets tokens of that client, not the last one's.
+The module speaks JSON only; `agentfsm.mcp.oauth` turns the records into the MCP SDK's types.
 """
 
 from __future__ import annotations

@@ -100,8 +100,8 @@ class FileTokenStorage:
         from mcp.shared.auth import OAuthToken
 
         tokens = None if self.fresh else self.file.tokens()
-        if tokens is None:
-            return None
+        if tokens is None or self.file.read().get("issued_to", self.auth.client_id) != self.auth.client_id:
+            return None  # none, or a configured client's that is not this one: this client gets its own
         if self.context is not None:
             self._restore(self.context)
         return OAuthToken.model_validate(tokens)
@@ -120,6 +120,7 @@ class FileTokenStorage:
         fields: dict[str, Any] = {
             "tokens": tokens.model_dump(mode="json", exclude_none=True),
             "expires_at": expires,
+            "issued_to": self.auth.client_id,  # None: the client registered for this URL
         }
         if found:
             fields["discovered"] = found
