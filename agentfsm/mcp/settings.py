@@ -84,7 +84,11 @@ class MCPAuthSettings:
     client_name: str = "agentfsm"
     """The name the client registers under (dynamic registration), shown on the consent page."""
     scopes: tuple[str, ...] = ()
-    """Scopes to ask for; empty: those the server asks for (its challenge, or its metadata)."""
+    """The client's scopes as the SDK's provider starts with them. The SDK then replaces them on
+    the server's first 401, before it registers or authorizes, with the MCP specification's scope
+    selection: the scopes the challenge names, else those the server advertises, else none (a 403
+    ``insufficient_scope`` adds the scopes it names). So an authorization asks for what the server
+    selects, whatever is set here."""
     client_id: str | None = None
     """A client registered beforehand with the authorization server; None: register dynamically."""
     client_secret: str | None = field(default=None, repr=False)
