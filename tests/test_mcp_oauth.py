@@ -395,6 +395,24 @@ async def test_a_token_that_runs_out_is_replaced_with_the_credentials_not_a_logi
         assert servers.provider.log == ["client_credentials", "client_credentials"]
 
 
+async def test_the_configured_scopes_are_what_the_token_is_asked_for(
+    auth_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The SDK puts the server's selection (its advertised ``tools``) in place of the client's scopes
+    at the 401; the configured ones are still what the authorization asks for."""
+    monkeypatch.setenv("BOT_SECRET", "s3cret")
+    with protected_server() as servers:
+        servers.provider.secrets["bot"] = "s3cret"
+        settings = _machine(servers, client_secret_env="BOT_SECRET", scopes=["tools", "notes:read"])
+        assert await _echo(MCPConnection("docs", settings), "a") == "echo: a"
+        (token,) = servers.provider.access.values()
+        assert token.scopes == ["tools", "notes:read"]
+        unset = _machine(servers, client_id="bot", client_secret_env="BOT_SECRET")
+        AuthFile("docs", servers.url).path.unlink()
+        assert await _echo(MCPConnection("docs", unset), "b") == "echo: b"
+        assert [t.scopes for t in servers.provider.access.values()][-1] == ["tools"]  # the selection
+
+
 async def test_tokens_issued_to_another_configured_client_are_not_used(
     auth_dir: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -41,12 +41,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+
 from ..errors import ConfigError, MCPLoginError
 from .auth_store import AuthFile
 from .settings import MCPAuthSettings, MCPServerSettings
 
 if TYPE_CHECKING:
-    from mcp.client.auth import OAuthClientProvider
     from mcp.client.auth.oauth2 import OAuthContext
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 
@@ -168,6 +174,36 @@ class FileTokenStorage:
             self.file.update(client=client_info.model_dump(mode="json", exclude_none=True))
 
 
+class _AsksForItsScopes(OAuthClientProvider):
+    """The SDK's provider, asking for the configured scopes (`configured_scope`) in each authorization.
+
+    The SDK replaces the client's scopes at a 401 with the specification's selection (the
+    challenge's scopes, else those advertised); where the configuration names scopes, those are
+    what the person (or the client's credentials) is asked to grant. A step-up keeps the SDK's
+    union of the scopes held and those a 403 ``insufficient_scope`` names: it happens while the
+    token is still valid, so that the escalation asks for more, not for the configured ones again.
+    """
+
+    configured_scope: str | None = None
+
+    async def _perform_authorization(self) -> Any:
+        if self.configured_scope is not None and not self.context.is_token_valid():
+            self.context.client_metadata.scope = self.configured_scope
+        return await super()._perform_authorization()
+
+
+class _Login(_AsksForItsScopes):
+    """The authorization-code flow (a person's login), asking for the configured scopes."""
+
+
+class _Secret(_AsksForItsScopes, ClientCredentialsOAuthProvider):
+    """The client-credentials grant with the client's secret, asking for the configured scopes."""
+
+
+class _Signed(_AsksForItsScopes, PrivateKeyJWTOAuthProvider):
+    """The client-credentials grant with a signed assertion, asking for the configured scopes."""
+
+
 def oauth_provider(
     server_id: str,
     settings: MCPServerSettings,
@@ -217,9 +253,7 @@ def oauth_provider(
             )
         return AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
-    from mcp.client.auth import OAuthClientProvider
-
-    provider = OAuthClientProvider(
+    provider = _Login(
         url,
         metadata,
         storage,
@@ -227,6 +261,7 @@ def oauth_provider(
         callback_handler=redirected,
         client_metadata_url=auth.client_metadata_url,
     )
+    provider.configured_scope = metadata.scope
     storage.context = provider.context
     return provider
 
@@ -236,19 +271,13 @@ def _client_credentials(
 ) -> OAuthClientProvider:
     """The SDK's provider of the client-credentials grant: with the secret, or with JWT
     assertions signed by the private key."""
-    from mcp.client.auth.extensions.client_credentials import (
-        ClientCredentialsOAuthProvider,
-        PrivateKeyJWTOAuthProvider,
-        SignedJWTParameters,
-    )
-
     client_id, issuer = auth.client_id, auth.issuer
     assert client_id is not None and issuer is not None  # checked by the settings
     storage = FileTokenStorage(AuthFile(server_id, url), auth)
     scope = " ".join(auth.scopes) or None
-    provider: OAuthClientProvider
+    provider: _AsksForItsScopes
     if secret is not None:
-        provider = ClientCredentialsOAuthProvider(url, storage, client_id, secret, scope=scope, issuer=issuer)
+        provider = _Secret(url, storage, client_id, secret, scope=scope, issuer=issuer)
     else:
         signer = SignedJWTParameters(
             issuer=client_id,
@@ -256,9 +285,10 @@ def _client_credentials(
             signing_key=_private_key(server_id, auth),
             signing_algorithm=auth.signing_algorithm,
         )
-        provider = PrivateKeyJWTOAuthProvider(
+        provider = _Signed(
             url, storage, client_id, signer.create_assertion_provider(), scope=scope, issuer=issuer
         )
+    provider.configured_scope = scope
     storage.context = provider.context
     return provider
 

@@ -84,11 +84,10 @@ class MCPAuthSettings:
     client_name: str = "agentfsm"
     """The name the client registers under (dynamic registration), shown on the consent page."""
     scopes: tuple[str, ...] = ()
-    """The client's scopes as the SDK's provider starts with them. The SDK then replaces them on
-    the server's first 401, before it registers or authorizes, with the MCP specification's scope
-    selection: the scopes the challenge names, else those the server advertises, else none (a 403
-    ``insufficient_scope`` adds the scopes it names). So an authorization asks for what the server
-    selects, whatever is set here."""
+    """The scopes each authorization asks for (a login, or a client-credentials token); empty:
+    the MCP specification's selection, the scopes of the server's 401 challenge, else those it
+    advertises, else none. A 403 ``insufficient_scope`` asks again for those held and those it
+    names, either way."""
     client_id: str | None = None
     """A client registered beforehand with the authorization server; None: register dynamically."""
     client_secret: str | None = field(default=None, repr=False)
