@@ -303,6 +303,43 @@ async def test_a_flow_s_run_forks_over_http_with_an_agent_s_memory_edited(served
     assert trace is not None and json.loads(trace.splitlines()[0])["forked_from"]["memory_edited"] is True
 
 
+async def test_a_flow_s_plan_is_reviewed_over_http_bound_to_its_pause(served: tuple[Runs, Inspector]):
+    runs, inspector = served
+    FLOWS.done.clear()
+    reviewed = AgentSpec(agent="flow", options={"review": True})
+    approved = await runs.submit("note a", reviewed, run_id="approved")
+    cancelled = await runs.submit("note c", reviewed, run_id="cancelled")
+    for run_id in (approved, cancelled):
+        await _paused(runs, run_id)
+    base = str(inspector.url)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{base}api/run", params={"key": "app/approved"}) as response,
+    ):
+        plan = (await response.json())["status"]["plan"]
+    assert "[worker] note a" in plan and plan.startswith("Plan: ")
+    for body, status_code, problem in (
+        ({"verdict": "maybe", "pause": 1}, 400, "a plan's verdict is 'approve', 'edit' or 'cancel'"),
+        ({"verdict": "edit", "steps": "note x", "pause": 1}, 400, "a plan's steps are a list of step texts"),
+        ({"verdict": "edit", "pause": 1}, 409, "a plan is edited with its new `steps`, and only then"),
+        ({"verdict": "approve", "pause": 3}, 409, "the decision of call 'the plan' was for pause 3"),
+    ):
+        status, answer = await post(inspector, "review", {"key": "app/approved", **body})
+        assert (status, answer["problem"][: len(problem)]) == (status_code, problem), answer
+    status, answer = await post(
+        inspector, "review", {"key": "app/approved", "verdict": "approve", "pause": 1}
+    )
+    assert (status, answer) == (200, {"done": "review", "run_id": "approved"})
+    status, answer = await post(
+        inspector, "review", {"key": "app/cancelled", "verdict": "cancel", "pause": 1}
+    )
+    assert status == 200
+    done = await runs.result(approved, wait=True, timeout=30)
+    ended = await runs.result(cancelled, wait=True, timeout=30)
+    assert done is not None and done.stop_reason == "completed" and FLOWS.done == ["a"]
+    assert ended is not None and ended.stop_reason == "plan_cancelled"
+
+
 async def test_a_flow_s_trace_and_checkpoint_among_the_paths_fork_into_the_app_s_runs(tmp_path: Path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
@@ -406,6 +443,27 @@ async def test_a_call_is_approved_with_edited_arguments_from_the_page(
     result = await runs.result(run_id, wait=True, timeout=30)
     assert result is not None and result.stop_reason == "terminated"
     assert (tmp_path / "approval.txt").read_text().split() == ["8"]  # run once, with the edited arguments
+
+
+async def test_a_flow_s_plan_is_edited_on_the_page_and_the_new_steps_run(
+    served: tuple[Runs, Inspector], page: Any
+):
+    runs, inspector = served
+    FLOWS.done.clear()
+    run_id = await runs.submit("note a; note b", AgentSpec(agent="flow", options={"review": True}))
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    review = page.locator("section.plan-review")
+    await review.wait_for()
+    assert "The plan waits for a decision" in await review.inner_text()
+    steps = review.locator("textarea.plan-steps")
+    assert (await steps.input_value()).splitlines() == ["[worker] note a", "[worker] note b"]
+    await steps.fill("[worker] note edited\n\n")
+    await review.locator("button.edit-plan").click()
+    result = await runs.result(run_id, wait=True, timeout=30)
+    assert result is not None and result.stop_reason == "completed"
+    assert FLOWS.done == ["edited"]  # the edited plan ran, not the planned one
+    await _marked(page, "DONE")
 
 
 async def test_a_question_is_answered_through_the_form_its_schema_makes(

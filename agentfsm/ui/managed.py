@@ -6,10 +6,10 @@ moves from one to the other by changing a constructor), so the page reads and st
 same way. The list is `list()`, a page at a time: every run with its state, worker, steps and stop
 reason. A run's page is its trace (`trace()`: the trace so far in one process, the whole one once
 ended on DBOS), with where the run stands now (`status()`: what a paused run waits for); the page
-follows a run that has not ended through `events()`; approve, reject, answer and cancel are the
-manager's own verbs, so a decision the page sends is checked as an app's is (a stale or duplicate
-one is refused, naming its pause). A database's URL is shown with its password hidden, and DBOS is
-loaded only when a database is given.
+follows a run that has not ended through `events()`; approve, reject, answer and cancel (and a
+flow's plan review, for an app's runs) are the manager's own verbs, so a decision the page sends
+is checked as an app's is (a stale or duplicate one is refused, naming its pause). A database's
+URL is shown with its password hidden, and DBOS is loaded only when a database is given.
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ if TYPE_CHECKING:
     from ..agent.stepping import Breakpoint
     from ..questions import AnswerAction
     from ..runs.events import RunEvent
+    from ..runs.flows import PlanVerdict
     from ..runs.forking import ForkMemory, ForkPoint
     from ..runs.manager import Runs
     from ..runs.status import RunStatus
 
-__all__ = ["PAGE", "Forks", "Holds", "Managed", "RunManager", "app_runs", "database", "shown_url"]
+__all__ = ["PAGE", "Forks", "Holds", "Managed", "Reviews", "RunManager", "app_runs", "database", "shown_url"]
 
 
 class RunManager(Protocol):
@@ -74,6 +75,20 @@ class Holds(Protocol):
     async def set_breakpoints(self, run_id: str, breakpoints: Sequence[Breakpoint]) -> None: ...
     async def step(self, run_id: str) -> None: ...
     async def proceed(self, run_id: str) -> None: ...
+
+
+@runtime_checkable
+class Reviews(Protocol):
+    """A manager whose flows wait for a decision on their plan (`Runs`: it drives flows)."""
+
+    async def review(
+        self,
+        run_id: str,
+        verdict: PlanVerdict,
+        steps: Sequence[str] | None = None,
+        *,
+        pause: int | None = None,
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -202,6 +217,7 @@ class Managed:
                 for call, question in status.pending_input
             ],
             "held": status.held,
+            "plan": status.plan,
         }
         if isinstance(manager, Holds) and status.result is None:
             view.status["breakpoints"] = [point.to_json() for point in manager.breakpoints(status.run_id)]

@@ -33,7 +33,7 @@ from aiohttp import web
 from ..agent.stepping import Breakpoint
 from ..errors import AgentfsmError, InspectorError
 from ..messages import Message
-from .managed import Forks, Holds
+from .managed import Forks, Holds, Reviews
 from .reader import Reader
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ _CSP = (
 )
 _ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
 _HOLDING = ("breakpoints", "step", "continue")
-_VERBS = ("approve", "reject", "answer", "cancel", *_HOLDING)
+_VERBS = ("approve", "reject", "answer", "cancel", "review", *_HOLDING)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -368,7 +368,8 @@ class Inspector:
         """An action on a managed run through its manager's own verb (so a stale or duplicate
         decision is refused as an app's is: 409): ``approve``, ``reject``, ``answer``, ``cancel``,
         and for an app's runs (`Holds`) ``breakpoints`` (replaced by the body's list), ``step`` and
-        ``continue``."""
+        ``continue``, and (`Reviews`) ``review``: a flow's plan approved, edited (the body's
+        ``steps``) or cancelled (its ``verdict``)."""
         verb = request.match_info["verb"]
         if verb not in _VERBS:
             return web.json_response({"problem": f"no action {verb!r}; {', '.join(_VERBS)}"}, status=404)
@@ -397,6 +398,8 @@ class Inspector:
                 problem = f"run {key!r} is a durable run's: it has no breakpoints to {verb}"
                 return web.json_response({"problem": problem}, status=409)
             return await _hold(manager, run_id, verb, body)
+        if verb == "review":
+            return await _review(manager, run_id, key, body)
         try:
             if verb == "approve":
                 await manager.approve(run_id, call_id, arguments=body.get("arguments"), pause=pause)
@@ -416,6 +419,29 @@ class Inspector:
         except AgentfsmError as exc:
             return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
         return web.json_response({"done": verb, "run_id": run_id})
+
+
+async def _review(manager: object, run_id: str, key: str, body: dict[str, Any]) -> web.StreamResponse:
+    """A flow's plan decided: ``verdict`` ``approve``, ``edit`` (with ``steps``, a list of step
+    texts with their ``[agent]`` tags) or ``cancel``, bound to the body's ``pause``."""
+    if not isinstance(manager, Reviews):
+        return web.json_response(
+            {"problem": f"run {key!r} is a durable run's: it has no plan to review"}, status=409
+        )
+    verdict, steps = body.get("verdict"), body.get("steps")
+    if verdict not in ("approve", "edit", "cancel"):
+        problem = f"a plan's verdict is 'approve', 'edit' or 'cancel', got {verdict!r}"
+        return web.json_response({"problem": problem}, status=400)
+    if steps is not None and (
+        not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps)
+    ):
+        problem = f"a plan's steps are a list of step texts, got {steps!r}"
+        return web.json_response({"problem": problem}, status=400)
+    try:
+        await manager.review(run_id, verdict, steps, pause=body.get("pause"))
+    except AgentfsmError as exc:
+        return web.json_response({"problem": str(exc).splitlines()[0]}, status=409)
+    return web.json_response({"done": "review", "run_id": run_id})
 
 
 async def _hold(manager: Holds, run_id: str, verb: str, body: dict[str, Any]) -> web.StreamResponse:

@@ -423,11 +423,35 @@ function renderSteering() {
   for (const asked of status.pending_input) {
     parts.push(questionForm(asked.call, asked.question, pause));
   }
+  if (status.plan) parts.push(planReview(status.plan, pause));
   if (status.breakpoints) parts.push(breakpointsPanel(status));
   parts.push(el("div", { class: "buttons" },
     el("button", { class: "cancel-run", text: "Cancel the run", onclick: () => post("cancel", {}) })),
   el("p", { id: "steered", class: "note" }));
   box.replaceChildren(...parts);
+}
+
+// A flow waiting for a decision on its plan: run it, run other steps (one a line, each with its
+// [agent] tag; the steps not completed are offered to edit), or end the flow.
+function planReview(plan, pause) {
+  const open = plan.split("\n").map((line) => line.match(/^\d+\. \[[^✓\]]*\] (.*)$/))
+    .filter(Boolean).map((found) => found[1]);
+  const steps = el("textarea", { class: "plan-steps", rows: String(Math.max(3, open.length + 1)) });
+  steps.value = open.join("\n");
+  return el("section", { class: "plan-review" },
+    el("h3", { text: "The plan waits for a decision" }),
+    el("pre", { class: "plan", text: plan }),
+    el("div", { class: "buttons" },
+      el("button", { class: "approve-plan", text: "Run this plan", onclick: () => post("review", { verdict: "approve", pause }) }),
+      el("button", { class: "cancel-plan", text: "Cancel the flow", onclick: () => post("review", { verdict: "cancel", pause }) })),
+    el("p", { class: "note", text: "Or run these steps instead of those not completed, one a line:" }),
+    steps,
+    el("div", { class: "buttons" },
+      el("button", { class: "edit-plan", text: "Run these steps", onclick: () => {
+        const given = steps.value.split("\n").map((line) => line.trim()).filter(Boolean);
+        if (!given.length) { alert("Give at least one step, or cancel the flow."); return; }
+        post("review", { verdict: "edit", steps: given, pause });
+      } })));
 }
 
 function breakpointsPanel(status) {
