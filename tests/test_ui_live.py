@@ -463,7 +463,8 @@ async def test_a_flow_s_plan_is_edited_on_the_page_and_the_new_steps_run(
     result = await runs.result(run_id, wait=True, timeout=30)
     assert result is not None and result.stop_reason == "completed"
     assert FLOWS.done == ["edited"]  # the edited plan ran, not the planned one
-    await _marked(page, "DONE")
+    await _marked(page, "DONE")  # the flow's own transitions followed, not its agent's
+    await page.locator("#position").filter(has_text="transition 5 of 5").wait_for()
 
 
 async def test_a_question_is_answered_through_the_form_its_schema_makes(

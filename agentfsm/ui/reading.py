@@ -218,6 +218,7 @@ class RunView:
             "row": self.row.to_json(),
             "config": redacted(self.header.get("config", {})),
             "request": self.header.get("request"),
+            "agent": self.header.get("agent"),
             "forked_from": self.header.get("forked_from"),
             "begins_after": self.header.get("begins_after"),
             "fork": self.fork,

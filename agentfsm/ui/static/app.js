@@ -191,6 +191,8 @@ function follow() {
 }
 
 function arrived(data) {
+  // a flow's run carries its agents' events too: their transitions are theirs, not the run's
+  if (run.summary.agent && data.agent && data.agent !== run.summary.agent) return;
   // the k-th transition event is the run's k-th transition: one the page holds already (from the
   // run's trace, or an event replayed from the start) is passed over
   const k = run.transitionEvents++;
