@@ -6,10 +6,14 @@ person's module, the model a real HTTP server on 127.0.0.1 (llmock)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -282,10 +286,51 @@ def test_a_worker_runs_the_person_s_agent_submitted_by_its_name(mine: Path, llmo
     assert refused.returncode == 2 and "--agent 'mine:nothing': mine has no 'nothing'" in refused.stderr
 
 
-async def test_the_inspector_forks_a_recording_by_the_person_s_agent(mine: Path, llmock: Any):
-    import asyncio
-    import re
+@contextlib.asynccontextmanager
+async def _inspector(*paths: str, agent: str, llmock: Any) -> AsyncIterator[str]:
+    """`agentfsm ui PATHS --agent AGENT` in a process of its own, on llmock's model: its URL."""
+    command = [sys.executable, "-m", "agentfsm", "ui", *paths, "--agent", agent, *model(llmock)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
+        found = re.search(rf"at (http://127\.0\.0\.1:\d+/); runs started on the page by {agent} \(", line)
+        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
+        yield found[1]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
+
+async def _forked(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The page's fork of ``body["key"]`` POSTed, then its summary once the fork has finished."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{url}api/run/fork", json=body, headers={"Origin": url.rstrip("/")}
+        ) as response:
+            answer = await response.json()
+            assert response.status == 200, answer
+        for _ in range(300):
+            async with session.get(f"{url}api/run", params={"key": answer["key"]}) as response:
+                summary: dict[str, Any] = await response.json()
+            if summary["status"]["state"] == "finished":
+                break
+            await asyncio.sleep(0.1)
+    return summary
+
+
+async def _recordings(url: str) -> list[dict[str, Any]]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(f"{url}api/runs") as response:
+        return [r for r in (await response.json())["runs"] if "trace" in r["kind"]]
+
+
+async def test_the_inspector_forks_a_recording_by_the_person_s_agent(mine: Path, llmock: Any):
     import aiohttp
 
     llmock.call_tool("shout", {"text": "first"})
@@ -293,48 +338,21 @@ async def test_the_inspector_forks_a_recording_by_the_person_s_agent(mine: Path,
     ran = agentfsm("run", "shout", "--agent", "mine:build", *model(llmock), "--trace", "t.jsonl")
     assert ran.returncode == 0, ran.stderr
     llmock.call_tool("terminate", {"status": "success"})  # the fork's one model call
-    command = [sys.executable, "-m", "agentfsm", "ui", "t.jsonl", "--agent", "mine:build", *model(llmock)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
-        found = re.search(r"at (http://127\.0\.0\.1:\d+/); runs started on the page by mine:build", line)
-        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
-        url = found[1]
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{url}api/runs") as response:
-                (row,) = [r for r in (await response.json())["runs"] if r["kind"] == "trace"]
-            async with session.get(f"{url}api/run", params={"key": row["key"]}) as response:
-                assert (await response.json())["fork"]["agents"] == ["mine:build"]
-            body = {"key": row["key"], "at": 3, "agent": "mine:build"}
-            async with session.post(
-                f"{url}api/run/fork", json=body, headers={"Origin": url.rstrip("/")}
-            ) as response:
-                answer = await response.json()
-                assert response.status == 200, answer
-            for _ in range(300):
-                async with session.get(f"{url}api/run", params={"key": answer["key"]}) as response:
-                    summary = await response.json()
-                if summary["status"]["state"] == "finished":
-                    break
-                await asyncio.sleep(0.1)
-        assert summary["forked_from"]["transition"] == 3 and summary["result"]["stop_reason"] == "terminated"
-        assert (mine / "built.txt").read_text().count("built") >= 3  # the run, the check, the fork
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    async with _inspector("t.jsonl", agent="mine:build", llmock=llmock) as url:
+        (row,) = await _recordings(url)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{url}api/run", params={"key": row["key"]}) as response,
+        ):
+            assert (await response.json())["fork"]["agents"] == ["mine:build"]
+        summary = await _forked(url, {"key": row["key"], "at": 3, "agent": "mine:build"})
+    assert summary["forked_from"]["transition"] == 3 and summary["result"]["stop_reason"] == "terminated"
+    assert (mine / "built.txt").read_text().count("built") >= 3  # the run, the check, the fork
 
 
 async def test_the_inspector_forks_a_flows_recording_by_the_person_s_flow(mine: Path, llmock: Any):
     """``agentfsm ui TRACE --agent MODULE:FUNCTION`` with a factory that builds a flow: the flow's
     trace forks from the page after its plan was made, and only the step and the summary run."""
-    import asyncio
-    import re
-
-    import aiohttp
-
     plan = {"title": "One step", "steps": ["Say done"]}
     llmock.call_tool("planning", {"command": "create", "plan_id": "p1", **plan})
     llmock.reply("done")
@@ -344,46 +362,12 @@ async def test_the_inspector_forks_a_flows_recording_by_the_person_s_flow(mine: 
     llmock.reply("done again")  # the fork's step
     llmock.reply("All done again.")  # and its summary: no new plan
     asked = len(llmock.requests)
-    command = [
-        sys.executable,
-        "-m",
-        "agentfsm",
-        "ui",
-        "f.jsonl",
-        "--agent",
-        "mine:build_flow",
-        *model(llmock),
-    ]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
-        found = re.search(r"at (http://127\.0\.0\.1:\d+/); runs started on the page by mine:build_flow", line)
-        assert found, line + (process.stderr.read() if process.poll() is not None else "")  # type: ignore[union-attr]
-        url = found[1]
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{url}api/runs") as response:
-                (row,) = [r for r in (await response.json())["runs"] if "trace" in r["kind"]]
-            body = {"key": row["key"], "at": 1, "agent": "mine:build_flow"}
-            async with session.post(
-                f"{url}api/run/fork", json=body, headers={"Origin": url.rstrip("/")}
-            ) as response:
-                answer = await response.json()
-                assert response.status == 200, answer
-            for _ in range(300):
-                async with session.get(f"{url}api/run", params={"key": answer["key"]}) as response:
-                    summary = await response.json()
-                if summary["status"]["state"] == "finished":
-                    break
-                await asyncio.sleep(0.1)
-        assert summary["forked_from"]["transition"] == 1, summary
-        assert summary["result"]["output"] == "All done again."
-        assert len(llmock.requests) == asked + 2  # the step and the summary; the plan was not made again
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    async with _inspector("f.jsonl", agent="mine:build_flow", llmock=llmock) as url:
+        (row,) = await _recordings(url)
+        summary = await _forked(url, {"key": row["key"], "at": 1, "agent": "mine:build_flow"})
+    assert summary["forked_from"]["transition"] == 1, summary
+    assert summary["result"]["output"] == "All done again."
+    assert len(llmock.requests) == asked + 2  # the step and the summary; the plan was not made again
 
 
 def test_the_inspector_s_runs_folder_needs_its_agent(mine: Path):
