@@ -396,6 +396,14 @@ async def page() -> AsyncIterator[Any]:
         assert errors == []
 
 
+async def _opened_paused(runs: Runs, inspector: Inspector, page: Any, *submitted: Any) -> str:
+    """A run submitted (`submitted`: `Runs.submit`'s task and spec), paused, and its page opened."""
+    run_id = await runs.submit(*submitted)
+    await _paused(runs, run_id)
+    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    return run_id
+
+
 async def _marked(page: Any, state: str) -> None:
     await page.locator(f'svg.machine g.state.current[data-state="{state}"]').wait_for(timeout=15_000)
 
@@ -428,9 +436,7 @@ async def test_a_call_is_approved_with_edited_arguments_from_the_page(
     served: tuple[Runs, Inspector], page: Any, tmp_path: Path
 ):
     runs, inspector = served
-    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
-    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    run_id = await _opened_paused(runs, inspector, page, "record 7", _spec("approval", tmp_path))
     decision = page.locator('.decision[data-call="c1"]')
     await decision.wait_for()
     assert "record · c1 waits for a decision" in await decision.inner_text()
@@ -450,9 +456,9 @@ async def test_a_flow_s_plan_is_edited_on_the_page_and_the_new_steps_run(
 ):
     runs, inspector = served
     FLOWS.done.clear()
-    run_id = await runs.submit("note a; note b", AgentSpec(agent="flow", options={"review": True}))
-    await _paused(runs, run_id)
-    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    run_id = await _opened_paused(
+        runs, inspector, page, "note a; note b", AgentSpec(agent="flow", options={"review": True})
+    )
     review = page.locator("section.plan-review")
     await review.wait_for()
     assert "The plan waits for a decision" in await review.inner_text()
@@ -471,9 +477,7 @@ async def test_a_question_is_answered_through_the_form_its_schema_makes(
     served: tuple[Runs, Inspector], page: Any, tmp_path: Path
 ):
     runs, inspector = served
-    run_id = await runs.submit("who are you", _spec("asking", tmp_path))
-    await _paused(runs, run_id)
-    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    await _opened_paused(runs, inspector, page, "who are you", _spec("asking", tmp_path))
     form = page.locator('form.question[data-call="c1"]')
     await form.wait_for()
     assert "Who are you?" in await form.inner_text()
@@ -492,9 +496,9 @@ async def test_a_real_mcp_server_s_elicitation_is_answered_through_the_form_on_t
     of its tool call: the run pauses, the page renders the question's schema as a form, and the
     answer given there reaches the server, whose tool result carries it."""
     runs, inspector = served
-    run_id = await runs.submit("greet me", AgentSpec(agent="elicit", options={"revision": "modern"}))
-    await _paused(runs, run_id)
-    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    run_id = await _opened_paused(
+        runs, inspector, page, "greet me", AgentSpec(agent="elicit", options={"revision": "modern"})
+    )
     form = page.locator('form.question[data-call="c1"]')
     await form.wait_for()
     assert "What is your name?" in await form.inner_text()
@@ -511,9 +515,7 @@ async def test_a_paused_run_is_cancelled_from_the_page(
     served: tuple[Runs, Inspector], page: Any, tmp_path: Path
 ):
     runs, inspector = served
-    run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
-    await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
+    run_id = await _opened_paused(runs, inspector, page, "record 7", _spec("approval", tmp_path))
     await page.locator("button.cancel-run").click()
     await _marked(page, "ERROR")
     await page.locator("#summary").filter(has_text="cancelled").wait_for()
