@@ -316,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_agent_name,
         metavar="AGENT",
         help="the agent that runs what the page starts from a recording (a fork from one of its "
-        "transitions): toolcall, manus, mcp, browser, or your MODULE:FUNCTION, on the configured model",
+        "transitions): toolcall, manus, mcp, browser, or your MODULE:FUNCTION (an agent or a "
+        "PlanningFlow), on the configured model",
     )
     ui.add_argument(
         "--runs",
