@@ -98,6 +98,13 @@ class _Run:
     """How many times the run paused: the number of the pause it waits at, while paused."""
     was_paused: bool = False
     """Found paused at a start: resumed from its checkpoint, it waits at the same pause again."""
+    asleep: RunStatus | None = None
+    """Found paused at a start, as its ``run.json`` showed it then: its agent is built, and resumed
+    from its checkpoint to the same pause, only when a decision or a cancel needs it (`Runs._awake`).
+    A restart with a thousand paused runs reads one small file of each, not their checkpoints,
+    traces and events, and holds no agent, model or open file for a run nobody has answered yet."""
+    waking: asyncio.Task[None] | None = None
+    """Its resumption to its pause, while a decision waits for it (`Runs._awake`)."""
     result: RunResult | None = None
     lease: Lease | None = None
     agent: ToolCallAgent | FlowRun | None = None
@@ -146,7 +153,26 @@ class _Run:
     def trace(self) -> Path:
         return self.folder / TRACE_FILE
 
+    def status(self) -> RunStatus:
+        """Where the run is, as `Runs.status` reports it."""
+        if self.asleep is not None:
+            return self.asleep
+        agent = self.agent if self.state == "paused" else None
+        return RunStatus(
+            run_id=self.run_id,
+            state=self.state,
+            task=self.task,
+            result=self.result,
+            pending_approval=tuple(agent.pending_approval) if agent is not None else (),
+            pending_input=tuple(agent.pending_input) if agent is not None else (),
+            pause=self.pause if self.state == "paused" else None,
+            decided=_decided(agent) if agent is not None else (),
+            held=_held(self.holding),
+            plan=agent.plan if isinstance(agent, FlowRun) else None,
+        )
+
     def record(self) -> dict[str, Any]:
+        paused = self.state == "paused" and (self.agent is not None or self.asleep is not None)
         return {
             "run_id": self.run_id,
             "task": self.task,
@@ -157,6 +183,7 @@ class _Run:
             "breakpoints": [point.to_json() for point in self.holding.breakpoints],
             "forked_from": self.forked_from,
             "result": self.result.model_dump(mode="json") if self.result is not None else None,
+            "waiting": self.status().model_dump(mode="json") if paused else None,
         }
 
 
@@ -202,11 +229,27 @@ class Runs:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._slots = asyncio.Semaphore(self.max_active)
         self._open = True
-        found = [self._found(folder) for folder in self.directory.iterdir() if folder.is_dir()]
-        for run in sorted((run for run in found if run is not None), key=lambda run: run.submitted_at):
+        found = await off_loop(self._taken_up)  # a file or two a run: off the loop, which may be serving
+        for run in sorted(found, key=lambda run: run.submitted_at):
             self._reopen(run)  # in the order they were submitted
         self._prune()
         return self
+
+    def _taken_up(self) -> list[_Run]:
+        """The runs in the directory, each unfinished one leased for this manager (those another
+        `Runs` holds left out)."""
+        found = []
+        for folder in self.directory.iterdir():
+            run = self._found(folder) if folder.is_dir() else None
+            if run is None:
+                continue
+            if run.result is None:
+                try:
+                    run.lease = Lease.acquire(run.folder / _LEASED)
+                except AgentfsmError:  # CheckpointLeasedError: another `Runs` holds it
+                    continue
+            found.append(run)
+        return found
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -248,6 +291,9 @@ class Runs:
             ended = data.get("result")
             run.result = RunResult.model_validate(ended) if ended is not None else None
             run.holding.set([Breakpoint(**point) for point in data.get("breakpoints", ())])
+            if run.was_paused and run.result is None and data.get("waiting") is not None:
+                shown = RunStatus.model_validate(data["waiting"])
+                run.asleep = replace(shown, state="paused", pause=run.pause)
         except (OSError, ValueError, KeyError, TypeError, AgentfsmError) as exc:
             event(
                 "runs_folder_skipped",
@@ -259,19 +305,17 @@ class Runs:
         return run
 
     def _reopen(self, run: _Run) -> None:
-        """Take up `run` (`__aenter__`): ended, it is reported; unfinished and not held by another
-        `Runs`, it is resumed (started, if it never was)."""
+        """Take up `run` (`__aenter__`), leased for this manager unless it ended: ended, it is
+        reported; paused, it waits for its decision (asleep: see `_Run.asleep`); otherwise it is
+        resumed (started, if it never was)."""
+        self._runs[run.run_id] = run
         if run.result is not None:
             run.state = _ended_state(run.result)
             run.ended.set()
-            self._runs[run.run_id] = run
-            return
-        try:
-            run.lease = Lease.acquire(run.folder / _LEASED)
-        except AgentfsmError:  # CheckpointLeasedError: another `Runs` holds it
-            return
-        self._runs[run.run_id] = run
-        self._start(run, self._drive(run, resumed=run.checkpoint.exists()))
+        elif run.asleep is not None:
+            run.state = "paused"
+        else:
+            self._start(run, self._drive(run, resumed=run.checkpoint.exists()))
 
     # -- the verbs ------------------------------------------------------------------------
 
@@ -440,20 +484,7 @@ class Runs:
         return True
 
     async def status(self, run_id: str) -> RunStatus:
-        run = self._run(run_id)
-        agent = run.agent if run.state == "paused" else None
-        return RunStatus(
-            run_id=run.run_id,
-            state=run.state,
-            task=run.task,
-            result=run.result,
-            pending_approval=tuple(agent.pending_approval) if agent is not None else (),
-            pending_input=tuple(agent.pending_input) if agent is not None else (),
-            pause=run.pause if run.state == "paused" else None,
-            decided=_decided(agent) if agent is not None else (),
-            held=_held(run.holding),
-            plan=agent.plan if isinstance(agent, FlowRun) else None,
-        )
+        return self._run(run_id).status()
 
     async def list(
         self,
@@ -469,7 +500,7 @@ class Runs:
         check_page(limit, offset)
         ordered = sorted(self._runs.values(), key=lambda run: run.submitted_at, reverse=newest_first)
         page = ordered[offset:] if limit is None else ordered[offset : offset + limit]
-        return [await self.status(run.run_id) for run in page if state is None or run.state == state]
+        return [run.status() for run in page if state is None or run.state == state]
 
     async def result(
         self, run_id: str, *, wait: bool = False, timeout: float | None = None
@@ -504,6 +535,7 @@ class Runs:
         at once (a tool call in progress is interrupted), a paused one at its pause. An ended run
         stays as it ended."""
         run = self._run(run_id)
+        await self._awake(run)
         if run.result is not None:
             return
         if run.state == "queued" and run.driving is not None:  # waiting for a place: it takes no step
@@ -553,7 +585,7 @@ class Runs:
         bound to the pause `pause` (its number, `RunStatus.pause`; None: the one it waits at now).
         The decision that leaves nothing undecided resumes the run. A stale, duplicate or unknown
         decision raises, naming the pause."""
-        agent = self._paused(run_id, call_id, pause)
+        agent = await self._paused(run_id, call_id, pause)
         agent.approve(call_id, arguments=arguments)
         await self._go_on_if_decided(self._runs[run_id])
 
@@ -562,7 +594,7 @@ class Runs:
     ) -> None:
         """Reject the paused run's call `call_id`; the model reads `reason`. Bound to a pause, and
         resuming the run when it was the last decision, as `approve`."""
-        agent = self._paused(run_id, call_id, pause)
+        agent = await self._paused(run_id, call_id, pause)
         agent.reject(call_id, reason)
         await self._go_on_if_decided(self._runs[run_id])
 
@@ -580,7 +612,7 @@ class Runs:
         (as `ToolCallAgent.answer`); the last answer awaited resumes the run, as `approve`."""
         if action != "accept" and content is not None:
             raise WrongValueError(f"a {action!r} answer carries no content; got {content!r}")
-        agent = self._paused(run_id, call_id, pause)
+        agent = await self._paused(run_id, call_id, pause)
         agent.answer(call_id, content, action=action, key=key)
         await self._go_on_if_decided(self._runs[run_id])
 
@@ -596,7 +628,7 @@ class Runs:
         (`steps`: the steps to run instead of those not completed, each with its ``[agent]`` tag),
         or ``cancel`` the flow (`PlanningFlow.approve_plan`, ...); bound to a pause and resuming
         the run, as `approve`."""
-        model = self._paused(run_id, "the plan", pause)
+        model = await self._paused(run_id, "the plan", pause)
         if not isinstance(model, FlowRun) or model.plan is None:
             raise WrongPhaseError(
                 f"run {run_id!r} waits for no decision on a plan (see `status({run_id!r}).plan`): "
@@ -656,6 +688,22 @@ class Runs:
                     )
             return await agent.resume(run.checkpoint)
         return await agent.run(run.task, checkpoint=run.checkpoint, trace=run.trace, run_id=run.run_id)
+
+    async def _awake(self, run: _Run) -> None:
+        """The run found asleep at its pause (`_Run.asleep`) resumed to it, its agent built, before a
+        decision or a cancel is taken by it; at once for any other run. Two decisions at once share
+        the one resumption."""
+        if run.asleep is not None:
+            run.asleep = None
+            self._start(run, self._drive(run, resumed=True))
+            run.waking = run.driving
+        if run.waking is not None:
+            waking = run.waking
+            try:
+                await asyncio.shield(waking)
+            finally:
+                if run.waking is waking and waking.done():
+                    run.waking = None
 
     async def _go_on_if_decided(self, run: _Run) -> None:
         agent = run.agent
@@ -728,10 +776,11 @@ class Runs:
             )
         return run
 
-    def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent | FlowRun:
+    async def _paused(self, run_id: str, call_id: str, pause: int | None) -> ToolCallAgent | FlowRun:
         """The agent of the run paused at `pause` (None: now), for a decision about `call_id`."""
         self._check_open()
         run = self._run(run_id)
+        await self._awake(run)
         if pause is not None and (run.state != "paused" or pause != run.pause):
             raise stale_decision(
                 RunStatus(run_id=run_id, state=run.state, pause=run.pause if run.state == "paused" else None),
