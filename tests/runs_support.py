@@ -1,5 +1,6 @@
 """The world the runs of `Runs`' tests act on: their tools (shared by every agent a factory
-builds, and by a flow's worker), what the tools did, and the gate ``wait`` waits at.
+builds, and by a flow's worker), what the tools did, and the gate ``wait`` waits at; and `until`,
+the one wait for a run to reach a state.
 
 A task names the call to make: ``note hello`` writes a note, ``delete a`` needs approval, ``wait``
 waits until the gate opens.
@@ -8,10 +9,40 @@ waits until the gate opens.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from agentfsm import Tool, tool
 from agentfsm.messages import ToolCall
+from agentfsm.runs import RunStatus
+
+
+class Statuses(Protocol):
+    """What `until` reads of a run manager (`Runs`, `DurableRuns`): a run's status."""
+
+    async def status(self, run_id: str) -> RunStatus: ...
+
+
+async def until(
+    runs: Statuses,
+    run_id: str,
+    state: str,
+    also: Callable[[], bool] | None = None,
+    timeout: float = 10,
+) -> RunStatus:
+    """The run's status once it is in `state` (and `also()` holds), read every 10 ms. After
+    `timeout` seconds the test fails, naming the run, the state wanted and the last status seen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        status = await runs.status(run_id)
+        if status.state == state and (also is None or also()):
+            return status
+        wanted = f"{state!r}" if also is None else f"{state!r} with `also` holding"
+        assert loop.time() < deadline, (
+            f"run {run_id!r} is not {wanted} after {timeout:g} s; the last status seen: {status!r}"
+        )
+        await asyncio.sleep(0.01)
 
 
 class World:

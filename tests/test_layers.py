@@ -169,9 +169,9 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     httpx2, anyio and uvicorn), playwright, ddgs: each by one module (the one that talks to it), so an
     optional integration stays out of the rest. aiohttp has four, one a wing: the model's HTTP client,
     the inspector's server, the search services' requests, and `agentfsm mcp login`'s one-shot
-    redirect receiver. The MCP SDK has five: the client, its stdio transport and its OAuth, and
-    `agentfsm mcp-serve`'s server with its elicitations, the only importers of its server side (the
-    server is the only importer of uvicorn, which serves its HTTP)."""
+    redirect receiver. The MCP SDK has six: the client, its stdio transport, its reading of failures
+    and its OAuth, and `agentfsm mcp-serve`'s server with its elicitations, the only importers of its
+    server side (the server is the only importer of uvicorn, which serves its HTTP)."""
     importers: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -197,13 +197,14 @@ def test_each_heavy_dependency_has_one_importer_in_its_wing():
     assert importers["mcp"] == {
         "agentfsm.mcp.client",
         "agentfsm.mcp.stdio",
+        "agentfsm.mcp.failures",
         "agentfsm.mcp.serve",
         "agentfsm.mcp.elicit",
         "agentfsm.mcp.oauth",
     }
     assert importers["uvicorn"] == {"agentfsm.mcp.serve"}
-    assert importers["httpx2"] == {"agentfsm.mcp.client"}
-    assert importers["anyio"] == {"agentfsm.mcp.client", "agentfsm.mcp.stdio"}
+    assert importers["httpx2"] == {"agentfsm.mcp.client", "agentfsm.mcp.failures"}
+    assert importers["anyio"] == {"agentfsm.mcp.stdio", "agentfsm.mcp.failures"}
     assert importers["playwright"] == {"agentfsm.browser.session"}
     assert importers["ddgs"] == {"agentfsm.browser.engines.duckduckgo"}
     assert importers["opentelemetry"] == {"agentfsm.telemetry.spans"}

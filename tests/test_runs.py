@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import runs_support
-from runs_support import call_for
+from runs_support import call_for, until
 
 from agentfsm import AgentState, Runs, StopReason, Terminate, ToolCallAgent
 from agentfsm.errors import ConfigError, KeyNotFoundError, WrongPhaseError, WrongValueError
 from agentfsm.messages import Role, ToolCall
-from agentfsm.runs import AgentSpec, RunStatus
+from agentfsm.runs import AgentSpec
 from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -67,7 +67,7 @@ async def test_the_last_decision_resumes_the_run_and_a_stale_or_duplicate_one_is
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a", "worker")
-        status = await _until(runs, run_id, "paused")
+        status = await until(runs, run_id, "paused")
         assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
         call = status.pending_approval[0].id
         with pytest.raises(
@@ -88,12 +88,12 @@ async def test_cancel_ends_queued_running_and_paused_runs_for_good(tmp_path: Pat
     async with Runs(tmp_path, agents=world.factories(), max_active=1) as runs:
         running = await runs.submit("wait", "worker")
         queued = await runs.submit("note never", "worker")
-        await _until(runs, running, "running", lambda: world.waiting == 1)
+        await until(runs, running, "running", lambda: world.waiting == 1)
         assert (await runs.status(queued)).state == "queued"  # one place, taken
         await runs.cancel(queued)
         await runs.cancel(running)
         paused = await runs.submit("delete a", "worker")
-        await _until(runs, paused, "paused")
+        await until(runs, paused, "paused")
         await runs.cancel(paused)
         for run_id in (queued, running, paused):
             status = await runs.status(run_id)
@@ -111,14 +111,14 @@ async def test_a_restart_resumes_running_runs_and_keeps_paused_ones_at_their_pau
         running = await runs.submit("wait", "worker")
         paused = await runs.submit("delete a", "worker")
         done = await runs.submit("note first", "worker")
-        await _until(runs, paused, "paused")
-        await _until(runs, running, "running", lambda: world.waiting == 1)
+        await until(runs, paused, "paused")
+        await until(runs, running, "running", lambda: world.waiting == 1)
         assert (await runs.result(done, wait=True, timeout=10)) is not None
     # closed: the running run was stopped as a shutdown stops it, the paused one let go of
     world.gate.set()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         assert (await runs.result(running, wait=True, timeout=10)).ok  # type: ignore[union-attr]
-        status = await _until(runs, paused, "paused")
+        status = await until(runs, paused, "paused")
         assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
         await runs.reject(paused, status.pending_approval[0].id, "not today", pause=1)
         result = await runs.result(paused, wait=True, timeout=10)
@@ -131,7 +131,7 @@ async def test_a_second_manager_on_the_same_directory_takes_no_run_the_first_hol
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as first:
         paused = await first.submit("delete a", "worker")
-        await _until(first, paused, "paused")
+        await until(first, paused, "paused")
         async with Runs(tmp_path, agents=world.factories()) as second:
             assert await second.list() == []
             with pytest.raises(KeyNotFoundError, match=f"no run '{paused}' here"):
@@ -198,18 +198,6 @@ async def test_one_run_id_submitted_twice_at_once_is_one_run(tmp_path: Path) -> 
     assert world.done == ["x"]
 
 
-async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout: float = 10) -> RunStatus:
-    """The run's status once it is in `state` (and `also()` holds)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        status = await runs.status(run_id)
-        if status.state == state and (also is None or also()):
-            return status
-        assert loop.time() < deadline, f"run {run_id} is {status.state}, not {state}"
-        await asyncio.sleep(0.01)
-
-
 # -- events -----------------------------------------------------------------------------------
 
 
@@ -219,7 +207,7 @@ async def test_a_run_s_events_are_numbered_kept_and_read_from_any_point_to_the_r
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a", "worker")
-        status = await _until(runs, run_id, "paused")
+        status = await until(runs, run_id, "paused")
         early = [event async for event in _upto(runs.events(run_id), "run_paused")]
         assert [e.seq for e in early] == list(range(1, len(early) + 1))
         assert early[0].kind == "transition" and early[0].data["source"] == "IDLE"
@@ -244,7 +232,7 @@ async def test_a_reader_that_falls_behind_is_dropped_and_the_run_goes_on(tmp_pat
     world = World()
     async with Runs(tmp_path, agents=world.factories(), event_buffer=3) as runs:
         run_id = await runs.submit("delete a", "worker")
-        status = await _until(runs, run_id, "paused")
+        status = await until(runs, run_id, "paused")
         kept = len([e async for e in _upto(runs.events(run_id), "run_paused")])
         slow = runs.events(run_id, after=kept)
         first = asyncio.create_task(anext(slow))  # registered, then reads nothing more
@@ -277,9 +265,9 @@ async def test_a_decided_run_waiting_for_a_place_is_cancelled_before_it_goes_on(
     world = World()
     async with Runs(tmp_path, agents=world.factories(), max_active=1) as runs:
         paused = await runs.submit("delete a", "worker")
-        status = await _until(runs, paused, "paused")
+        status = await until(runs, paused, "paused")
         running = await runs.submit("wait", "worker")
-        await _until(runs, running, "running", lambda: world.waiting == 1)
+        await until(runs, running, "running", lambda: world.waiting == 1)
         await runs.approve(paused, status.pending_approval[0].id)  # decided: it waits for the place
         assert (await runs.status(paused)).state == "queued"
         await runs.cancel(paused)
@@ -312,13 +300,13 @@ async def test_closing_the_manager_ends_its_readers_of_unfinished_runs_who_rejoi
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a", "worker")
-        await _until(runs, run_id, "paused")
+        await until(runs, run_id, "paused")
         reader = asyncio.create_task(_all(runs.events(run_id)))
         await asyncio.sleep(0.05)
     seen = await asyncio.wait_for(reader, 5)  # ended by the close, not left waiting
     assert seen[-1].kind == "run_paused"
     async with Runs(tmp_path, agents=world.factories()) as again:
-        status = await _until(again, run_id, "paused")
+        status = await until(again, run_id, "paused")
         await again.approve(run_id, status.pending_approval[0].id)
         rest = await asyncio.wait_for(_all(again.events(run_id, after=seen[-1].seq)), 10)
     assert rest[0].seq == seen[-1].seq + 1 and rest[-1].data["dest"] == "FINISHED"
@@ -389,7 +377,7 @@ async def test_a_run_stopped_mid_call_goes_on_after_a_restart_with_its_trace_who
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("wait", "worker")
-        await _until(runs, run_id, "running", also=lambda: world.waiting == 1)
+        await until(runs, run_id, "running", also=lambda: world.waiting == 1)
     world.gate.set()
     async with Runs(tmp_path, agents=world.factories()) as again:
         result = await again.result(run_id, wait=True, timeout=10)
@@ -403,9 +391,9 @@ async def test_a_run_paused_at_a_restart_is_decided_after_it_and_its_trace_repla
     world = World()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a", "worker")
-        await _until(runs, run_id, "paused")
+        await until(runs, run_id, "paused")
     async with Runs(tmp_path, agents=world.factories()) as again:
-        status = await _until(again, run_id, "paused")
+        status = await until(again, run_id, "paused")
         await again.approve(run_id, status.pending_approval[0].id)
         result = await again.result(run_id, wait=True, timeout=10)
         assert result is not None and result.ok and world.done == ["deleted a"]

@@ -6,30 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from flow_runs_support import FlowWorld
+from runs_support import until
 
 from agentfsm import AgentState, Runs, StopReason
 from agentfsm.agent.stepping import Breakpoint
 from agentfsm.errors import WrongPhaseError, WrongValueError
 from agentfsm.flow.replay import replay_flow
-from agentfsm.runs import AgentSpec, RunStatus
+from agentfsm.runs import AgentSpec
 
 pytestmark = pytest.mark.usefixtures("clean_env")
-
-
-async def _until(runs: Runs, run_id: str, state: str, also: Any = None, timeout: float = 10) -> RunStatus:
-    """The run's status once it is in `state` (and `also()` holds)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        status = await runs.status(run_id)
-        if status.state == state and (also is None or also()):
-            return status
-        assert loop.time() < deadline, f"run {run_id} is {status.state}, not {state}"
-        await asyncio.sleep(0.01)
 
 
 async def _replays_whole(runs: Runs, run_id: str) -> None:
@@ -62,13 +50,13 @@ async def test_a_step_agent_s_call_is_decided_bound_to_the_flow_s_pause(tmp_path
     world = FlowWorld()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a; delete b", "flow")
-        status = await _until(runs, run_id, "paused")
+        status = await until(runs, run_id, "paused")
         assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
         call = status.pending_approval[0].id
         with pytest.raises(WrongPhaseError, match=f"was for pause 2 of run '{run_id}', which is over"):
             await runs.approve(run_id, call, pause=2)
         await runs.approve(run_id, call, pause=1)
-        status = await _until(runs, run_id, "paused", lambda: world.done == ["deleted a"])
+        status = await until(runs, run_id, "paused", lambda: world.done == ["deleted a"])
         assert status.pause == 2
         await runs.reject(run_id, status.pending_approval[0].id, "not b", pause=2)
         result = await runs.result(run_id, wait=True, timeout=10)
@@ -82,8 +70,8 @@ async def test_a_flow_is_cancelled_running_or_paused_and_stays_cancelled(tmp_pat
     async with Runs(tmp_path, agents=world.factories()) as runs:
         running = await runs.submit("wait", "flow")
         paused = await runs.submit("delete a", "flow")
-        await _until(runs, running, "running", lambda: world.waiting == 1)
-        await _until(runs, paused, "paused")
+        await until(runs, running, "running", lambda: world.waiting == 1)
+        await until(runs, paused, "paused")
         await runs.cancel(running)
         await runs.cancel(paused)
         for run_id in (running, paused):
@@ -101,8 +89,8 @@ async def test_a_restart_takes_running_and_paused_flows_up_from_their_checkpoint
     async with Runs(tmp_path, agents=world.factories()) as runs:
         running = await runs.submit("note first; wait", "flow")
         paused = await runs.submit("delete a", "flow")
-        await _until(runs, paused, "paused")
-        await _until(runs, running, "running", lambda: world.waiting == 1)
+        await until(runs, paused, "paused")
+        await until(runs, running, "running", lambda: world.waiting == 1)
     # closed: the running flow stopped in its step, the paused one let go of
     world.gate.set()
     async with Runs(tmp_path, agents=world.factories()) as again:
@@ -110,7 +98,7 @@ async def test_a_restart_takes_running_and_paused_flows_up_from_their_checkpoint
         assert result is not None and result.state is AgentState.FINISHED
         assert world.done == ["first"]  # the completed step did not run again
         await _replays_whole(again, running)
-        status = await _until(again, paused, "paused")
+        status = await until(again, paused, "paused")
         assert status.pause == 1 and [c.name for c in status.pending_approval] == ["delete"]
         await again.approve(paused, status.pending_approval[0].id, pause=1)
         result = await again.result(paused, wait=True, timeout=10)
@@ -131,7 +119,7 @@ async def test_a_reviewed_plan_is_approved_edited_or_cancelled_bound_to_its_paus
         cancelled = await runs.submit("note c", reviewed)
         solo = await runs.submit("note d", "solo")
         for run_id in (approved, edited, cancelled):
-            status = await _until(runs, run_id, "paused")
+            status = await until(runs, run_id, "paused")
             assert status.pause == 1 and status.plan is not None and "note" in status.plan
         with pytest.raises(WrongValueError, match="a plan is edited with its new `steps`"):
             await runs.review(edited, "edit")
@@ -153,8 +141,8 @@ async def test_a_flow_waits_at_its_breakpoints_and_refuses_a_tool_s(tmp_path: Pa
     world = FlowWorld()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         run_id = await runs.submit("note a; note b", "flow", breakpoints=[Breakpoint(state="EXECUTING")])
-        status = await _until(runs, run_id, "running", lambda: world.done == [])
-        status = await _until(runs, run_id, "running", lambda: world.planner_calls == 1)
+        status = await until(runs, run_id, "running", lambda: world.done == [])
+        status = await until(runs, run_id, "running", lambda: world.planner_calls == 1)
         while (status := await runs.status(run_id)).held is None:
             await asyncio.sleep(0.01)
         assert status.held == "EXECUTING: PLANNING -> EXECUTING on planned" and world.done == []

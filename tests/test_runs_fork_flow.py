@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from flow_runs_support import FlowWorld
+from runs_support import until
 
 from agentfsm import AgentState, Runs
 from agentfsm.errors import IndexOutOfRangeError, WrongPhaseError, WrongValueError
@@ -142,8 +143,7 @@ async def test_a_flow_forked_at_its_step_agent_s_pause_waits_there_for_its_own_d
     world = FlowWorld()
     async with Runs(tmp_path, agents=world.factories()) as runs:
         parent = await runs.submit("delete a", "flow", run_id="parent")
-        while (status := await runs.status(parent)).state != "paused":
-            await runs.result(parent, wait=True, timeout=0.01)
+        status = await until(runs, parent, "paused")
         await runs.approve(parent, status.pending_approval[0].id)
         assert (await runs.result(parent, wait=True, timeout=10)) is not None and world.done == ["deleted a"]
         edges = _own_edges(_records(tmp_path / parent / "trace.jsonl"))
@@ -151,8 +151,7 @@ async def test_a_flow_forked_at_its_step_agent_s_pause_waits_there_for_its_own_d
         point = await runs.fork_point(parent, paused_at)
         assert point.state == "AWAITING_AGENT" and point.pending == (status.pending_approval[0].id,)
         fork = await runs.fork(parent, paused_at)
-        while (forked := await runs.status(fork)).state != "paused":
-            await runs.result(fork, wait=True, timeout=0.01)
+        forked = await until(runs, fork, "paused")
         assert forked.pause == 1 and [c.name for c in forked.pending_approval] == ["delete"]
         await runs.reject(fork, forked.pending_approval[0].id, "not in the fork", pause=1)
         result = await runs.result(fork, wait=True, timeout=10)

@@ -24,7 +24,9 @@ the session (it restarted, and answers the old session id with 404, or with 400 
 is no JSON-RPC error) is reconnected once and the call retried once; a stdio server that died
 is not restarted. The SDK reports an HTTP refusal it cannot read only as "Server returned an
 error response", so the HTTP client's response hook keeps the status: a 401 (or 403) is told
-as the server wanting authorization, with the setting that carries a token.
+as the server wanting authorization, with the setting that carries a token. What a failure
+was is read by `agentfsm.mcp.failures`; what it does (gone, reconnect, an error result) is
+decided here.
 
 An accepted form answer carries the default of each field the person left out (SEP-1034),
 so the server receives what its form said a field would be (`agentfsm.forms.with_defaults`).
@@ -52,7 +54,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +63,16 @@ from ..forms import with_defaults
 from ..log import event
 from ..questions import Answer, InputRequired, Question
 from ..toolbox.tool import ToolResult
+from .failures import (
+    Refusal,
+    authorization_wanted,
+    describe,
+    explain,
+    is_disconnect,
+    login_problem,
+    refusal_behind,
+    refused_requests,
+)
 from .held import HeldCall
 from .results import to_tool_result
 from .settings import MCPServerSettings
@@ -72,8 +84,6 @@ if TYPE_CHECKING:
 __all__ = ["MCPConnection", "ServerTool"]
 
 _INSTALL = "the MCP client needs the MCP SDK 2.x: pip install 'mcp>=2.3,<3'"
-_STAND_IN = "Server returned an error response"
-"""The SDK's error for an HTTP refusal whose body is no JSON-RPC error: the status is lost."""
 _HOLD_SECONDS = 7 * 24 * 3600.0
 """The SDK's read timeout of a legacy call that may ask a person: the SDK's clock cannot stop
 while the run is paused, so `call` keeps the server's own time (`timeout`) instead."""
@@ -126,7 +136,7 @@ class MCPConnection:
         self._needs_login: str | None = None
         """Why the server's OAuth wants a person's login that this connection cannot ask for
         (the SDK's transport reports it as the connection closing)."""
-        self._refused: _Refusal | None = None
+        self._refused: Refusal | None = None
         """The last POST the streamable-HTTP server refused (the SDK keeps only "Server returned
         an error response" of it): what a failure is read with."""
 
@@ -176,12 +186,12 @@ class MCPConnection:
                 await self._closing.wait()
         except Exception as exc:
             if ready.done():
-                self._lost(_describe(exc))
+                self._lost(describe(exc))
             elif isinstance(exc, ConfigError):  # an OAuth secret or key that cannot be read
                 ready.set_exception(exc)
             else:
                 wants = self._wants_authorization(exc)
-                login = self._needs_login or _login_problem(self.server_id, self.settings, exc)
+                login = self._needs_login or login_problem(self.server_id, self.settings, exc)
                 ready.set_exception(
                     MCPLoginError(login)
                     if login is not None
@@ -308,8 +318,8 @@ class MCPConnection:
                 error=f"MCP server {self.server_id!r} did not answer `{name}` within {timeout:g} s "
                 "(the server's `timeout`); the call may still finish there"
             )
-        if _is_disconnect(problem) or self._needs_login is not None:
-            self._lost(_describe(problem))
+        if is_disconnect(problem) or self._needs_login is not None:
+            self._lost(describe(problem))
             return self._gone_result(name)
         if self._session_lost(problem):
             return _SessionLost(self._explain(problem))
@@ -359,7 +369,7 @@ class MCPConnection:
         requests = result.input_requests or {}
         others = sorted({r.method for r in requests.values() if not isinstance(r, ElicitRequest)})
         if others:
-            return ToolResult(error=_refusal(self.server_id, name, others))
+            return ToolResult(error=refused_requests(self.server_id, name, others))
         questions = tuple(
             _question(key, r.params) for key, r in requests.items() if isinstance(r, ElicitRequest)
         )
@@ -494,8 +504,8 @@ class MCPConnection:
         if held.done() or self.gone is not None:
             return
         problem = None if listing.cancelled() else listing.exception()
-        if problem is not None and _is_disconnect(problem):
-            self._lost(_describe(problem))
+        if problem is not None and is_disconnect(problem):
+            self._lost(describe(problem))
         elif problem is not None and self._session_lost(problem):
             await self._reconnect(client, self._explain(problem))
         else:
@@ -560,7 +570,7 @@ class MCPConnection:
                         level=logging.DEBUG,
                         server=self.server_id,
                         message=f"MCP server {self.server_id!r} holds no subscriptions/listen stream "
-                        f"({_describe(exc)}); its tool list follows its TTL and `refresh_every`",
+                        f"({describe(exc)}); its tool list follows its TTL and `refresh_every`",
                     )
                     return
         finally:
@@ -604,55 +614,20 @@ class MCPConnection:
         whether it carried a session id, which the SDK's error for it does not say."""
         request = response.request
         if response.status_code >= 400 and request.method == "POST":
-            self._refused = _Refusal(response.status_code, "mcp-session-id" in request.headers)
+            self._refused = Refusal(response.status_code, "mcp-session-id" in request.headers)
 
-    def _refusal(self, problem: BaseException) -> _Refusal | None:
-        """The HTTP refusal behind `problem` when it is the SDK's stand-in for one it could not
-        read ("Server returned an error response"), else None."""
-        if _STAND_IN not in str(problem) and not any(_STAND_IN in str(inner) for inner in _leaves(problem)):
-            return None
-        return self._refused
+    def _refusal(self, problem: BaseException) -> Refusal | None:
+        """The HTTP refusal behind `problem` (`failures.refusal_behind`), else None."""
+        return refusal_behind(problem, self._refused)
 
     def _wants_authorization(self, problem: BaseException) -> str | None:
-        """What to say when `problem` is the server asking for credentials (HTTP 401, or 403 for
-        ones it does not accept): which setting carries them. None for any other problem."""
-        refused = self._refusal(problem)
-        status = refused.status if refused is not None else None
-        text = str(problem)
-        if status is None and self.settings.type == "sse":  # the SSE client raises httpx's own error
-            status = 401 if "401 Unauthorized" in text else 403 if "403 Forbidden" in text else None
-        if status not in (401, 403):
-            return None
-        table = f"[mcp.servers.{self.server_id}]"
-        where = f"`{table} headers` (MCPServerSettings.headers)"
-        if self.settings.auth is not None:
-            from .oauth import login_hint
-
-            return (
-                f"the server refused the OAuth token agentfsm holds (HTTP {status} from "
-                f"{self.settings.url}); {login_hint(self.server_id, self.settings.auth)}, or check "
-                f"the `scopes` of `{table} auth`"
-            )
-        if status == 401:
-            return (
-                f"the server wants authorization (HTTP 401 from {self.settings.url}); if it uses OAuth, "
-                f'set auth = "oauth" in `{table}` (--mcp-oauth {self.server_id} for a --mcp-server) and '
-                f"run `agentfsm mcp login {self.server_id}`, else give it a token in {where}, "
-                f'e.g. headers = {{ Authorization = "Bearer <token>" }}'
-            )
-        return (
-            f"the server refused the credentials it was given (HTTP 403 from {self.settings.url}); "
-            f"check the token in {where}"
-        )
+        """What to say when `problem` is the server asking for credentials
+        (`failures.authorization_wanted`), else None."""
+        return authorization_wanted(self.server_id, self.settings, self._refusal(problem), problem)
 
     def _explain(self, problem: BaseException) -> str:
-        """`_describe`, with the HTTP status of a refusal the SDK reports only as "Server
-        returned an error response"."""
-        text = _describe(problem)
-        refused = self._refusal(problem)
-        if refused is None:
-            return text
-        return f"{text} (HTTP {refused.status})"
+        """One line for `problem`, with the HTTP status of a refusal (`failures.explain`)."""
+        return explain(problem, self._refusal(problem))
 
     async def _reconnect(self, before: Any, why: str) -> bool:
         """Open a new session in place of `before` (once, however many calls found it lost):
@@ -717,15 +692,6 @@ class MCPConnection:
 
 
 @dataclass(frozen=True, slots=True)
-class _Refusal:
-    """An HTTP status a streamable-HTTP server answered a POST with, and whether the request
-    carried a session id."""
-
-    status: int
-    session: bool
-
-
-@dataclass(frozen=True, slots=True)
 class _SessionLost:
     """A call found the legacy session lost: `MCPConnection.call` reconnects and sends it again."""
 
@@ -755,13 +721,6 @@ def _token(asked: InputRequired) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return token if isinstance(token, dict) else {}
-
-
-def _refusal(server_id: str, name: str, methods: Sequence[str]) -> str:
-    return (
-        f"MCP server {server_id!r} asked for {', '.join(methods)} during `{name}`; agentfsm takes no "
-        "part in sampling or roots (deprecated in 2026-07-28), so the call was refused"
-    )
 
 
 async def _list_tools(
@@ -846,48 +805,3 @@ def _errlog() -> Any:
     except (AttributeError, ValueError, OSError):  # replaced by something without a descriptor
         return sys.__stderr__
     return sys.stderr
-
-
-def _is_disconnect(exc: BaseException) -> bool:
-    """Whether `exc` says the connection itself ended (not a refusal of one call, nor a result
-    that does not parse): the SDK's "Connection closed" (a stdio server's process ended) or
-    "SSE stream ended" (an HTTP server went away mid-answer), or the transport's own error."""
-    import anyio
-    import httpx2
-
-    text = str(exc)
-    if "Connection closed" in text or "stream ended" in text:
-        return True
-    transport = (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError)
-    return isinstance(exc, (*transport, anyio.EndOfStream))
-
-
-def _login_problem(server_id: str, settings: MCPServerSettings, exc: BaseException) -> str | None:
-    """One line for an OAuth flow that failed inside the SDK (a registration or a token
-    exchange refused, metadata that does not match), with what to do; None for other problems."""
-    from mcp.client.auth import OAuthFlowError
-
-    for leaf in _leaves(exc):
-        if isinstance(leaf, MCPLoginError):
-            return str(leaf)
-        if isinstance(leaf, OAuthFlowError) and settings.auth is not None:
-            from .oauth import login_hint
-
-            failed = f"authorizing agentfsm at MCP server {server_id!r} failed ({_describe(leaf)})"
-            return f"{failed}: {login_hint(server_id, settings.auth)}"
-    return None
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside the exception groups anyio raises (`exc` itself when none)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for `exc`, looking inside the exception groups anyio raises."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
