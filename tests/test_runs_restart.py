@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import runs_support
-from runs_support import call_for
+from runs_support import call_for, until
 
 from agentfsm import Runs, StopReason, Terminate, ToolCallAgent
 from agentfsm.errors import KeyNotFoundError, WrongPhaseError
@@ -45,19 +45,10 @@ class World(runs_support.World):
         return {"worker": build}
 
 
-async def _paused(runs: Runs, run_id: str) -> RunStatus:
-    for _ in range(1000):
-        status = await runs.status(run_id)
-        if status.state == "paused":
-            return status
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"run {run_id} is {status.state}, not paused")
-
-
 async def _paused_run(world: World, folder: Path) -> tuple[str, RunStatus]:
     async with Runs(folder, agents=world.factories()) as runs:
         run_id = await runs.submit("delete a", "worker")
-        status = await _paused(runs, run_id)
+        status = await until(runs, run_id, "paused")
     world.built.clear()
     return run_id, status
 
@@ -124,7 +115,7 @@ async def test_a_run_json_without_its_pause_shown_has_its_run_resumed_at_the_sta
     del record["waiting"]  # as a manager that did not write it left the file
     saved.write_text(json.dumps(record))
     async with Runs(tmp_path, agents=world.factories()) as again:
-        status = await _paused(again, run_id)
+        status = await until(again, run_id, "paused")
         assert len(world.built) == 1  # resumed at the start, as before
         assert (status.pause, status.pending_approval) == (before.pause, before.pending_approval)
         await again.approve(run_id, status.pending_approval[0].id, pause=1)

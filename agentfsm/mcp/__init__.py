@@ -1,8 +1,9 @@
 """MCP client: the tools of MCP servers as agent tools (stdio, streamable HTTP, SSE).
 
 `MCPServerSettings` describes a server, `MCPServers` connects a set of them and makes an
-`MCPTool` per server tool. Only `agentfsm.mcp.client` imports the MCP SDK, when a connection
-opens, so importing this package costs nothing; `MCPAgent` (`agentfsm.agent.mcp`) runs over
+`MCPTool` per server tool. The modules that speak the protocol (the connection, OAuth, stdio,
+serving, elicitation, failures) import the MCP SDK, and only when a connection opens or a server
+starts, so importing this package costs nothing; `MCPAgent` (`agentfsm.agent.mcp`) runs over
 them.
 """
 

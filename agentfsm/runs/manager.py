@@ -111,6 +111,8 @@ class _Run:
     """Its agent (a flow: `FlowRun`), while this process drives it."""
     driving: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    saving: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Its ``run.json``'s writes, one at a time in the order asked (`_save`)."""
     event_buffer: int = 1000
     new: bool = False
     """Submitted in this process: its folder holds no events to read back."""
@@ -879,13 +881,16 @@ def _unmade(lease: Lease | None) -> None:
 
 
 async def _save(run: _Run) -> None:
-    """The run's ``run.json`` replaced by what it says now, off the loop (as `_made`)."""
-    record = run.record()
-    await off_loop(lambda: _write(run.folder / RUN_FILE, record))
+    """The run's ``run.json`` replaced by what it says now, off the loop (as `_made`), after the
+    saves asked before it: a decision taken the moment a run shows it paused saves while the
+    pause's own save may still be writing, and the later one must land last."""
+    async with run.saving:
+        record = run.record()
+        await off_loop(lambda: _write(run.folder / RUN_FILE, record))
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     """`data` as the JSON at `path`, replaced whole (a kill leaves the old file or the new one)."""
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")  # a write cancelled mid-way races none
     temporary.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     os.replace(temporary, path)
