@@ -7,8 +7,6 @@ in Chromium, lists them, steps through one, and approves a paused one's call thr
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 from browser_support import require_chromium
 from durable_agents import TASK
 from postgres_support import either_db, pg_url, postgres_server  # noqa: F401 (fixtures)
+from runs_support import until
 from test_durable_crash import start_worker, stop_worker
 
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
@@ -38,13 +37,6 @@ def worker(either_db: str):  # noqa: F811 (the fixture)
         stop_worker(child)
 
 
-async def _until(runs: DurableRuns, run_id: str, state: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while (await runs.status(run_id)).state != state:
-        assert time.monotonic() < deadline, f"run {run_id} never became {state}"
-        await asyncio.sleep(0.05)
-
-
 async def _two_runs(db: str, tmp_path: Path) -> tuple[str, str]:
     """A finished run and one paused for an approval."""
     runs = DurableRuns(db)
@@ -53,8 +45,8 @@ async def _two_runs(db: str, tmp_path: Path) -> tuple[str, str]:
         finished = await runs.submit(TASK, spec, queue=QUEUE)
         waiting = AgentSpec(agent="approval", options={"effects": str(tmp_path / "wait.txt")})
         paused = await runs.submit("record 7", waiting, queue=QUEUE)
-        await _until(runs, finished, "finished")
-        await _until(runs, paused, "paused")
+        await until(runs, finished, "finished", timeout=60)
+        await until(runs, paused, "paused", timeout=60)
     finally:
         runs.close()
     return finished, paused

@@ -24,6 +24,7 @@ import pytest_asyncio
 from browser_support import require_chromium
 from durable_agents import approval_agent, asking_agent, elicit_agent
 from flow_runs_support import FlowWorld
+from runs_support import until
 
 from agentfsm import Runs, Terminate, ToolCallAgent, tool
 from agentfsm.browser.settings import DEFAULT_EXECUTABLE
@@ -114,14 +115,6 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Runs, Inspector]]:
             await inspector.stop()
 
 
-async def _paused(runs: Runs, run_id: str) -> None:
-    for _ in range(600):
-        if (await runs.status(run_id)).state == "paused":
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run {run_id} never paused")
-
-
 def _spec(agent: str, tmp_path: Path, **options: Any) -> AgentSpec:
     return AgentSpec(agent=agent, options={"effects": str(tmp_path / f"{agent}.txt"), **options})
 
@@ -144,7 +137,7 @@ async def test_a_managed_run_lists_with_its_status_and_streams_its_events_to_its
 ):
     runs, inspector = served
     run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
+    await until(runs, run_id, "paused", timeout=12)
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{inspector.url}api/runs") as response:
             rows = (await response.json())["runs"]
@@ -183,7 +176,7 @@ async def test_a_managed_run_lists_with_its_status_and_streams_its_events_to_its
 async def test_a_stale_decision_is_refused_naming_its_pause(served: tuple[Runs, Inspector], tmp_path: Path):
     runs, inspector = served
     run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
+    await until(runs, run_id, "paused", timeout=12)
     key = f"app/{run_id}"
     status, _ = await post(inspector, "reject", {"key": key, "call_id": "c1", "pause": 1, "reason": "no"})
     assert status == 200
@@ -197,7 +190,7 @@ async def test_an_action_from_another_page_or_not_as_json_is_refused(
 ):
     runs, inspector = served
     run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
+    await until(runs, run_id, "paused", timeout=12)
     body = {"key": f"app/{run_id}", "call_id": "c1", "pause": 1}
     status, answer = await post(inspector, "approve", body, Origin="http://attacker.example")
     assert (status, answer) == (
@@ -220,7 +213,7 @@ async def test_an_action_from_another_page_or_not_as_json_is_refused(
 async def test_a_paused_run_is_cancelled_for_good(served: tuple[Runs, Inspector], tmp_path: Path):
     runs, inspector = served
     run_id = await runs.submit("record 7", _spec("approval", tmp_path))
-    await _paused(runs, run_id)
+    await until(runs, run_id, "paused", timeout=12)
     assert (await post(inspector, "cancel", {"key": f"app/{run_id}"}))[0] == 200
     status = await runs.status(run_id)
     assert status.state == "cancelled" and status.result is not None
@@ -310,7 +303,7 @@ async def test_a_flow_s_plan_is_reviewed_over_http_bound_to_its_pause(served: tu
     approved = await runs.submit("note a", reviewed, run_id="approved")
     cancelled = await runs.submit("note c", reviewed, run_id="cancelled")
     for run_id in (approved, cancelled):
-        await _paused(runs, run_id)
+        await until(runs, run_id, "paused", timeout=12)
     base = str(inspector.url)
     async with (
         aiohttp.ClientSession() as session,
@@ -399,7 +392,7 @@ async def page() -> AsyncIterator[Any]:
 async def _opened_paused(runs: Runs, inspector: Inspector, page: Any, *submitted: Any) -> str:
     """A run submitted (`submitted`: `Runs.submit`'s task and spec), paused, and its page opened."""
     run_id = await runs.submit(*submitted)
-    await _paused(runs, run_id)
+    await until(runs, run_id, "paused", timeout=12)
     await page.goto(f"{inspector.url}#/run/app%2F{run_id}")
     return run_id
 
