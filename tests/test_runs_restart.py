@@ -121,3 +121,21 @@ async def test_a_run_json_without_its_pause_shown_has_its_run_resumed_at_the_sta
         await again.approve(run_id, status.pending_approval[0].id, pause=1)
         result = await again.result(run_id, wait=True, timeout=10)
     assert result is not None and result.ok and world.done == ["deleted a"]
+
+
+async def test_a_flow_asleep_at_its_plan_review_shows_its_plan_and_is_reviewed_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    from flow_runs_support import FlowWorld
+
+    world = FlowWorld()
+    reviewed = AgentSpec(agent="flow", options={"review": True})
+    async with Runs(tmp_path, agents=world.factories()) as runs:
+        run_id = await runs.submit("note a", reviewed)
+        before = await until(runs, run_id, "paused")
+    async with Runs(tmp_path, agents=world.factories()) as again:
+        status = await again.status(run_id)
+        assert status == before and status.plan is not None and "note" in status.plan
+        await again.review(run_id, "approve", pause=1)
+        result = await again.result(run_id, wait=True, timeout=10)
+    assert result is not None and result.stop_reason == "completed" and world.done == ["a"]
