@@ -87,8 +87,12 @@ async def _live(browser: Any, folder: Path) -> list[float]:
     from agentfsm.ui import serve
 
     emitted: list[float] = []
+    watching = asyncio.Event()
+    """Set once the page watches: the model's first answer waits for it, so that a page slow to
+    open (a busy machine) still sees the run's steps arrive, not a run already ended."""
 
     async def decide(request: ModelRequest) -> Any:
+        await watching.wait()
         await asyncio.sleep(LIVE_GAP_S)
         done = sum(1 for m in request.messages if m.role is Role.TOOL)
         if done < LIVE_STEPS:
@@ -125,6 +129,7 @@ async def _live(browser: Any, folder: Path) -> list[float]:
                   }).observe(position, { childList: true, characterData: true, subtree: true });
                 }"""
             )
+            watching.set()
             await runs.result(run_id, wait=True, timeout=120)
             count = 3 * LIVE_STEPS + 2
             await page.locator("#position").filter(has_text=f"transition {count} of {count}").wait_for()
