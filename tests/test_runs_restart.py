@@ -10,39 +10,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import runs_support
-from runs_support import call_for, until
+import test_runs
+from runs_support import until
 
-from agentfsm import Runs, StopReason, Terminate, ToolCallAgent
+from agentfsm import Runs, StopReason, ToolCallAgent
 from agentfsm.errors import KeyNotFoundError, WrongPhaseError
-from agentfsm.messages import Role, ToolCall
 from agentfsm.runs import AgentSpec, RunStatus
-from agentfsm.testing import FunctionLLM, ModelRequest, reply
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 
-class World(runs_support.World):
-    """The runs' tools, and every agent the factory built."""
+class World(test_runs.World):
+    """`test_runs`' world, and every agent its factory built."""
 
     def __init__(self) -> None:
         super().__init__()
         self.built: list[ToolCallAgent] = []
 
     def factories(self) -> dict[str, Any]:
-        tools = self.tools()
+        build = super().factories()["worker"]
 
-        def script(request: ModelRequest) -> Any:
-            if any(m.role is Role.TOOL for m in request.messages):
-                return reply(tool_calls=[ToolCall.create("end", "terminate", {"status": "success"})])
-            return reply(tool_calls=[call_for(str(request.messages[0].content), "c1")])
-
-        def build(spec: AgentSpec) -> ToolCallAgent:
-            agent = ToolCallAgent(llm=FunctionLLM(script), tools=[*tools, Terminate()], name="worker")
+        def counted(spec: AgentSpec) -> ToolCallAgent:
+            agent: ToolCallAgent = build(spec)
             self.built.append(agent)
             return agent
 
-        return {"worker": build}
+        return {"worker": counted}
 
 
 async def _paused_run(world: World, folder: Path) -> tuple[str, RunStatus]:
